@@ -1,0 +1,204 @@
+"""The ``fedgame`` command line (Typer + Rich): the only code that prints."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+app = typer.Typer(help="fedgame: differentially private FL with privacy-aware sampling and incentive mechanisms.", no_args_is_help=True, add_completion=False)
+console = Console()
+err = Console(stderr=True)
+
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a recipe field: key.path=value (YAML value)")]
+
+
+def _fail(msg: str) -> None:
+    err.print(f"[bold red]error:[/] {msg}")
+    raise typer.Exit(2)
+
+
+def _load(recipe: Path, overrides: list[str] | None) -> Any:
+    from fedgame.experiments.config import RecipeError, load_recipe
+
+    try:
+        return load_recipe(recipe, overrides or [])
+    except RecipeError as e:
+        _fail(f"{recipe}:\n{e}")
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("acc {task.fields[acc]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str) -> dict[str, Any]:
+    from fedgame.data import DatasetNotFoundError
+    from fedgame.experiments.runner import run_one
+
+    with _progress() as prog:
+        task = prog.add_task(label, total=cfg.train.rounds, acc="—")
+
+        def on_start(total: int) -> None:
+            prog.update(task, total=total)
+
+        def on_round(rec: dict[str, Any]) -> None:
+            acc = rec.get("test_acc")
+            prog.update(task, completed=rec["round"] + 1, acc=f"{100 * acc:.2f}%" if acc == acc else prog.tasks[task].fields["acc"])
+
+        try:
+            summary = run_one(cfg, out, resume=resume, on_round=on_round, on_start=on_start)
+        except DatasetNotFoundError as e:
+            _fail(str(e))
+        prog.update(task, completed=cfg.train.rounds, acc=f"{100 * summary['final_accuracy']:.2f}%")
+    return summary
+
+
+def _results_table(rows: list[dict[str, Any]], title: str) -> Table:
+    t = Table(title=title)
+    for col in ("run", "seeds", "final accuracy (%)", "wall time (s)", "ε max (δ=1e-5)", "accounting"):
+        t.add_column(col)
+    for r in rows:
+        eps = "—" if not r["epsilon_max_mean"] else f"{r['epsilon_max_mean']:.3g} ± {r['epsilon_max_std']:.2g}"
+        t.add_row(
+            r["label"], str(r["seeds"]), f"{r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f}",
+            f"{r['wall_time_mean']:.1f}", eps, r.get("accounting", ""),
+        )
+    return t
+
+
+@app.callback()
+def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log at INFO level")] = False) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+
+@app.command()
+def validate(recipe: Path, set_: SetOpt = None) -> None:
+    """Check a recipe without running it."""
+    cfg = _load(recipe, set_)
+    console.print(f"[green]ok[/] {recipe}: {cfg.name} — {cfg.data.dataset}, {cfg.data.partition.n_clients} clients, "
+                  f"{cfg.train.rounds} rounds, selection {cfg.selection.kind}, privacy {cfg.privacy.kind}")
+
+
+@app.command()
+def run(
+    recipe: Path,
+    set_: SetOpt = None,
+    out: Annotated[Path | None, typer.Option(help="run folder (default runs/<name>)")] = None,
+    seeds: Annotated[int, typer.Option(min=1, help="run seeds seed..seed+N-1 into out/seed_<s>")] = 1,
+    resume: Annotated[bool, typer.Option(help="continue an interrupted run from its checkpoint")] = False,
+) -> None:
+    """Run a recipe and write its results folder."""
+    from fedgame.experiments.runner import summarise_grid
+
+    cfg = _load(recipe, set_)
+    base = out or Path("runs") / cfg.name
+    summaries = []
+    for s in range(seeds):
+        c = cfg.model_copy(update={"seed": cfg.seed + s})
+        d = base if seeds == 1 else base / f"seed_{c.seed}"
+        if not resume and d.exists():
+            shutil.rmtree(d)
+        summaries.append({"label": cfg.name, **_run_with_progress(c, d, resume=resume, label=f"{cfg.name} seed {c.seed}")})
+    console.print(_results_table(summarise_grid(summaries), f"results in {base}"))
+
+
+@app.command()
+def compare(
+    recipes: list[Path],
+    set_: SetOpt = None,
+    out: Annotated[Path, typer.Option(help="grid folder")] = Path("runs/compare"),
+    seeds: Annotated[int, typer.Option(min=1, help="seeds per recipe")] = 3,
+    report: Annotated[bool, typer.Option(help="write report.md with plots into the grid folder")] = True,
+) -> None:
+    """Run recipes × seeds (skipping finished cells) into one mean ± std table."""
+    from fedgame.experiments.report import write_report
+    from fedgame.experiments.runner import GridCell, markdown_table, run_grid, summarise_grid
+    from fedgame.experiments.store import ResultStore
+
+    cfgs = [_load(r, set_) for r in recipes]
+    cells = [
+        GridCell(label=c.name, cfg=c.model_copy(update={"seed": c.seed + s}), out=out / c.name / f"seed_{c.seed + s}")
+        for c in cfgs
+        for s in range(seeds)
+    ]
+
+    def on_cell(cell: GridCell, done: bool) -> None:
+        if done:
+            console.print(f"[dim]skip {cell.out} (finished)[/]")
+
+    summaries = run_grid(cells, on_cell=on_cell, run=lambda c: _run_with_progress(c.cfg, c.out, resume=True, label=f"{c.label} seed {c.cfg.seed}"))
+    rows = summarise_grid(summaries)
+    store = ResultStore(out)
+    store.write_csv("comparison.csv", rows)
+    store.write_text("comparison.md", markdown_table(rows))
+    console.print(_results_table(rows, f"comparison ({seeds} seeds) — {out}/comparison.csv"))
+    if report:
+        path = write_report([out], out / "report", title=f"fedgame comparison: {', '.join(c.name for c in cfgs)}")
+        console.print(f"report: {path}")
+
+
+@app.command("report")
+def report_cmd(
+    dirs: list[Path],
+    out: Annotated[Path | None, typer.Option(help="report folder (default DIR/report)")] = None,
+) -> None:
+    """Write a Markdown report with plots for run folders."""
+    from fedgame.experiments.report import write_report
+
+    try:
+        path = write_report(dirs, out or dirs[0] / "report")
+    except FileNotFoundError as e:
+        _fail(str(e))
+    console.print(f"report: {path}")
+
+
+@app.command("list")
+def list_cmd(what: Annotated[str, typer.Argument(help="datasets | models | strategies | mechanisms | aggregators | accountants | all")] = "all") -> None:
+    """List what recipes can name."""
+    from fedgame.data import list_datasets
+    from fedgame.incentives import INCENTIVES
+    from fedgame.models import list_models
+    from fedgame.privacy.accountants import ACCOUNTANTS
+    from fedgame.privacy.plans import PRIVACY_PLANS
+    from fedgame.selection import SELECTIONS
+    from fedgame.sim import AGGREGATORS
+
+    groups: dict[str, list[tuple[str, str]]] = {
+        "datasets": [(n, "") for n in list_datasets()],
+        "models": [(n, "") for n in list_models()],
+        "strategies": list(SELECTIONS.describe().items()),
+        "mechanisms": [(f"privacy: {k}", v) for k, v in PRIVACY_PLANS.describe().items()]
+        + [(f"incentive: {k}", v) for k, v in INCENTIVES.describe().items()],
+        "aggregators": list(AGGREGATORS.describe().items()),
+        "accountants": [(n, "") for n in sorted(ACCOUNTANTS)],
+    }
+    if what != "all" and what not in groups:
+        _fail(f"list: unknown group {what!r}; choose from {', '.join(groups)} or all")
+    for name, items in groups.items():
+        if what not in ("all", name):
+            continue
+        t = Table(title=name, show_header=False)
+        t.add_column("name", style="bold")
+        t.add_column("what")
+        for n, d in items:
+            t.add_row(n, d)
+        console.print(t)
+
+
+if __name__ == "__main__":
+    app()

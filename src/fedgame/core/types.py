@@ -1,0 +1,137 @@
+"""The vocabulary every plug-in shares: who was selected, with which probabilities, what came back.
+
+Model parameters and client updates travel as flat ``float32`` tensors (``Params``): every
+mechanism of the four papers (update clipping, parameter perturbation, importance weighting,
+leave-one-out groups) is a vector operation, so one representation serves them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+__all__ = [
+    "ClientId",
+    "Params",
+    "Selection",
+    "RoundState",
+    "ClientResult",
+    "RoundOutcome",
+]
+
+ClientId = int
+Params = torch.Tensor
+
+Scheme = Literal["draws", "inclusion"]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The clients of one round and the probabilities they were chosen with.
+
+    ``scheme="draws"``: ``indices`` are ``k`` independent draws (repeats allowed) from a
+    distribution ``x``; ``probs[j] = x[indices[j]]``. Unbiased weight of slot j:
+    ``theta_i / (k x_i)`` (FedPCS Eq. 4).
+
+    ``scheme="inclusion"``: ``indices`` are distinct clients, each included with probability
+    ``probs[j] = pi_i`` (Poisson/Bernoulli, systematic PIPS, without-replacement uniform);
+    unbiased (Horvitz-Thompson) weight ``theta_i / pi_i``. ``k`` is the target sample size
+    (the expected size for independent inclusion).
+
+    ``independent_copies``: a client drawn m times trains m independent copies (PHS,
+    Algorithm 1) instead of training once and counting m times (FedPCS §3.3).
+    """
+
+    indices: np.ndarray
+    probs: np.ndarray
+    k: int
+    scheme: Scheme = "draws"
+    independent_copies: bool = False
+
+    def __post_init__(self) -> None:
+        idx = np.asarray(self.indices, dtype=np.int64)
+        p = np.asarray(self.probs, dtype=np.float64)
+        if idx.ndim != 1 or p.shape != idx.shape:
+            raise ValueError(f"selection: indices {idx.shape} and probs {p.shape} must be aligned 1-D arrays")
+        if np.any(p <= 0) or np.any(p > 1 + 1e-12):
+            raise ValueError(f"selection.probs: must lie in (0, 1], got min {p.min(initial=1)} max {p.max(initial=0)}")
+        if self.scheme == "inclusion" and np.unique(idx).size != idx.size:
+            raise ValueError("selection.indices: an inclusion sample cannot repeat a client")
+        object.__setattr__(self, "indices", idx)
+        object.__setattr__(self, "probs", p)
+
+    @property
+    def clients(self) -> np.ndarray:
+        """The distinct selected clients, sorted."""
+        return np.unique(self.indices)
+
+    def importance_weights(self, theta: np.ndarray) -> np.ndarray:
+        """Per-slot weights that make ``Σ_j w_j g_{i_j}`` unbiased for ``Σ_i θ_i g_i``."""
+        th = np.asarray(theta, dtype=np.float64)[self.indices]
+        if self.scheme == "draws":
+            return th / (self.k * self.probs)
+        return th / self.probs
+
+    def size_weights(self, theta: np.ndarray) -> np.ndarray:
+        """Per-slot data-size weights normalised over the selected slots (FedAvg; biased)."""
+        th = np.asarray(theta, dtype=np.float64)[self.indices]
+        return th / th.sum()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "indices": self.indices.tolist(),
+            "probs": self.probs.tolist(),
+            "k": self.k,
+            "scheme": self.scheme,
+            "independent_copies": self.independent_copies,
+        }
+
+
+@dataclass(frozen=True)
+class RoundState:
+    """What a selection strategy may look at when it draws round ``t``."""
+
+    t: int
+    k: int
+    sizes: np.ndarray
+    theta: np.ndarray
+
+    @property
+    def n_clients(self) -> int:
+        return int(self.sizes.size)
+
+
+@dataclass
+class ClientResult:
+    """What one client (or one independent copy) sent back in a round.
+
+    ``update`` is the uploaded displacement ``w_local - w_global`` (after any privatisation),
+    ``train_loss`` the mean loss over its local steps, ``steps`` the local steps taken.
+    """
+
+    client: ClientId
+    update: Params
+    train_loss: float
+    steps: int
+    n_examples: int
+    extras: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class RoundOutcome:
+    """What strategies and mechanisms learn after round ``t`` (losses, update norms...)."""
+
+    t: int
+    selection: Selection
+    results: list[ClientResult]
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+    def losses(self) -> dict[ClientId, float]:
+        return {r.client: r.train_loss for r in self.results}
+
+    def update_norms(self) -> dict[ClientId, float]:
+        return {r.client: float(torch.linalg.vector_norm(r.update)) for r in self.results}

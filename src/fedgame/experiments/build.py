@@ -1,0 +1,118 @@
+"""From a validated recipe to a ready engine: the only place that maps ``kind`` to a class."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from fedgame.core.seeding import Streams
+from fedgame.core.server_update import ServerUpdate, chain
+from fedgame.data import FederatedDataset, load_dataset, partition
+from fedgame.experiments.config import DPSGDCfg, RunConfig, ZCDPUploadCfg
+from fedgame.incentives import INCENTIVES
+from fedgame.models import build_model
+from fedgame.privacy.accountants import make_accountant
+from fedgame.privacy.plans import ClientPrivacy, LocalDPSGD, NoPrivacy, ZCDPUpload, steps_per_round
+from fedgame.selection import SELECTIONS, SelectionStrategy
+from fedgame.sim import AGGREGATORS, Engine, LocalSpec, LocalTrainer, server_sgd
+
+__all__ = ["Built", "build_data", "build_engine"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Built:
+    engine: Engine
+    data: FederatedDataset
+    model: torch.nn.Module
+
+
+def build_data(cfg: RunConfig, streams: Streams) -> FederatedDataset:
+    """Load the dataset named by the recipe and partition it with the run's partition stream."""
+    split = load_dataset(cfg.data.dataset, root=cfg.data.root)
+    train, test = split.train, split.test
+    if cfg.data.max_train is not None and cfg.data.max_train < len(train.y):
+        train = dataclasses.replace(train, x=train.x[: cfg.data.max_train], y=train.y[: cfg.data.max_train])
+    if cfg.data.max_test is not None and cfg.data.max_test < len(test.y):
+        test = dataclasses.replace(test, x=test.x[: cfg.data.max_test], y=test.y[: cfg.data.max_test])
+    p = cfg.data.partition
+    params = p.model_dump(exclude={"kind", "n_clients"})
+    parts = partition(p.kind, train.y, p.n_clients, streams.numpy("partition"), **params)
+    return FederatedDataset(train=train, test=test, parts=tuple(parts))
+
+
+def build_privacy(cfg: RunConfig, data: FederatedDataset) -> ClientPrivacy:
+    pc = cfg.privacy
+    sizes = np.asarray(data.sizes)
+    local = cfg.train.local
+    if isinstance(pc, DPSGDCfg):
+        spr = steps_per_round(sizes, batch_size=local.batch_size, epochs=local.epochs, steps=local.steps)
+        rounds = cfg.train.rounds
+        if pc.calibrate_over == "expected":
+            rounds = max(1, int(np.ceil(rounds * cfg.train.clients_per_round / sizes.size)))
+        return LocalDPSGD(
+            sizes=sizes,
+            batch_size=local.batch_size,
+            steps_per_round=spr,
+            max_grad_norm=pc.max_grad_norm,
+            noise_multiplier=pc.noise_multiplier,
+            target_epsilon=pc.target_epsilon,
+            delta=pc.delta,
+            max_rounds=rounds,
+            accountant="pld" if cfg.accountant.kind == "pld" else "rdp",
+            sampling=pc.sampling,
+        )
+    if isinstance(pc, ZCDPUploadCfg):
+        return ZCDPUpload(rho=pc.rho, clip=pc.clip, sizes=sizes)
+    return NoPrivacy()
+
+
+def build_selection(cfg: RunConfig) -> SelectionStrategy:
+    return SELECTIONS.create(cfg.selection.kind, **cfg.selection.model_dump(exclude={"kind"}))
+
+
+def build_server_update(cfg: RunConfig) -> ServerUpdate:
+    return chain(AGGREGATORS.get(cfg.aggregation.kind)(), server_sgd(lr=cfg.server.lr))
+
+
+def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None) -> Built:
+    """Everything a run needs, seeded from ``cfg.seed``."""
+    if cfg.train.threads is not None:
+        torch.set_num_threads(cfg.train.threads)
+    streams = Streams(seed=cfg.seed)
+    data = data if data is not None else build_data(cfg, streams)
+    train = data.train
+    model = build_model(
+        cfg.model.name, in_shape=tuple(train.x.shape[1:]), num_classes=train.classes, seed=streams.integer("init")
+    )
+    x_train, y_train, _, _ = data.as_tensors()
+    l = cfg.train.local
+    trainer = LocalTrainer(
+        model=model,
+        x=x_train,
+        y=y_train,
+        spec=LocalSpec(
+            batch_size=l.batch_size, lr=l.lr, epochs=l.epochs, steps=l.steps, momentum=l.momentum, weight_decay=l.weight_decay
+        ),
+        per_example=cfg.train.per_example,
+    )
+    engine = Engine(
+        model=model,
+        data=data,
+        trainer=trainer,
+        selection=build_selection(cfg),
+        privacy=build_privacy(cfg, data),
+        accountant=make_accountant(cfg.accountant.kind, n_clients=data.n_clients),
+        server_update=build_server_update(cfg),
+        streams=streams,
+        clients_per_round=cfg.train.clients_per_round,
+        incentive=INCENTIVES.create(cfg.incentive.kind),
+        eval_every=cfg.train.eval_every,
+        delta=cfg.accountant.delta,
+    )
+    return Built(engine=engine, data=data, model=model)

@@ -1,0 +1,280 @@
+"""Recipes: YAML files parsed into frozen, self-validating pydantic models.
+
+Every field is checked before any work; a bad value stops the run with a message naming the
+field, the value and the allowed range (:func:`format_errors`). ``--set a.b=value`` overrides
+are applied to the raw mapping before validation, so they are validated the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+__all__ = [
+    "RunConfig",
+    "RecipeError",
+    "load_recipe",
+    "parse_recipe",
+    "apply_overrides",
+    "format_errors",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# -- data ---------------------------------------------------------------------------------
+class IIDPartition(_Frozen):
+    kind: Literal["iid"] = "iid"
+    n_clients: int = Field(100, ge=1, le=100_000)
+
+
+class DirichletPartition(_Frozen):
+    kind: Literal["dirichlet"] = "dirichlet"
+    n_clients: int = Field(100, ge=1, le=100_000)
+    alpha: float = Field(0.5, gt=0, le=1e6)
+    min_size: int = Field(10, ge=1)
+
+
+class ShardsPartition(_Frozen):
+    kind: Literal["shards"] = "shards"
+    n_clients: int = Field(100, ge=1, le=100_000)
+    shards_per_client: int = Field(2, ge=1, le=1000)
+
+
+class SimilarityPartition(_Frozen):
+    kind: Literal["similarity"] = "similarity"
+    n_clients: int = Field(100, ge=1, le=100_000)
+    s: float = Field(30, ge=0, le=100)
+
+
+class QuantityPartition(_Frozen):
+    kind: Literal["quantity"] = "quantity"
+    n_clients: int = Field(100, ge=1, le=100_000)
+    alpha: float = Field(1.0, gt=0, le=1e6)
+    min_size: int = Field(10, ge=1)
+
+
+Partition = Annotated[
+    IIDPartition | DirichletPartition | ShardsPartition | SimilarityPartition | QuantityPartition,
+    Field(discriminator="kind"),
+]
+
+
+class DataCfg(_Frozen):
+    dataset: str = "fashion_mnist"
+    root: str | None = None
+    partition: Partition = Field(default_factory=DirichletPartition)
+    max_train: int | None = Field(None, ge=10, description="use only the first N training examples (smoke runs)")
+    max_test: int | None = Field(None, ge=10)
+
+
+class ModelCfg(_Frozen):
+    name: str = "mcmahan_cnn"
+
+
+# -- training -----------------------------------------------------------------------------
+class LocalCfg(_Frozen):
+    epochs: int | None = Field(1, ge=1, le=1000)
+    steps: int | None = Field(None, ge=1, le=1_000_000)
+    batch_size: int = Field(32, ge=1, le=1_000_000)
+    lr: float = Field(0.05, gt=0, le=100)
+    momentum: float = Field(0.0, ge=0, lt=1)
+    weight_decay: float = Field(0.0, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _one_length(self) -> LocalCfg:
+        if (self.epochs is None) == (self.steps is None):
+            raise ValueError("give exactly one of train.local.epochs and train.local.steps (set the other to null)")
+        return self
+
+
+class TrainCfg(_Frozen):
+    rounds: int = Field(20, ge=1, le=100_000)
+    clients_per_round: int = Field(10, ge=1, le=100_000)
+    eval_every: int = Field(1, ge=1)
+    local: LocalCfg = Field(default_factory=LocalCfg)
+    per_example: Literal["ghost", "functorch"] = "ghost"
+    threads: int | None = Field(None, ge=1, le=256)
+
+
+# -- plug-ins -----------------------------------------------------------------------------
+class UniformSel(_Frozen):
+    kind: Literal["uniform"] = "uniform"
+    replace: bool = False
+
+
+class FullSel(_Frozen):
+    kind: Literal["full"] = "full"
+
+
+class DataSizeSel(_Frozen):
+    kind: Literal["data_size"] = "data_size"
+
+
+Selection = Annotated[UniformSel | FullSel | DataSizeSel, Field(discriminator="kind")]
+
+
+class AggregationCfg(_Frozen):
+    kind: Literal["fedavg", "importance", "mean"] = "fedavg"
+
+
+class ServerCfg(_Frozen):
+    lr: float = Field(1.0, gt=0, le=100)
+
+
+class NoPrivacyCfg(_Frozen):
+    kind: Literal["none"] = "none"
+
+
+class DPSGDCfg(_Frozen):
+    kind: Literal["dpsgd"] = "dpsgd"
+    max_grad_norm: float = Field(1.0, gt=0, le=1e6)
+    noise_multiplier: float | None = Field(None, ge=0, le=1e6)
+    target_epsilon: float | None = Field(None, gt=0, le=1e4)
+    delta: float = Field(1e-5, gt=0, lt=1)
+    calibrate_over: Literal["all", "expected"] = Field(
+        "all", description="rounds a client is assumed to join when calibrating to target_epsilon"
+    )
+    sampling: Literal["poisson", "shuffle"] = "poisson"
+
+    @model_validator(mode="after")
+    def _one_noise(self) -> DPSGDCfg:
+        if (self.noise_multiplier is None) == (self.target_epsilon is None):
+            raise ValueError("give exactly one of privacy.noise_multiplier and privacy.target_epsilon")
+        return self
+
+
+class ZCDPUploadCfg(_Frozen):
+    kind: Literal["zcdp_upload"] = "zcdp_upload"
+    rho: float = Field(1.0, gt=0, le=1e6)
+    clip: float = Field(1.0, gt=0, le=1e6)
+
+
+Privacy = Annotated[NoPrivacyCfg | DPSGDCfg | ZCDPUploadCfg, Field(discriminator="kind")]
+
+
+class AccountantCfg(_Frozen):
+    kind: Literal["rdp", "pld", "zcdp"] = "rdp"
+    delta: float = Field(1e-5, gt=0, lt=1)
+
+
+class IncentiveCfg(_Frozen):
+    kind: Literal["none"] = "none"
+
+
+class RunConfig(_Frozen):
+    """One run of the engine, as a recipe names it."""
+
+    name: str = Field("run", min_length=1, max_length=200)
+    seed: int = Field(0, ge=0, le=2**63 - 1)
+    data: DataCfg = Field(default_factory=DataCfg)
+    model: ModelCfg = Field(default_factory=ModelCfg)
+    train: TrainCfg = Field(default_factory=TrainCfg)
+    selection: Selection = Field(default_factory=UniformSel)
+    aggregation: AggregationCfg = Field(default_factory=AggregationCfg)
+    server: ServerCfg = Field(default_factory=ServerCfg)
+    privacy: Privacy = Field(default_factory=NoPrivacyCfg)
+    accountant: AccountantCfg = Field(default_factory=AccountantCfg)
+    incentive: IncentiveCfg = Field(default_factory=IncentiveCfg)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_kinds(cls, raw: Any) -> Any:
+        """Let a recipe omit ``kind`` where the default plug-in is meant."""
+        if not isinstance(raw, dict):
+            return raw
+        raw = dict(raw)
+        for path, kind in _DEFAULT_KINDS:
+            cur: Any = raw
+            for key in path[:-1]:
+                cur = cur.get(key) if isinstance(cur, dict) else None
+            if isinstance(cur, dict) and isinstance(cur.get(path[-1]), dict) and "kind" not in cur[path[-1]]:
+                cur[path[-1]] = {"kind": kind, **cur[path[-1]]}
+        return raw
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunConfig:
+        n = self.data.partition.n_clients
+        k = self.train.clients_per_round
+        sel = self.selection
+        if isinstance(sel, UniformSel) and not sel.replace and k > n:
+            raise ValueError(
+                f"train.clients_per_round: must be <= data.partition.n_clients ({n}) when sampling "
+                f"without replacement, got {k}"
+            )
+        if isinstance(self.privacy, ZCDPUploadCfg) and self.accountant.kind != "zcdp":
+            pass  # rdp/pld accountants handle zCDP events through their RDP curve
+        return self
+
+
+# -- errors and loading -------------------------------------------------------------------
+class RecipeError(ValueError):
+    """A recipe that does not validate; ``str()`` lists one line per bad field."""
+
+
+def format_errors(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
+        msg = e["msg"].removeprefix("Value error, ")
+        got = e.get("input")
+        shown = "" if isinstance(got, dict) else f", got {got!r}"
+        lines.append(f"{loc}: {msg}{shown}" if loc else msg)
+    return "\n".join(lines)
+
+
+_UNION_TAGS = {
+    "iid", "dirichlet", "shards", "similarity", "quantity", "uniform", "full", "data_size",
+    "none", "dpsgd", "zcdp_upload",
+}
+
+
+_DEFAULT_KINDS = ((("data", "partition"), "dirichlet"), (("selection",), "uniform"), (("privacy",), "none"))
+
+
+def _set_path(d: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    cur = d
+    for k in keys[:-1]:
+        nxt = cur.get(k)
+        if not isinstance(nxt, dict):
+            nxt = {}
+            cur[k] = nxt
+        cur = nxt
+    cur[keys[-1]] = value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``a.b=value`` overrides (values parsed as YAML) to a raw recipe mapping."""
+    out = yaml.safe_load(yaml.safe_dump(raw)) or {}
+    for item in overrides:
+        if "=" not in item:
+            raise RecipeError(f"--set {item!r}: expected key.path=value")
+        key, val = item.split("=", 1)
+        _set_path(out, key.strip(), yaml.safe_load(val))
+    return out
+
+
+def parse_recipe(raw: dict[str, Any]) -> RunConfig:
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as e:
+        raise RecipeError(format_errors(e)) from None
+
+
+def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    p = Path(path)
+    if not p.is_file():
+        raise RecipeError(f"recipe: file not found: {p}")
+    try:
+        raw = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise RecipeError(f"recipe: {p} is not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise RecipeError(f"recipe: {p} must hold a mapping at the top level")
+    return parse_recipe(apply_overrides(raw, overrides or []))

@@ -1,0 +1,174 @@
+"""Running recipes into result folders, and grids of them into comparison tables.
+
+A run folder with ``summary.json`` is finished and is skipped by :func:`run_grid`; a folder
+with only a checkpoint is resumed. So a long grid survives being stopped at any moment.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+import fedgame
+from fedgame.data import save_partition
+from fedgame.experiments.build import build_engine
+from fedgame.experiments.config import RunConfig
+from fedgame.experiments.store import ResultStore
+
+__all__ = ["run_one", "run_grid", "GridCell", "summarise_grid", "versions"]
+
+log = logging.getLogger(__name__)
+
+
+def versions() -> dict[str, str]:
+    import numpy
+    import opacus
+    import scipy
+
+    return {
+        "fedgame": fedgame.__version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "opacus": opacus.__version__,
+        "machine": f"{platform.machine()} {platform.system()} ({torch.get_num_threads()} threads)",
+    }
+
+
+def run_one(
+    cfg: RunConfig,
+    out: str | Path,
+    *,
+    resume: bool = True,
+    on_round: Callable[[dict[str, Any]], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Run ``cfg`` into folder ``out`` (resuming from its checkpoint if there is one) and
+    return the summary. A finished folder is returned as it is."""
+    store = ResultStore(out)
+    if store.finished and resume:
+        summary: dict[str, Any] = store.read_json("summary.json")
+        return summary
+    store.write_text("config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    built = build_engine(cfg)
+    data = built.data
+    save_partition(store.path("partition.npz"), list(data.parts))
+    store.write_json(
+        "partition.json",
+        {"fingerprint": data.fingerprint, "n_clients": data.n_clients, "sizes": np.asarray(data.sizes).tolist()},
+    )
+    if on_start is not None:
+        on_start(cfg.train.rounds)
+    result = built.engine.run(cfg.train.rounds, sink=store, resume=resume, on_round=on_round)
+    eps = result.epsilons
+    final = result.records[-1]
+    store.write_csv(
+        "privacy.csv",
+        [
+            {"client": i, "size": int(data.sizes[i]), "selected": int(result.selected_counts[i]), "epsilon": float(eps[i])}
+            for i in range(data.n_clients)
+        ],
+    )
+    summary = {
+        "name": cfg.name,
+        "seed": cfg.seed,
+        "rounds": cfg.train.rounds,
+        "final_accuracy": final["test_acc"],
+        "final_loss": final["test_loss"],
+        "wall_time": result.wall_time,
+        "delta": cfg.accountant.delta,
+        "accountant": cfg.accountant.kind,
+        "privacy_accounting": built.engine.privacy.accounting if cfg.privacy.kind != "none" else "none",
+        "epsilon_max": float(eps.max()),
+        "epsilon_mean": float(eps.mean()),
+        "epsilon_per_client": eps.tolist(),
+        "partition_fingerprint": data.fingerprint,
+        "resumed_from_round": result.resumed_from,
+        "versions": versions(),
+    }
+    store.write_json("summary.json", summary)
+    store.path("checkpoint.pt").unlink(missing_ok=True)
+    return summary
+
+
+@dataclass(frozen=True)
+class GridCell:
+    """One (recipe, seed) cell of a comparison grid."""
+
+    label: str
+    cfg: RunConfig
+    out: Path
+
+
+def run_grid(
+    cells: Sequence[GridCell],
+    *,
+    on_cell: Callable[[GridCell, bool], Any] | None = None,
+    run: Callable[[GridCell], dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """Run every cell whose folder has no ``summary.json``; skip (and reuse) the others."""
+    out = []
+    for cell in cells:
+        done = (cell.out / "summary.json").exists()
+        if on_cell is not None:
+            on_cell(cell, done)
+        summary = json.loads((cell.out / "summary.json").read_text()) if done else (run or (lambda c: run_one(c.cfg, c.out)))(cell)
+        out.append({"label": cell.label, **summary})
+    return out
+
+
+def _mean_std(xs: list[float]) -> tuple[float, float]:
+    xs = [x for x in xs if x is not None and np.isfinite(x)]
+    if not xs:
+        return float("nan"), float("nan")
+    return float(np.mean(xs)), (float(statistics.stdev(xs)) if len(xs) > 1 else 0.0)
+
+
+def summarise_grid(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per label: accuracy, wall time and ε as mean ± std over seeds."""
+    rows = []
+    for label in dict.fromkeys(s["label"] for s in summaries):
+        group = [s for s in summaries if s["label"] == label]
+        acc = _mean_std([100 * s["final_accuracy"] for s in group])
+        wall = _mean_std([s["wall_time"] for s in group])
+        eps = _mean_std([s["epsilon_max"] for s in group])
+        rows.append(
+            {
+                "label": label,
+                "seeds": len(group),
+                "accuracy_mean": acc[0],
+                "accuracy_std": acc[1],
+                "wall_time_mean": wall[0],
+                "wall_time_std": wall[1],
+                "epsilon_max_mean": eps[0],
+                "epsilon_max_std": eps[1],
+                "accounting": group[0].get("privacy_accounting", ""),
+            }
+        )
+    return rows
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| run | seeds | final accuracy (%) | wall time (s) | ε max over clients (δ) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        eps = "—" if not r["epsilon_max_mean"] else f"{r['epsilon_max_mean']:.3g} ± {r['epsilon_max_std']:.2g}"
+        lines.append(
+            f"| {r['label']} | {r['seeds']} | {r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f} | "
+            f"{r['wall_time_mean']:.1f} ± {r['wall_time_std']:.1f} | {eps} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,144 @@
+"""The results store: one folder per run, every file written atomically.
+
+Layout of a run folder::
+
+    config.yaml        the resolved recipe (every default filled in)
+    partition.npz      the client index arrays; partition.json holds its fingerprint
+    metrics.csv        one row per round (rewritten atomically each round)
+    privacy.csv        ε spent per client at δ, and how often each was selected
+    summary.json       final accuracy, ε per client, wall time, versions
+    checkpoint.pt      model, plug-in and accountant state after the last finished round
+
+A file is written to a temporary name in the same folder, flushed, fsynced and renamed over
+its target, so a crash never leaves a half-written result. ``checkpoint.pt`` is written after
+``metrics.csv``; on resume the rows past the checkpoint's round are dropped.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["ResultStore", "atomic_write_bytes", "atomic_write_text", "read_metrics"]
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def _atomic_with(path: Path, writer: Callable[[io.BytesIO], None]) -> None:
+    buf = io.BytesIO()
+    writer(buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _csv_text(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    fields: list[str] = []
+    for r in rows:
+        fields.extend(k for k in r if k not in fields)
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return out.getvalue()
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """Read a metrics CSV back with numbers as floats (``nan`` kept)."""
+    rows = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            row: dict[str, Any] = {}
+            for k, v in r.items():
+                try:
+                    row[k] = float(v)
+                except (TypeError, ValueError):
+                    row[k] = v
+            rows.append(row)
+    return rows
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if hasattr(obj, "tolist"):
+        return _jsonable(obj.tolist())
+    return obj
+
+
+class ResultStore:
+    """A run folder (see module docstring). Implements the engine's ``RunSink``."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.rows: list[dict[str, Any]] = []
+
+    # files
+    def path(self, name: str) -> Path:
+        return self.root / name
+
+    def write_json(self, name: str, obj: Any) -> None:
+        atomic_write_text(self.path(name), json.dumps(_jsonable(obj), indent=2, sort_keys=False) + "\n")
+
+    def read_json(self, name: str) -> Any:
+        return json.loads(self.path(name).read_text())
+
+    def write_text(self, name: str, text: str) -> None:
+        atomic_write_text(self.path(name), text)
+
+    def write_csv(self, name: str, rows: list[dict[str, Any]]) -> None:
+        atomic_write_text(self.path(name), _csv_text(rows))
+
+    def exists(self, name: str) -> bool:
+        return self.path(name).exists()
+
+    # RunSink
+    def append(self, record: dict[str, Any]) -> None:
+        self.rows.append(record)
+        self.write_csv("metrics.csv", self.rows)
+
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        _atomic_with(self.path("checkpoint.pt"), lambda f: torch.save(state, f))
+
+    def load_checkpoint(self) -> dict[str, Any] | None:
+        p = self.path("checkpoint.pt")
+        if not p.exists():
+            return None
+        state: dict[str, Any] = torch.load(p, weights_only=False)
+        self.rows = list(state["records"])
+        self.write_csv("metrics.csv", self.rows)
+        return state
+
+    @property
+    def finished(self) -> bool:
+        return self.exists("summary.json")

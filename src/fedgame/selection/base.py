@@ -1,0 +1,118 @@
+"""Client-selection strategies: one interface, one RNG stream each (after optuna's BaseSampler).
+
+A strategy returns the round's clients *and* the probabilities they were chosen with, so that
+aggregation can be importance-weighted (unbiased) and the accountant knows sampling rates.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from fedgame.core.registry import Registry
+from fedgame.core.types import RoundOutcome, RoundState, Selection
+
+__all__ = ["SelectionStrategy", "SELECTIONS", "multinomial", "check_distribution"]
+
+SELECTIONS: Registry["SelectionStrategy"] = Registry("selection strategy")
+
+
+def check_distribution(x: np.ndarray, *, field: str = "selection.probabilities") -> np.ndarray:
+    """Validate a one-draw distribution: finite, non-negative, summing to 1."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 1 or x.size == 0:
+        raise ValueError(f"{field}: must be a non-empty 1-D array, got shape {x.shape}")
+    if not np.all(np.isfinite(x)) or np.any(x < 0):
+        raise ValueError(f"{field}: must be finite and >= 0, got min {x.min()}")
+    s = x.sum()
+    if not np.isclose(s, 1.0, rtol=0, atol=1e-9):
+        raise ValueError(f"{field}: must sum to 1, got {s}")
+    return x
+
+
+def multinomial(rng: np.random.Generator, x: np.ndarray, k: int) -> Selection:
+    """``k`` independent draws with replacement from ``x`` (FedPCS §3.3, default sampler)."""
+    idx = rng.choice(x.size, size=k, replace=True, p=x)
+    return Selection(indices=idx, probs=x[idx], k=k, scheme="draws")
+
+
+class SelectionStrategy(ABC):
+    """Draws the clients of a round.
+
+    Subclasses give :meth:`probabilities` (a one-draw distribution) and inherit multinomial
+    sampling, or override :meth:`select` for other schemes (without replacement, Bernoulli,
+    sequential). State a strategy needs across rounds lives in the strategy and is saved by
+    :meth:`state_dict` with the run's checkpoint.
+    """
+
+    name: str = "base"
+
+    @abstractmethod
+    def probabilities(self, state: RoundState) -> np.ndarray:
+        """One-draw probabilities over all clients (sum to 1)."""
+
+    def select(self, state: RoundState, rng: np.random.Generator) -> Selection:
+        if not 1 <= state.k:
+            raise ValueError(f"train.clients_per_round: must be >= 1, got {state.k}")
+        return multinomial(rng, check_distribution(self.probabilities(state)), state.k)
+
+    def after_round(self, state: RoundState, outcome: RoundOutcome) -> None:
+        """Learn from the round (losses, update norms); default: nothing."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        del state
+
+
+@SELECTIONS.register("uniform")
+class Uniform(SelectionStrategy):
+    """Uniform sampling ("Random", FedAvg): x_i = 1/N, with or without replacement."""
+
+    name = "uniform"
+
+    def __init__(self, *, replace: bool = True) -> None:
+        self.replace = replace
+
+    def probabilities(self, state: RoundState) -> np.ndarray:
+        return np.full(state.n_clients, 1.0 / state.n_clients)
+
+    def select(self, state: RoundState, rng: np.random.Generator) -> Selection:
+        n, k = state.n_clients, state.k
+        if self.replace:
+            return super().select(state, rng)
+        if not 1 <= k <= n:
+            raise ValueError(
+                f"train.clients_per_round: must be in [1, {n}] (number of clients) when sampling "
+                f"without replacement, got {k}"
+            )
+        idx = np.sort(rng.choice(n, size=k, replace=False))
+        return Selection(indices=idx, probs=np.full(k, k / n), k=k, scheme="inclusion")
+
+
+@SELECTIONS.register("full")
+class FullParticipation(SelectionStrategy):
+    """Every client every round: the reference for unbiasedness tests."""
+
+    name = "full"
+
+    def probabilities(self, state: RoundState) -> np.ndarray:
+        return np.full(state.n_clients, 1.0 / state.n_clients)
+
+    def select(self, state: RoundState, rng: np.random.Generator) -> Selection:
+        n = state.n_clients
+        return Selection(indices=np.arange(n), probs=np.ones(n), k=n, scheme="inclusion")
+
+
+@SELECTIONS.register("data_size")
+class DataSize(SelectionStrategy):
+    """x_i ∝ |D_i| ("Unbiased" mechanism of PHS, spec §5.4-2), K draws with replacement."""
+
+    name = "data_size"
+
+    def probabilities(self, state: RoundState) -> np.ndarray:
+        s = np.asarray(state.sizes, dtype=np.float64)
+        return s / s.sum()

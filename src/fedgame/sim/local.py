@@ -1,0 +1,246 @@
+"""Local training: the hot loop, in one place.
+
+A client starts from the global parameters, runs SGD on its own examples and returns its new
+parameters. With :class:`DPSGD` every step clips each example's gradient to ``max_grad_norm``
+and adds Gaussian noise of std ``noise_multiplier · max_grad_norm`` to the clipped sum (Abadi et
+al. 2016; PHS Algorithm 1 lines 12-17), the noise drawn from the client's own generator.
+
+Per-example clipping backends (measured side by side in ``bench/``):
+
+* ``"ghost"`` — Opacus' ``GradSampleModuleFastGradientClipping`` with ghost clipping: per-example
+  gradient *norms* from hooks without materialising per-example gradients, then a second backward
+  pass of the re-weighted loss. The fastest on CPU for conv nets with wide linear layers.
+* ``"functorch"`` — ``torch.func.vmap(grad(...))`` per-example gradients, clipped and summed.
+
+Data live in one tensor per split; a client is an index tensor into it, so nothing is copied
+per round except the mini-batches themselves.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from fedgame.privacy.plans import DPSGD
+
+# Opacus hooks warn on every step that inputs do not require grad; that is expected here.
+warnings.filterwarnings("ignore", message="Full backward hook is firing")
+
+__all__ = ["LocalSpec", "LocalResult", "LocalTrainer", "evaluate"]
+
+PerExample = Literal["ghost", "functorch"]
+
+
+@dataclass(frozen=True)
+class LocalSpec:
+    """How every client trains: ``epochs`` (passes over its data) or a fixed number of
+    ``steps``; mini-batches of ``batch_size``; SGD with ``lr``, ``momentum``, ``weight_decay``
+    (a fresh optimiser state each round)."""
+
+    batch_size: int
+    lr: float
+    epochs: int | None = 1
+    steps: int | None = None
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+
+    def n_steps(self, n_examples: int) -> int:
+        if self.steps is not None:
+            return self.steps
+        assert self.epochs is not None
+        return self.epochs * max(1, math.ceil(n_examples / self.batch_size))
+
+
+@dataclass(frozen=True)
+class LocalResult:
+    params: torch.Tensor
+    train_loss: float
+    steps: int
+    n_examples: int
+    clipped_fraction: float = 0.0
+
+
+class LocalTrainer:
+    """Trains any client of one federated dataset with one reusable model instance."""
+
+    def __init__(
+        self,
+        *,
+        model: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        spec: LocalSpec,
+        per_example: PerExample = "ghost",
+    ) -> None:
+        self.model = model
+        self.x, self.y = x, y
+        self.spec = spec
+        self.per_example = per_example
+        self._dp_module: nn.Module | None = None
+        self._loss = nn.CrossEntropyLoss()
+
+    # -- public -------------------------------------------------------------------------
+    def train(
+        self,
+        start: torch.Tensor,
+        indices: torch.Tensor,
+        gen: torch.Generator,
+        dp: DPSGD | None = None,
+    ) -> LocalResult:
+        """Train from flat parameters ``start`` on examples ``indices``; return new flat params."""
+        n = int(indices.numel())
+        if n == 0:
+            raise ValueError("local training: client has no examples")
+        steps = self.spec.n_steps(n)
+        if dp is None:
+            return self._train_plain(start, indices, gen, steps)
+        return self._train_dp(start, indices, gen, steps, dp)
+
+    # -- plain SGD ----------------------------------------------------------------------
+    def _optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+        s = self.spec
+        return torch.optim.SGD(params, lr=s.lr, momentum=s.momentum, weight_decay=s.weight_decay, foreach=True)
+
+    def _batches(self, indices: torch.Tensor, gen: torch.Generator, steps: int) -> list[torch.Tensor]:
+        """Shuffled fixed-size mini-batches, reshuffled every pass, ``steps`` of them."""
+        n, b = int(indices.numel()), self.spec.batch_size
+        out: list[torch.Tensor] = []
+        while len(out) < steps:
+            perm = indices[torch.randperm(n, generator=gen)]
+            out.extend(perm[i : i + b] for i in range(0, n, b))
+        return out[:steps]
+
+    def _train_plain(self, start: torch.Tensor, indices: torch.Tensor, gen: torch.Generator, steps: int) -> LocalResult:
+        model = self.model
+        params = [p for p in model.parameters() if p.requires_grad]
+        vector_to_parameters(start, params)
+        model.train()
+        opt = self._optimizer(params)
+        total = torch.zeros(())
+        for batch in self._batches(indices, gen, steps):
+            opt.zero_grad(set_to_none=True)
+            loss = self._loss(model(self.x[batch]), self.y[batch])
+            loss.backward()
+            opt.step()
+            total += loss.detach()
+        return LocalResult(parameters_to_vector(params).detach(), float(total) / steps, steps, int(indices.numel()))
+
+    # -- DP-SGD -------------------------------------------------------------------------
+    def _dp_model(self) -> nn.Module:
+        if self._dp_module is None:
+            base = copy.deepcopy(self.model)
+            if self.per_example == "ghost":
+                from opacus.grad_sample import GradSampleModuleFastGradientClipping
+
+                self._dp_module = GradSampleModuleFastGradientClipping(
+                    base, max_grad_norm=1.0, use_ghost_clipping=True, loss_reduction="sum"
+                )
+            else:
+                self._dp_module = base
+        return self._dp_module
+
+    def _dp_batches(self, indices: torch.Tensor, gen: torch.Generator, steps: int, dp: DPSGD) -> list[torch.Tensor]:
+        if dp.sampling == "shuffle":
+            return self._batches(indices, gen, steps)
+        n = int(indices.numel())
+        q = min(1.0, self.spec.batch_size / n)
+        mask = torch.rand((steps, n), generator=gen) < q
+        return [indices[m] for m in mask]
+
+    def _clipped_sum_ghost(self, module: nn.Module, xb: torch.Tensor, yb: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Set ``p.grad`` to Σ_j clip_c(∇ℓ_j) with Opacus ghost clipping; return (loss sum, norms)."""
+        module.max_grad_norm = c  # type: ignore[assignment]
+        per_sample = nn.functional.cross_entropy(module(xb), yb, reduction="none")
+        per_sample.sum().backward(retain_graph=True)
+        for p in module.parameters():
+            p.grad = None
+        norms = module.get_norm_sample()  # type: ignore[operator]
+        coef = (c / norms.clamp(min=c)).detach()  # min(1, c/‖g‖), exact for ‖g‖ <= c
+        module.disable_hooks()  # type: ignore[operator]
+        (coef * per_sample).sum().backward()
+        module.enable_hooks()  # type: ignore[operator]
+        return per_sample.detach().sum(), norms.detach()
+
+    def _clipped_sum_functorch(
+        self, module: nn.Module, params: list[nn.Parameter], xb: torch.Tensor, yb: torch.Tensor, c: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        names = [n for n, p in module.named_parameters() if p.requires_grad]
+        detached = {n: p.detach() for n, p in zip(names, params, strict=True)}
+
+        def loss_one(pd: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            out = functional_call(module, pd, (x.unsqueeze(0),))
+            return nn.functional.cross_entropy(out, y.unsqueeze(0))
+
+        def loss_and_grad(pd: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+            g = grad(loss_one)(pd, x, y)
+            return loss_one(pd, x, y), g
+
+        losses, grads = vmap(loss_and_grad, in_dims=(None, 0, 0))(detached, xb, yb)
+        flat = [grads[n].reshape(xb.shape[0], -1) for n in names]
+        norms = torch.sqrt(sum((f * f).sum(1) for f in flat))  # type: ignore[arg-type]
+        coef = c / norms.clamp(min=c)
+        for n, p in zip(names, params, strict=True):
+            p.grad = torch.einsum("b,b...->...", coef, grads[n])
+        return losses.sum(), norms
+
+    def _train_dp(self, start: torch.Tensor, indices: torch.Tensor, gen: torch.Generator, steps: int, dp: DPSGD) -> LocalResult:
+        module = self._dp_model()
+        params = [p for p in module.parameters() if p.requires_grad]
+        vector_to_parameters(start, params)
+        module.train()
+        opt = self._optimizer(params)
+        c = dp.max_grad_norm
+        n = int(indices.numel())
+        denom = float(self.spec.batch_size) if dp.sampling == "poisson" else None
+        std = dp.noise_multiplier * c
+        total, seen, clipped = torch.zeros(()), 0, 0
+        for batch in self._dp_batches(indices, gen, steps, dp):
+            opt.zero_grad(set_to_none=True)
+            b = int(batch.numel())
+            if b > 0:
+                xb, yb = self.x[batch], self.y[batch]
+                if self.per_example == "ghost":
+                    loss_sum, norms = self._clipped_sum_ghost(module, xb, yb, c)
+                else:
+                    loss_sum, norms = self._clipped_sum_functorch(module, params, xb, yb, c)
+                total += loss_sum
+                seen += b
+                clipped += int((norms > c).sum())
+            d = denom if denom is not None else float(max(b, 1))
+            for p in params:
+                g = p.grad if p.grad is not None else torch.zeros_like(p)
+                if std > 0:
+                    g = g + torch.normal(0.0, std, size=p.shape, generator=gen)
+                p.grad = g / d
+            opt.step()
+        del n
+        return LocalResult(
+            parameters_to_vector(params).detach(),
+            float(total) / max(seen, 1),
+            steps,
+            int(indices.numel()),
+            clipped / max(seen, 1),
+        )
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *, batch_size: int = 2000) -> tuple[float, float]:
+    """Accuracy and mean cross-entropy of flat ``params`` on ``(x, y)``."""
+    vector_to_parameters(params, [p for p in model.parameters() if p.requires_grad])
+    model.eval()
+    correct, loss = 0, 0.0
+    for i in range(0, x.shape[0], batch_size):
+        out = model(x[i : i + batch_size])
+        yb = y[i : i + batch_size]
+        loss += float(nn.functional.cross_entropy(out, yb, reduction="sum"))
+        correct += int((out.argmax(1) == yb).sum())
+    n = x.shape[0]
+    return correct / n, loss / n
