@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -34,12 +34,15 @@ from torch.nn.utils import parameters_to_vector
 from fedgame.core.seeding import Streams
 from fedgame.core.server_update import RoundContext, ServerUpdate
 from fedgame.core.types import ClientResult, RoundOutcome, RoundState
-from fedgame.data import FederatedDataset
 from fedgame.incentives.base import Incentive, NoIncentive
-from fedgame.privacy.accountants import Accountant
+
 from fedgame.privacy.plans import ClientPrivacy
 from fedgame.selection.base import SelectionStrategy
 from fedgame.sim.local import LocalTrainer, evaluate
+
+if TYPE_CHECKING:
+    from fedgame.data import FederatedDataset
+    from fedgame.privacy.accountants import Accountant
 
 __all__ = ["Engine", "RunSink", "RunResult"]
 
@@ -72,11 +75,11 @@ class Engine:
         self,
         *,
         model: nn.Module,
-        data: FederatedDataset,
+        data: "FederatedDataset",
         trainer: LocalTrainer,
         selection: SelectionStrategy,
         privacy: ClientPrivacy,
-        accountant: Accountant,
+        accountant: "Accountant",
         server_update: ServerUpdate,
         streams: Streams,
         clients_per_round: int,

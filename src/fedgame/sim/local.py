@@ -7,6 +7,10 @@ al. 2016; PHS Algorithm 1 lines 12-17), the noise drawn from the client's own ge
 
 Per-example clipping backends (measured side by side in ``bench/``):
 
+* ``"bk"`` — book-keeping (:mod:`fedgame.sim.clipping`): per-example norms and the clipped sum
+  from one forward and one backward pass, for models made of Linear and Conv2d layers.
+  ``"auto"`` (the default) uses it when the model allows and ghost clipping otherwise.
+
 * ``"ghost"`` — Opacus' ``GradSampleModuleFastGradientClipping`` with ghost clipping: per-example
   gradient *norms* from hooks without materialising per-example gradients, then a second backward
   pass of the re-weighted loss. The fastest on CPU for conv nets with wide linear layers.
@@ -36,7 +40,7 @@ warnings.filterwarnings("ignore", message="Full backward hook is firing")
 
 __all__ = ["LocalSpec", "LocalResult", "LocalTrainer", "evaluate"]
 
-PerExample = Literal["ghost", "functorch"]
+PerExample = Literal["auto", "bk", "ghost", "functorch"]
 
 
 @dataclass(frozen=True)
@@ -78,12 +82,17 @@ class LocalTrainer:
         x: torch.Tensor,
         y: torch.Tensor,
         spec: LocalSpec,
-        per_example: PerExample = "ghost",
+        per_example: PerExample = "auto",
     ) -> None:
         self.model = model
         self.x, self.y = x, y
         self.spec = spec
+        if per_example == "auto":
+            from fedgame.sim.clipping import supports
+
+            per_example = "bk" if supports(model) else "ghost"
         self.per_example = per_example
+        self._bk: object | None = None
         self._dp_module: nn.Module | None = None
         self._loss = nn.CrossEntropyLoss()
 
@@ -121,7 +130,7 @@ class LocalTrainer:
     def _train_plain(self, start: torch.Tensor, indices: torch.Tensor, gen: torch.Generator, steps: int) -> LocalResult:
         model = self.model
         params = [p for p in model.parameters() if p.requires_grad]
-        vector_to_parameters(start, params)
+        vector_to_parameters(start.clone(), params)  # clone: it aliases, and SGD steps in place
         model.train()
         opt = self._optimizer(params)
         total = torch.zeros(())
@@ -143,6 +152,11 @@ class LocalTrainer:
                 self._dp_module = GradSampleModuleFastGradientClipping(
                     base, max_grad_norm=1.0, use_ghost_clipping=True, loss_reduction="sum"
                 )
+            elif self.per_example == "bk":
+                from fedgame.sim.clipping import BookKeepingClipper
+
+                self._bk = BookKeepingClipper(base)
+                self._dp_module = base
             else:
                 self._dp_module = base
         return self._dp_module
@@ -194,7 +208,7 @@ class LocalTrainer:
     def _train_dp(self, start: torch.Tensor, indices: torch.Tensor, gen: torch.Generator, steps: int, dp: DPSGD) -> LocalResult:
         module = self._dp_model()
         params = [p for p in module.parameters() if p.requires_grad]
-        vector_to_parameters(start, params)
+        vector_to_parameters(start.clone(), params)  # clone: it aliases, and SGD steps in place
         module.train()
         opt = self._optimizer(params)
         c = dp.max_grad_norm
@@ -207,7 +221,9 @@ class LocalTrainer:
             b = int(batch.numel())
             if b > 0:
                 xb, yb = self.x[batch], self.y[batch]
-                if self.per_example == "ghost":
+                if self._bk is not None:
+                    loss_sum, norms = self._bk.clipped_sum(xb, yb, c)  # type: ignore[attr-defined]
+                elif self.per_example == "ghost":
                     loss_sum, norms = self._clipped_sum_ghost(module, xb, yb, c)
                 else:
                     loss_sum, norms = self._clipped_sum_functorch(module, params, xb, yb, c)

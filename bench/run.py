@@ -1,0 +1,283 @@
+"""fedgame benchmarks: speed ratios measured side by side in one run, results kept as JSON.
+
+    .venv/bin/python bench/run.py [--quick] [--main] [--only engine,dp]
+
+1. engine overhead — one FedAvg round through ``Engine.round`` versus the same local training
+   written as a bare PyTorch loop (same clients, same batches, same averaging). Target ≤ 1.10.
+2. DP local training on the McMahan CNN, batch 64 — per-example clipping + noise: ours (the
+   local trainer: ``ghost`` and ``functorch`` backends) versus Opacus (hook-based per-sample
+   gradients, and ghost clipping) versus a naive per-example loop; and plain non-DP SGD for scale.
+   Target: ours at least as fast as Opacus' fastest mode.
+3. the main job's wall time (``--main``: runs ``scripts/main.sh``'s comparison into a temp folder).
+
+Each figure is printed as a ratio with both absolute numbers beside it and written to
+``bench/results/<name>.json`` with the machine's description. Run it alone: two trainings at
+once on two cores only slow each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+
+
+def machine() -> dict[str, object]:
+    import opacus
+
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "opacus": opacus.__version__,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+
+
+def best_of(fn: Callable[[], object], *, repeats: int) -> float:
+    """Minimum wall time of ``repeats`` calls after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def save(name: str, payload: dict[str, object]) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    payload = {"machine": machine(), **payload}
+    (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2) + "\n")
+
+
+def ratio_line(label: str, a_name: str, a: float, b_name: str, b: float, unit: str = "s") -> str:
+    return f"{label}: {a_name} {a:.4g} {unit} / {b_name} {b:.4g} {unit} = {a / b:.3f}"
+
+
+# -- 1. engine overhead ---------------------------------------------------------------------
+def bench_engine(quick: bool) -> dict[str, object]:
+    from fedgame.experiments.build import build_engine
+    from fedgame.experiments.config import parse_recipe
+
+    k = 5 if quick else 10
+    cfg = parse_recipe(
+        {
+            "seed": 0,
+            "data": {"dataset": "fashion_mnist", "partition": {"kind": "iid", "n_clients": 100}},
+            "model": {"name": "mcmahan_cnn"},
+            "train": {"rounds": 1, "clients_per_round": k, "local": {"epochs": 1, "batch_size": 32, "lr": 0.05}},
+            "selection": {"kind": "uniform", "replace": False},
+        }
+    )
+    built = build_engine(cfg)
+    eng = built.engine
+    eng._rounds = 10**9  # never the last round: no evaluation inside the timed region
+    sel = eng.selection.select(
+        __import__("fedgame.core", fromlist=["RoundState"]).RoundState(t=0, k=k, sizes=eng.sizes, theta=eng.theta),
+        eng.streams.numpy("selection", 0),
+    )
+    clients = [int(c) for c in sel.clients]
+    x, y, _, _ = built.data.as_tensors()
+    parts = [torch.as_tensor(built.data.parts[c], dtype=torch.long) for c in clients]
+    model = built.model
+    params0 = eng.params.clone()
+    theta = eng.theta[clients] / eng.theta[clients].sum()
+
+    def engine_round() -> None:
+        eng.params = params0.clone()
+        eng.round(0)
+
+    def bare_round() -> None:
+        """The same work as plain PyTorch: per client load, shuffle, SGD, then weighted average."""
+        ps = [p for p in model.parameters()]
+        acc = torch.zeros_like(params0)
+        for w, c, idx in zip(theta, clients, parts):
+            vector_to_parameters(params0, ps)
+            opt = torch.optim.SGD(ps, lr=0.05)
+            g = eng.streams.torch("train", 0, c, 0)
+            perm = idx[torch.randperm(idx.numel(), generator=g)]
+            for i in range(0, perm.numel(), 32):
+                b = perm[i : i + 32]
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(x[b]), y[b]).backward()
+                opt.step()
+            acc += float(w) * (parameters_to_vector(ps).detach() - params0)
+        _ = params0 + acc
+
+    reps = 2 if quick else 3
+    # interleave to share any drift in machine speed
+    t_bare = best_of(bare_round, repeats=reps)
+    t_eng = best_of(engine_round, repeats=reps)
+    t_bare = min(t_bare, best_of(bare_round, repeats=reps))
+    r = t_eng / t_bare
+    print(ratio_line(f"engine overhead ({k} clients × 600 examples, 1 epoch)", "engine", t_eng, "bare PyTorch", t_bare), "(target ≤ 1.10)")
+    out = {"clients": k, "engine_round_s": t_eng, "bare_round_s": t_bare, "ratio": r, "target": 1.10, "met": r <= 1.10}
+    save("engine_overhead", out)
+    return out
+
+
+# -- 2. DP local training ------------------------------------------------------------------
+def bench_dp(quick: bool) -> dict[str, object]:
+    from opacus import GradSampleModule
+    from opacus.grad_sample import GradSampleModuleFastGradientClipping
+
+    from fedgame.models import build_model
+    from fedgame.privacy.plans import DPSGD
+    from fedgame.sim.local import LocalSpec, LocalTrainer
+
+    bs, c, z = 64, 1.0, 1.0
+    n_batches = 4 if quick else 10
+    n = bs * n_batches
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 1, 28, 28, generator=gen)
+    y = torch.randint(0, 10, (n,), generator=gen)
+    idx = torch.arange(n)
+
+    def fresh() -> nn.Module:
+        return build_model("mcmahan_cnn", in_shape=(1, 28, 28), num_classes=10, seed=0)
+
+    start = parameters_to_vector(fresh().parameters()).detach().clone()
+    spec = LocalSpec(batch_size=bs, lr=0.05, epochs=1)
+    dp = DPSGD(max_grad_norm=c, noise_multiplier=z, sampling="shuffle")
+    timings: dict[str, float] = {}
+
+    plain = LocalTrainer(model=fresh(), x=x, y=y, spec=spec)
+    timings["non-DP SGD (reference)"] = best_of(lambda: plain.train(start, idx, torch.Generator().manual_seed(1)), repeats=3)
+    for backend in ("ghost", "functorch"):
+        tr = LocalTrainer(model=fresh(), x=x, y=y, spec=spec, per_example=backend)  # type: ignore[arg-type]
+        timings[f"fedgame ({backend})"] = best_of(lambda: tr.train(start, idx, torch.Generator().manual_seed(1), dp), repeats=3)
+
+    def opacus_hooks() -> None:
+        m = GradSampleModule(fresh())
+        ps = list(m.parameters())
+        opt = torch.optim.SGD(ps, lr=0.05)
+        g = torch.Generator().manual_seed(1)
+        for i in range(0, n, bs):
+            opt.zero_grad()
+            nn.functional.cross_entropy(m(x[i : i + bs]), y[i : i + bs]).backward()
+            gs = [p.grad_sample.reshape(bs, -1) for p in ps]
+            norms = torch.cat(gs, 1).norm(dim=1)
+            coef = (c / (norms + 1e-6)).clamp(max=1.0)
+            for p in ps:
+                p.grad = (torch.einsum("b,b...->...", coef, p.grad_sample) + torch.normal(0, z * c, p.shape, generator=g)) / bs
+                p.grad_sample = None
+            opt.step()
+
+    def opacus_ghost() -> None:
+        m = GradSampleModuleFastGradientClipping(fresh(), max_grad_norm=c, use_ghost_clipping=True, loss_reduction="mean")
+        ps = list(m.parameters())
+        opt = torch.optim.SGD(ps, lr=0.05)
+        g = torch.Generator().manual_seed(1)
+        for i in range(0, n, bs):
+            opt.zero_grad()
+            per = nn.functional.cross_entropy(m(x[i : i + bs]), y[i : i + bs], reduction="none")
+            per.mean().backward(retain_graph=True)
+            opt.zero_grad()
+            coef = m.get_clipping_coef()
+            m.disable_hooks()
+            (coef * per).sum().backward()
+            m.enable_hooks()
+            for p in ps:
+                p.grad = (p.grad + torch.normal(0, z * c, p.shape, generator=g)) / bs
+            opt.step()
+
+    def naive_loop() -> None:
+        m = fresh()
+        ps = list(m.parameters())
+        opt = torch.optim.SGD(ps, lr=0.05)
+        g = torch.Generator().manual_seed(1)
+        for i in range(0, n, bs):
+            acc = [torch.zeros_like(p) for p in ps]
+            for j in range(i, i + bs):
+                grads = torch.autograd.grad(nn.functional.cross_entropy(m(x[j : j + 1]), y[j : j + 1]), ps)
+                norm = torch.sqrt(sum((gg * gg).sum() for gg in grads))
+                f = min(1.0, c / float(norm))
+                for a, gg in zip(acc, grads):
+                    a.add_(gg, alpha=f)
+            for p, a in zip(ps, acc):
+                p.grad = (a + torch.normal(0, z * c, p.shape, generator=g)) / bs
+            opt.step()
+
+    timings["Opacus hooks (GradSampleModule)"] = best_of(opacus_hooks, repeats=3)
+    timings["Opacus ghost clipping"] = best_of(opacus_ghost, repeats=3)
+    timings["naive per-example loop"] = best_of(naive_loop, repeats=1 if quick else 2)
+
+    ref = timings["non-DP SGD (reference)"]
+    ours = min(timings["fedgame (ghost)"], timings["fedgame (functorch)"])
+    opacus_best = min(timings["Opacus hooks (GradSampleModule)"], timings["Opacus ghost clipping"])
+    print(f"DP local training, McMahan CNN, batch {bs}, {n_batches} steps (examples/s; ratio to non-DP):")
+    for k, v in timings.items():
+        print(f"  {k:34s} {n / v:9.0f} ex/s   {v:.3f} s   throughput vs non-DP {ref / v:.3f}")
+    print(ratio_line("  ours / Opacus fastest (time)", "ours", ours, "Opacus", opacus_best), "(target ≤ 1.0)")
+    out = {
+        "batch_size": bs,
+        "steps": n_batches,
+        "seconds": timings,
+        "examples_per_second": {k: n / v for k, v in timings.items()},
+        "throughput_vs_non_dp": {k: ref / v for k, v in timings.items()},
+        "ours_over_opacus_fastest_time": ours / opacus_best,
+        "met": ours <= opacus_best * 1.02,
+    }
+    save("dp_local_training", out)
+    return out
+
+
+# -- 3. main job -----------------------------------------------------------------------------
+def bench_main() -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as d:
+        t = time.perf_counter()
+        subprocess.run(
+            [str(ROOT / ".venv/bin/fedgame"), "compare", "recipes/main/fedavg.yaml", "recipes/main/dp_fedavg.yaml",
+             "--seeds", "1", "--out", d, "--no-report"],
+            cwd=ROOT, check=True,
+        )
+        wall = time.perf_counter() - t
+    print(f"main job: {wall:.1f} s (target < 300 s) = {wall / 300:.2f} of the limit")
+    out = {"wall_time_s": wall, "target_s": 300, "met": wall < 300}
+    save("main_job", out)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke check of the bench itself)")
+    ap.add_argument("--main", action="store_true", help="also time the main job (about 4 minutes)")
+    ap.add_argument("--only", default="engine,dp", help="comma list of: engine, dp")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    np.random.seed(0)
+    only = set(args.only.split(","))
+    if "engine" in only:
+        bench_engine(args.quick)
+    if "dp" in only:
+        bench_dp(args.quick)
+    if args.main:
+        bench_main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
