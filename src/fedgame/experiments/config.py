@@ -207,8 +207,11 @@ class RunConfig(_Frozen):
                 f"train.clients_per_round: must be <= data.partition.n_clients ({n}) when sampling "
                 f"without replacement, got {k}"
             )
-        if isinstance(self.privacy, ZCDPUploadCfg) and self.accountant.kind != "zcdp":
-            pass  # rdp/pld accountants handle zCDP events through their RDP curve
+        if isinstance(self.privacy, DPSGDCfg) and self.accountant.kind == "zcdp":
+            raise ValueError(
+                "accountant.kind: 'zcdp' cannot compose Poisson-subsampled DP-SGD steps tightly; "
+                "use 'rdp' or 'pld' with privacy.kind 'dpsgd', got 'zcdp'"
+            )
         return self
 
 

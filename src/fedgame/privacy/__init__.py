@@ -1,0 +1,65 @@
+"""Differential privacy for fedgame: mechanisms (clip + noise), privacy events, per-client
+accountants, and the pure maths in :mod:`fedgame.privacy.analysis`.
+
+Client privacy *plans* (which mechanism a client applies in a round) live in
+:mod:`fedgame.privacy.plans`. Attributes are imported lazily, so ``import
+fedgame.privacy.analysis`` stays free of torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fedgame.privacy.accountants import (
+        ACCOUNTANTS,
+        Accountant,
+        Ledger,
+        PLDAccountant,
+        RDPAccountant,
+        ZCDPAccountant,
+        make_accountant,
+    )
+    from fedgame.privacy.events import PrivacyEvent
+    from fedgame.privacy.mechanisms import GaussianMechanism, NoPrivacy, clip_by_l2, per_example_clip_factors
+
+_WHERE = {
+    "PrivacyEvent": "events",
+    "Ledger": "accountants",
+    "Accountant": "accountants",
+    "ZCDPAccountant": "accountants",
+    "RDPAccountant": "accountants",
+    "PLDAccountant": "accountants",
+    "ACCOUNTANTS": "accountants",
+    "make_accountant": "accountants",
+    "GaussianMechanism": "mechanisms",
+    "NoPrivacy": "mechanisms",
+    "clip_by_l2": "mechanisms",
+    "per_example_clip_factors": "mechanisms",
+}
+
+__all__ = [
+    "PrivacyEvent",
+    "Ledger",
+    "Accountant",
+    "ZCDPAccountant",
+    "RDPAccountant",
+    "PLDAccountant",
+    "ACCOUNTANTS",
+    "make_accountant",
+    "GaussianMechanism",
+    "NoPrivacy",
+    "clip_by_l2",
+    "per_example_clip_factors",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"fedgame.privacy.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'fedgame.privacy' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

@@ -3,8 +3,8 @@
 A plan answers three questions for client ``i`` in round ``t``:
 
 * :meth:`ClientPrivacy.dpsgd` — clip per example and noise every local step (DP-SGD)?
-* :meth:`ClientPrivacy.upload` — clip and noise the uploaded displacement once per round
-  (FedPCS / QI-DPFL Gaussian mechanism calibrated from ρ_i^t)?
+* :meth:`ClientPrivacy.upload` — a :class:`~fedgame.privacy.mechanisms.GaussianMechanism` that
+  clips and noises the uploaded displacement once per round (FedPCS / QI-DPFL, from ρ_i^t)?
 * :meth:`ClientPrivacy.events` — the privacy events the accountant records for that round.
 
 Plans are per client because budgets are: the engine never branches on which plan it holds.
@@ -19,16 +19,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-import torch
 
 from fedgame.core.registry import Registry
 from fedgame.privacy.analysis.subsampled import dpsgd_noise_multiplier
-from fedgame.privacy.analysis.zcdp import gaussian_std_for_zcdp
 from fedgame.privacy.events import PrivacyEvent
+from fedgame.privacy.mechanisms import GaussianMechanism
 
 __all__ = [
     "DPSGD",
-    "UploadNoise",
     "ClientPrivacy",
     "NoPrivacy",
     "LocalDPSGD",
@@ -63,22 +61,6 @@ class DPSGD:
             raise ValueError(f"privacy.noise_multiplier: must be >= 0, got {self.noise_multiplier}")
 
 
-@dataclass(frozen=True)
-class UploadNoise:
-    """Clip the uploaded displacement to L2 norm ``clip`` and add N(0, ``std``² I)."""
-
-    clip: float
-    std: float
-
-    def apply(self, update: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        norm = float(torch.linalg.vector_norm(update))
-        if norm > self.clip:
-            update = update * (self.clip / norm)
-        if self.std > 0:
-            update = update + torch.normal(0.0, self.std, size=update.shape, generator=gen, dtype=update.dtype)
-        return update
-
-
 class ClientPrivacy(ABC):
     """What privacy each client applies, round by round (see module docstring)."""
 
@@ -90,7 +72,8 @@ class ClientPrivacy(ABC):
     def dpsgd(self, client: int, t: int, n_examples: int) -> DPSGD | None:
         return None
 
-    def upload(self, client: int, t: int, n_examples: int) -> UploadNoise | None:
+    def upload(self, client: int, t: int, n_examples: int) -> GaussianMechanism | None:
+        """The mechanism applied to the uploaded displacement (``privatize(v, gen)``), if any."""
         return None
 
     @abstractmethod
@@ -206,9 +189,8 @@ class ZCDPUpload(ClientPrivacy):
             return float(r[client])
         return float(r[client, min(t, r.shape[1] - 1)])
 
-    def upload(self, client: int, t: int, n_examples: int) -> UploadNoise:
-        sens = 2.0 * self.clip / n_examples
-        return UploadNoise(clip=self.clip, std=float(gaussian_std_for_zcdp(self.rho_of(client, t), sens)))
+    def upload(self, client: int, t: int, n_examples: int) -> GaussianMechanism:
+        return GaussianMechanism.for_zcdp(self.rho_of(client, t), clip=self.clip, sensitivity=2.0 * self.clip / n_examples)
 
     def events(self, client: int, t: int, n_examples: int, steps: int) -> list[tuple[PrivacyEvent, int]]:
         return [(PrivacyEvent.zcdp(self.rho_of(client, t)), 1)]

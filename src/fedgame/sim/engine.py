@@ -147,7 +147,7 @@ class Engine:
         update = res.params - self.params
         noise = self.privacy.upload(client, t, n)
         if noise is not None:
-            update = noise.apply(update, self.streams.torch("noise", t, client, copy))
+            update = noise.privatize(update, self.streams.torch("noise", t, client, copy))
         for event, count in self.privacy.events(client, t, n, res.steps):
             self.accountant.record([client], event, count)
         return ClientResult(client, update, res.train_loss, res.steps, n, {"clipped_fraction": res.clipped_fraction})

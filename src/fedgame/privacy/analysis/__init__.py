@@ -1,0 +1,41 @@
+"""Pure privacy maths (NumPy/SciPy only, no torch): zCDP, Gaussian calibration, the PHS paper's
+calibration and tight DP-SGD accounting through dp-accounting."""
+
+from __future__ import annotations
+
+from fedgame.privacy.analysis.gaussian import analytic_gaussian_std, classic_gaussian_std, gaussian_delta
+from fedgame.privacy.analysis.phs import (
+    phs_epsilon_prime,
+    phs_epsilon_spent,
+    phs_noise_multiplier,
+    phs_sigma,
+    phs_V,
+)
+from fedgame.privacy.analysis.subsampled import dpsgd_epsilon, dpsgd_noise_multiplier
+from fedgame.privacy.analysis.zcdp import (
+    eps_to_zcdp,
+    fedpcs_noise_std,
+    fedpcs_sensitivity,
+    gaussian_std_for_zcdp,
+    zcdp_of_gaussian,
+    zcdp_to_eps,
+)
+
+__all__ = [
+    "gaussian_std_for_zcdp",
+    "zcdp_of_gaussian",
+    "zcdp_to_eps",
+    "eps_to_zcdp",
+    "fedpcs_sensitivity",
+    "fedpcs_noise_std",
+    "classic_gaussian_std",
+    "analytic_gaussian_std",
+    "gaussian_delta",
+    "phs_epsilon_prime",
+    "phs_V",
+    "phs_sigma",
+    "phs_noise_multiplier",
+    "phs_epsilon_spent",
+    "dpsgd_epsilon",
+    "dpsgd_noise_multiplier",
+]
