@@ -1,0 +1,68 @@
+"""Datasets and their federated partitions.
+
+* :func:`load_dataset` reads a dataset the user has on disk (IDX, CIFAR pickles, SVHN .mat,
+  image folders) into a normalised :class:`DatasetSplit`; :func:`list_datasets` and
+  :func:`dataset_info` describe what can be loaded. Nothing is downloaded.
+* :func:`partition` (or :func:`iid`, :func:`dirichlet`, :func:`shards`, :func:`similarity`,
+  :func:`quantity_skew`) splits the training indices among clients with an explicit
+  ``numpy.random.Generator``; :func:`fingerprint` identifies the result.
+* :class:`FederatedDataset` ties a split to its partition for the training loop.
+"""
+
+from __future__ import annotations
+
+from fedgame.data._arrays import ArrayDataset, DatasetSplit, make_split
+from fedgame.data.catalog import (
+    DatasetInfo,
+    clear_cache,
+    dataset_info,
+    describe_datasets,
+    list_datasets,
+    load_dataset,
+    resolve_roots,
+)
+from fedgame.data.federated import FederatedDataset
+from fedgame.data.partition import (
+    PARTITION_KINDS,
+    dirichlet,
+    fingerprint,
+    iid,
+    label_counts,
+    load_partition,
+    partition,
+    quantity_skew,
+    save_partition,
+    shards,
+    similarity,
+    validate_partition,
+)
+from fedgame.data.readers import DatasetFormatError, DatasetNotFoundError, read_idx
+
+__all__ = [
+    "ArrayDataset",
+    "DatasetSplit",
+    "make_split",
+    "DatasetInfo",
+    "DatasetNotFoundError",
+    "DatasetFormatError",
+    "load_dataset",
+    "list_datasets",
+    "dataset_info",
+    "describe_datasets",
+    "resolve_roots",
+    "clear_cache",
+    "read_idx",
+    "FederatedDataset",
+    "PARTITION_KINDS",
+    "partition",
+    "iid",
+    "dirichlet",
+    "shards",
+    "similarity",
+    "quantity_skew",
+    "fingerprint",
+    "save_partition",
+    "load_partition",
+    "label_counts",
+    "validate_partition",
+]

@@ -1,0 +1,250 @@
+"""The small architectures of the reproduced papers, layer for layer.
+
+Each builder takes the per-example input shape ``(C, H, W)`` and the number of classes and
+returns an ``nn.Sequential`` with named layers. The width of the first fully connected layer is
+derived from the input shape (the figure in each docstring is for the paper's canonical input),
+so the same architecture also runs on, e.g., 3×32×32 data. Initialisation is PyTorch's default
+(Kaiming-uniform weights), which is what the papers' PyTorch reference code uses.
+
+None of these models normalises across examples, so they support per-example gradients through
+``torch.func.vmap(grad(...))``, Opacus' ``GradSampleModule`` and fedgame's book-keeping clipper.
+Models with Dropout draw different masks per example under ``vmap`` only when called with
+``randomness="different"``; use ``model.eval()`` for deterministic per-example gradients.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from fedgame.models._layers import Stack
+
+__all__ = [
+    "jdp_cifar_cnn",
+    "jdp_mnist_cnn",
+    "lenet5",
+    "logreg",
+    "mcmahan_cnn",
+    "mlp",
+    "phs_cifar_cnn",
+    "phs_mnist_cnn",
+    "qidpfl_cifar_cnn",
+    "simple_cnn",
+]
+
+Shape3 = tuple[int, int, int]
+
+
+def logreg(*, in_shape: Shape3, num_classes: int) -> nn.Module:
+    """Multinomial logistic regression: Flatten → Linear(C·H·W, classes).
+
+    The convex baseline of federated-learning experiments; with softmax cross-entropy it is
+    exactly logistic regression. 1×28×28, 10 classes: 7,850 parameters.
+    """
+    s = Stack(model="logreg", in_shape=in_shape)
+    s.flatten()
+    s.linear("fc", num_classes)
+    return s.build()
+
+
+def mlp(*, in_shape: Shape3, num_classes: int) -> nn.Module:
+    """The "2NN" of McMahan et al. 2017 (AISTATS, "Communication-Efficient Learning of Deep
+    Networks from Decentralized Data", §3): two hidden layers of 200 ReLU units.
+
+    Flatten → Linear(C·H·W, 200) → ReLU → Linear(200, 200) → ReLU → Linear(200, classes).
+    1×28×28, 10 classes: 199,210 parameters.
+    """
+    s = Stack(model="mlp", in_shape=in_shape)
+    s.flatten()
+    s.linear("fc1", 200)
+    s.add("relu1", nn.ReLU())
+    s.linear("fc2", 200)
+    s.add("relu2", nn.ReLU())
+    s.linear("fc3", num_classes)
+    return s.build()
+
+
+def mcmahan_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
+    """The FedAvg "CNN" of McMahan et al. 2017 (§3), as the FedPCS spec uses it for
+    Fashion-MNIST (§5.2).
+
+    Conv2d(C, 32, 5, pad 2) → ReLU → MaxPool 2 → Conv2d(32, 64, 5, pad 2) → ReLU → MaxPool 2 →
+    Flatten (64·H/4·W/4) → Linear(·, 512) → ReLU → Linear(512, classes).
+    1×28×28, 10 classes: 1,663,370 parameters.
+    """
+    s = Stack(model="mcmahan_cnn", in_shape=in_shape)
+    s.conv("conv1", 32, 5, padding=2)
+    s.add("relu1", nn.ReLU())
+    s.max_pool("pool1", 2)
+    s.conv("conv2", 64, 5, padding=2)
+    s.add("relu2", nn.ReLU())
+    s.max_pool("pool2", 2)
+    s.flatten()
+    s.linear("fc1", 512)
+    s.add("relu3", nn.ReLU())
+    s.linear("fc2", num_classes)
+    return s.build()
+
+
+def qidpfl_cifar_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
+    """McMahan et al.'s CIFAR-10 CNN (2017, §3; after the TensorFlow CIFAR-10 tutorial) as the
+    QI-DPFL spec reads it, registered also as ``mcmahan_cifar_cnn`` (FedPCS spec, CIFAR-10).
+
+    Conv(C→64, 5×5, pad 2) → ReLU → MaxPool(3, stride 2, pad 1) → Conv(64→64, 5×5, pad 2) →
+    ReLU → MaxPool(3, 2, pad 1) → Flatten (64·8·8 = 4096 for 32×32) → Linear(·, 384) → ReLU →
+    Linear(384, 192) → ReLU → Linear(192, classes). The paddings reproduce TensorFlow's "SAME"
+    sizes of the original (32 → 16 → 8); the tutorial's local response normalisation is
+    omitted by both specs. 3×32×32, 10 classes: 1,756,426 parameters.
+    """
+    s = Stack(model="qidpfl_cifar_cnn", in_shape=in_shape)
+    s.conv("conv1", 64, 5, padding=2)
+    s.add("relu1", nn.ReLU())
+    s.max_pool("pool1", 3, stride=2, padding=1)
+    s.conv("conv2", 64, 5, padding=2)
+    s.add("relu2", nn.ReLU())
+    s.max_pool("pool2", 3, stride=2, padding=1)
+    s.flatten()
+    s.linear("fc1", 384)
+    s.add("relu3", nn.ReLU())
+    s.linear("fc2", 192)
+    s.add("relu4", nn.ReLU())
+    s.linear("fc3", num_classes)
+    return s.build()
+
+
+def simple_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
+    """The "simple CNN" of NIID-Bench (Li, Diao, Chen & He, "Federated Learning on Non-IID Data
+    Silos: An Experimental Study", ICDE 2022, §V) used by FedDisco (Ye et al., ICML 2023) for
+    CINIC-10 — the LeNet-style network of the PyTorch CIFAR-10 tutorial.
+
+    Conv(C→6, 5×5) → ReLU → MaxPool 2 → Conv(6→16, 5×5) → ReLU → MaxPool 2 → Flatten (16·5·5 =
+    400 for 32×32) → Linear(400, 120) → ReLU → Linear(120, 84) → ReLU → Linear(84, classes).
+    3×32×32, 10 classes: 456 + 2,416 + 48,120 + 10,164 + 850 = 62,006 parameters.
+    """
+    s = Stack(model="simple_cnn", in_shape=in_shape)
+    s.conv("conv1", 6, 5)
+    s.add("relu1", nn.ReLU())
+    s.max_pool("pool1", 2)
+    s.conv("conv2", 16, 5)
+    s.add("relu2", nn.ReLU())
+    s.max_pool("pool2", 2)
+    s.flatten()
+    s.linear("fc1", 120)
+    s.add("relu3", nn.ReLU())
+    s.linear("fc2", 84)
+    s.add("relu4", nn.ReLU())
+    s.linear("fc3", num_classes)
+    return s.build()
+
+
+def lenet5(*, in_shape: Shape3, num_classes: int) -> nn.Module:
+    """LeNet-5 (LeCun et al. 1998) with ReLU and max-pooling, as the QI-DPFL spec uses it for
+    EMNIST.
+
+    Conv(C→6, 5×5, pad 2) → ReLU → MaxPool 2 → Conv(6→16, 5×5) → ReLU → MaxPool 2 → Flatten
+    (400 for 28×28) → Linear(400, 120) → ReLU → Linear(120, 84) → ReLU → Linear(84, classes).
+    1×28×28: 66,126 parameters with 62 classes (EMNIST ByClass), 61,706 with 10.
+    """
+    s = Stack(model="lenet5", in_shape=in_shape)
+    s.conv("conv1", 6, 5, padding=2)
+    s.add("relu1", nn.ReLU())
+    s.max_pool("pool1", 2)
+    s.conv("conv2", 16, 5)
+    s.add("relu2", nn.ReLU())
+    s.max_pool("pool2", 2)
+    s.flatten()
+    s.linear("fc1", 120)
+    s.add("relu3", nn.ReLU())
+    s.linear("fc2", 84)
+    s.add("relu4", nn.ReLU())
+    s.linear("fc3", num_classes)
+    return s.build()
+
+
+def phs_mnist_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
+    """The PHS spec's MNIST CNN — the DP-SGD MNIST network of TensorFlow Privacy and Opacus'
+    ``examples/mnist.py`` (Papernot et al., "Tempered Sigmoid Activations for Deep Learning
+    with Differential Privacy", AAAI 2021).
+
+    Conv2d(C→16, k8, s2, p2) → ReLU → MaxPool2d(2, stride 1) → Conv2d(16→32, k4, s2) → ReLU →
+    MaxPool2d(2, stride 1) → Flatten (32·4·4 = 512 for 28×28) → Linear(512, 32) → ReLU →
+    Linear(32, classes). 1×28×28, 10 classes: 1,040 + 8,224 + 16,416 + 330 = 26,010.
+
+    The spec's padding 2 is kept (28 → 13 → 12 → 5 → 4); Opacus' example pads conv1 by 3
+    (28 → 14 → 13 → 5 → 4), which reaches the same 512 features and parameter count.
+    """
+    s = Stack(model="phs_mnist_cnn", in_shape=in_shape)
+    s.conv("conv1", 16, 8, stride=2, padding=2)
+    s.add("relu1", nn.ReLU())
+    s.max_pool("pool1", 2, stride=1)
+    s.conv("conv2", 32, 4, stride=2)
+    s.add("relu2", nn.ReLU())
+    s.max_pool("pool2", 2, stride=1)
+    s.flatten()
+    s.linear("fc1", 32)
+    s.add("relu3", nn.ReLU())
+    s.linear("fc2", num_classes)
+    return s.build()
+
+
+def phs_cifar_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
+    """The PHS spec's CIFAR-10 CNN — the tanh network of Papernot et al. (AAAI 2021),
+    tempered-sigmoid activations being what DP-SGD trains best.
+
+    Three blocks [Conv3×3(pad 1) → tanh → Conv3×3(pad 1) → tanh → MaxPool(2, 2)] with
+    32, 64, 128 channels → Flatten (128·4·4 = 2048 for 32×32) → Linear(2048, 128) → tanh →
+    Linear(128, classes). 3×32×32, 10 classes: 550,570 parameters.
+    """
+    s = Stack(model="phs_cifar_cnn", in_shape=in_shape)
+    for b, width in enumerate((32, 64, 128), start=1):
+        s.conv(f"conv{b}a", width, 3, padding=1)
+        s.add(f"tanh{b}a", nn.Tanh())
+        s.conv(f"conv{b}b", width, 3, padding=1)
+        s.add(f"tanh{b}b", nn.Tanh())
+        s.max_pool(f"pool{b}", 2, stride=2)
+    s.flatten()
+    s.linear("fc1", 128)
+    s.add("tanh4", nn.Tanh())
+    s.linear("fc2", num_classes)
+    return s.build()
+
+
+def jdp_mnist_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
+    """The JDP-FL spec's MNIST CNN — the classic PyTorch ``examples/mnist`` network.
+
+    Conv2d(C, 10, 5) → MaxPool 2 → ReLU → Conv2d(10, 20, 5) → Dropout2d(0.5) → MaxPool 2 →
+    ReLU → Flatten (320 for 28×28) → Linear(320, 50) → ReLU → Dropout(0.5) → Linear(50, classes).
+    1×28×28, 10 classes: 260 + 5,020 + 16,050 + 510 = 21,840 parameters.
+    """
+    s = Stack(model="jdp_mnist_cnn", in_shape=in_shape)
+    s.conv("conv1", 10, 5)
+    s.max_pool("pool1", 2)
+    s.add("relu1", nn.ReLU())
+    s.conv("conv2", 20, 5)
+    s.add("drop1", nn.Dropout2d(0.5))
+    s.max_pool("pool2", 2)
+    s.add("relu2", nn.ReLU())
+    s.flatten()
+    s.linear("fc1", 50)
+    s.add("relu3", nn.ReLU())
+    s.add("drop2", nn.Dropout(0.5))
+    s.linear("fc2", num_classes)
+    return s.build()
+
+
+def jdp_cifar_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
+    """The JDP-FL spec's CIFAR-10 CNN: three VGG-style blocks and a linear classifier.
+
+    Blocks [Conv3×3(pad 1) → ReLU → Conv3×3(pad 1) → ReLU → MaxPool 2] with 32, 64, 128
+    channels → Flatten (2048 for 32×32) → Linear(2048, classes).
+    3×32×32, 10 classes: 307,498 parameters.
+    """
+    s = Stack(model="jdp_cifar_cnn", in_shape=in_shape)
+    for b, width in enumerate((32, 64, 128), start=1):
+        s.conv(f"conv{b}a", width, 3, padding=1)
+        s.add(f"relu{b}a", nn.ReLU())
+        s.conv(f"conv{b}b", width, 3, padding=1)
+        s.add(f"relu{b}b", nn.ReLU())
+        s.max_pool(f"pool{b}", 2)
+    s.flatten()
+    s.linear("fc", num_classes)
+    return s.build()

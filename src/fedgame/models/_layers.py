@@ -1,0 +1,117 @@
+"""Building blocks shared by the zoo: a shape-tracking layer stack and GroupNorm.
+
+Every architecture in :mod:`fedgame.models` sizes its first fully connected layer from the
+input shape, so the size is computed here once, layer by layer, instead of being hard-coded
+(and silently wrong) per model. The same walk rejects inputs too small for an architecture
+with a message that names the layer, rather than a shape error deep in the first forward pass.
+
+Only layers that DP per-example gradients support are used (Conv2d with integer padding and
+``groups=1``, Linear, GroupNorm, pooling, activations, Dropout, Flatten): no layer mixes
+examples of a batch, which BatchNorm would.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from torch import nn
+
+__all__ = ["Shape", "Stack", "group_norm"]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The ``(C, H, W)`` shape of one example as it passes through a network."""
+
+    c: int
+    h: int
+    w: int
+
+    @property
+    def numel(self) -> int:
+        return self.c * self.h * self.w
+
+    def window(self, *, out_channels: int, kernel: int, stride: int, padding: int) -> Shape:
+        """Shape after a convolution or (floor-mode) pooling window: ⌊(n + 2p − k)/s⌋ + 1."""
+        h = (self.h + 2 * padding - kernel) // stride + 1
+        w = (self.w + 2 * padding - kernel) // stride + 1
+        return Shape(out_channels, h, w)
+
+    def __str__(self) -> str:
+        return f"{self.c}×{self.h}×{self.w}"
+
+
+class Stack:
+    """Appends named layers to an ``nn.Sequential`` while tracking the per-example shape.
+
+    ``model`` and ``in_shape`` are used only in error messages.
+    """
+
+    def __init__(self, *, model: str, in_shape: tuple[int, int, int]) -> None:
+        self.model = model
+        self.in_shape = in_shape
+        self.shape: Shape | None = Shape(*in_shape)
+        self.features = 0  # length of the flat vector once flattened
+        self.layers: OrderedDict[str, nn.Module] = OrderedDict()
+
+    def _spatial(self, name: str) -> Shape:
+        if self.shape is None:
+            raise RuntimeError(f"{self.model}: layer {name!r} needs an image but the stack is already flat")
+        return self.shape
+
+    def _set(self, name: str, shape: Shape) -> None:
+        if shape.h < 1 or shape.w < 1:
+            c, h, w = self.in_shape
+            raise ValueError(
+                f"{self.model}: input {c}×{h}×{w} is too small, layer {name!r} would output {shape}"
+            )
+        self.shape = shape
+
+    def add(self, name: str, module: nn.Module) -> None:
+        """A layer that keeps the shape (activation, normalisation, dropout)."""
+        if name in self.layers:
+            raise RuntimeError(f"{self.model}: layer name {name!r} used twice")
+        self.layers[name] = module
+
+    def conv(self, name: str, out_channels: int, kernel: int, *, stride: int = 1, padding: int = 0, bias: bool = True) -> None:
+        s = self._spatial(name)
+        self.add(name, nn.Conv2d(s.c, out_channels, kernel, stride=stride, padding=padding, bias=bias))
+        self._set(name, s.window(out_channels=out_channels, kernel=kernel, stride=stride, padding=padding))
+
+    def max_pool(self, name: str, kernel: int, *, stride: int | None = None, padding: int = 0) -> None:
+        s = self._spatial(name)
+        stride = kernel if stride is None else stride
+        self.add(name, nn.MaxPool2d(kernel, stride=stride, padding=padding))
+        self._set(name, s.window(out_channels=s.c, kernel=kernel, stride=stride, padding=padding))
+
+    def flatten(self, name: str = "flatten") -> None:
+        s = self._spatial(name)
+        self.add(name, nn.Flatten(start_dim=1))
+        self.features = s.numel
+        self.shape = None
+
+    def linear(self, name: str, out_features: int) -> None:
+        if self.shape is not None:
+            raise RuntimeError(f"{self.model}: layer {name!r} needs a flat input; call flatten() first")
+        self.add(name, nn.Linear(self.features, out_features))
+        self.features = out_features
+
+    def build(self) -> nn.Sequential:
+        return nn.Sequential(self.layers)
+
+
+def group_norm(channels: int, *, groups: int = 32) -> nn.GroupNorm:
+    """GroupNorm (Wu & He, ECCV 2018) over ``channels`` with up to ``groups`` groups.
+
+    The number of groups is the largest divisor of ``channels`` not above ``groups``
+    (``min(32, C)`` for the power-of-two widths of VGG and ResNet). GroupNorm normalises each
+    example on its own, so — unlike BatchNorm — per-example gradients stay well defined, which
+    is why DP-SGD work uses it (Kurakin et al. 2022; De et al. 2022).
+    """
+    if groups < 1:
+        raise ValueError(f"groups: must be >= 1, got {groups}")
+    g = min(groups, channels)
+    while channels % g:
+        g -= 1
+    return nn.GroupNorm(g, channels)
