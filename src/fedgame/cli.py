@@ -84,6 +84,9 @@ def _results_table(rows: list[dict[str, Any]], title: str) -> Table:
 @app.callback()
 def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log at INFO level")] = False) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # dp-accounting logs every fractional RDP order it drops; the drop is harmless (it only
+    # loosens ε slightly) and the flood would bury the progress bars.
+    logging.getLogger("absl").setLevel(logging.INFO if verbose else logging.ERROR)
 
 
 @app.command()
@@ -170,17 +173,17 @@ def report_cmd(
 @app.command("list")
 def list_cmd(what: Annotated[str, typer.Argument(help="datasets | models | strategies | mechanisms | aggregators | accountants | all")] = "all") -> None:
     """List what recipes can name."""
-    from fedgame.data import list_datasets
+    from fedgame.data import describe_datasets
     from fedgame.incentives import INCENTIVES
-    from fedgame.models import list_models
+    from fedgame.models import MODELS
     from fedgame.privacy.accountants import ACCOUNTANTS
     from fedgame.privacy.plans import PRIVACY_PLANS
     from fedgame.selection import SELECTIONS
     from fedgame.sim import AGGREGATORS
 
     groups: dict[str, list[tuple[str, str]]] = {
-        "datasets": [(n, "") for n in list_datasets()],
-        "models": [(n, "") for n in list_models()],
+        "datasets": list(describe_datasets().items()),
+        "models": list(MODELS.describe().items()),
         "strategies": list(SELECTIONS.describe().items()),
         "mechanisms": [(f"privacy: {k}", v) for k, v in PRIVACY_PLANS.describe().items()]
         + [(f"incentive: {k}", v) for k, v in INCENTIVES.describe().items()],

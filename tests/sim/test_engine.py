@@ -113,7 +113,7 @@ def test_target_epsilon_is_respected_in_the_worst_case() -> None:
 
 
 def _write_recipe(path: Path) -> Path:
-    raw = smoke(train={"rounds": 6, "clients_per_round": 3, "local": {"epochs": 2, "batch_size": 16, "lr": 0.1}}, privacy={"kind": "dpsgd", "noise_multiplier": 1.0}, model={"name": "mcmahan_cnn"})
+    raw = smoke(train={"rounds": 6, "clients_per_round": 3, "local": {"epochs": 1, "batch_size": 32, "lr": 0.1}}, privacy={"kind": "dpsgd", "noise_multiplier": 1.0}, model={"name": "mcmahan_cnn"})
     path.write_text(yaml.safe_dump(raw))
     return path
 
@@ -144,7 +144,7 @@ def test_sigkill_then_resume_gives_the_uninterrupted_numbers(tmp_path: Path) -> 
     assert strip(a) == strip(b)
     sa, sb = (yaml.safe_load((d / "summary.json").read_text()) for d in (ref, run))
     assert sa["final_accuracy"] == sb["final_accuracy"] and sa["epsilon_per_client"] == sb["epsilon_per_client"]
-    assert sb["resumed_from_round"] >= 2
+    assert 1 <= sb["resumed_from_round"] <= done  # the checkpoint trails metrics.csv by at most a round
 
 
 def test_run_folder_contents(tmp_path: Path) -> None:
