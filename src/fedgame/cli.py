@@ -127,13 +127,17 @@ def compare(
     out: Annotated[Path, typer.Option(help="grid folder")] = Path("runs/compare"),
     seeds: Annotated[int, typer.Option(min=1, help="seeds per recipe")] = 3,
     report: Annotated[bool, typer.Option(help="write report.md with plots into the grid folder")] = True,
+    grid: Annotated[
+        list[str] | None,
+        typer.Option("--grid", help="sweep a field over values: key.path=v1,v2 (e.g. selection.kind=uniform,data_size); repeat to cross"),
+    ] = None,
 ) -> None:
-    """Run recipes × seeds (skipping finished cells) into one mean ± std table."""
+    """Run recipes (× --grid values) × seeds, skipping finished cells, into one mean ± std table."""
     from fedgame.experiments.report import write_report
     from fedgame.experiments.runner import GridCell, markdown_table, run_grid, summarise_grid
     from fedgame.experiments.store import ResultStore
 
-    cfgs = [_load(r, set_) for r in recipes]
+    cfgs = [c for r in recipes for c in _expand(r, set_, grid or [])]
     cells = [
         GridCell(label=c.name, cfg=c.model_copy(update={"seed": c.seed + s}), out=out / c.name / f"seed_{c.seed + s}")
         for c in cfgs
@@ -153,6 +157,25 @@ def compare(
     if report:
         path = write_report([out], out / "report", title=f"fedgame comparison: {', '.join(c.name for c in cfgs)}")
         console.print(f"report: {path}")
+
+
+def _expand(recipe: Path, overrides: list[str] | None, grid: list[str]) -> list[Any]:
+    """One config per combination of ``--grid`` values, named ``<name>[key=value,...]``."""
+    import itertools
+
+    axes: list[list[tuple[str, str]]] = []
+    for g in grid:
+        if "=" not in g:
+            _fail(f"--grid {g!r}: expected key.path=v1,v2,...")
+        key, vals = g.split("=", 1)
+        axes.append([(key.strip(), v.strip()) for v in vals.split(",") if v.strip()])
+    out = []
+    for combo in itertools.product(*axes) if axes else [()]:
+        cfg = _load(recipe, [*(overrides or []), *(f"{k}={v}" for k, v in combo)])
+        if combo:
+            cfg = cfg.model_copy(update={"name": f"{cfg.name}[{','.join(f'{k.split(chr(46))[-1]}={v}' for k, v in combo)}]"})
+        out.append(cfg)
+    return out
 
 
 @app.command("report")

@@ -1,0 +1,71 @@
+"""The command line: validate, list, run, compare (with a grid, skipping finished cells), report."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fedgame.cli import app
+
+FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
+runner = CliRunner()
+
+TINY = {
+    "name": "tiny",
+    "seed": 0,
+    "data": {"dataset": "fashion_mnist", "max_train": 1000, "max_test": 200, "partition": {"kind": "iid", "n_clients": 5}},
+    "model": {"name": "logreg"},
+    "train": {"rounds": 2, "clients_per_round": 2, "local": {"epochs": 1, "batch_size": 50, "lr": 0.1}},
+    "selection": {"kind": "uniform", "replace": False},
+}
+
+
+def _recipe(tmp_path: Path, **over: object) -> Path:
+    p = tmp_path / "tiny.yaml"
+    p.write_text(yaml.safe_dump({**TINY, **over}))
+    return p
+
+
+def test_validate_ok_and_bad(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["validate", str(_recipe(tmp_path))])
+    assert r.exit_code == 0 and "ok" in r.stdout
+    r = runner.invoke(app, ["validate", str(_recipe(tmp_path)), "--set", "train.local.lr=-1"])
+    assert r.exit_code == 2
+    assert "train.local.lr: Input should be greater than 0, got -1" in r.stderr
+
+
+def test_list_groups() -> None:
+    r = runner.invoke(app, ["list", "models"])
+    assert r.exit_code == 0 and "mcmahan_cnn" in r.stdout and "uniform" not in r.stdout
+    r = runner.invoke(app, ["list", "strategies"])
+    assert "uniform" in r.stdout and "data_size" in r.stdout
+    r = runner.invoke(app, ["list", "bogus"])
+    assert r.exit_code == 2 and "unknown group" in r.stderr
+
+
+def test_missing_dataset_is_one_clear_error(tmp_path: Path) -> None:
+    rec = _recipe(tmp_path, data={"dataset": "cifar10", "root": str(tmp_path / "nowhere"), "partition": {"kind": "iid", "n_clients": 5}})
+    r = runner.invoke(app, ["run", str(rec), "--out", str(tmp_path / "run")])
+    assert r.exit_code == 2
+    assert "cifar" in r.stderr.lower() and "Traceback" not in r.stderr
+
+
+@pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fashion-mnist is not installed")
+def test_compare_grid_skips_finished_cells_and_reports(tmp_path: Path) -> None:
+    rec = _recipe(tmp_path)
+    out = tmp_path / "grid"
+    args = ["compare", str(rec), "--seeds", "2", "--out", str(out), "--grid", "selection.kind=uniform,full", "--set", "train.clients_per_round=2"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.stdout + r.stderr
+    rows = list(csv.DictReader((out / "comparison.csv").open()))
+    assert [row["label"] for row in rows] == ["tiny[kind=uniform]", "tiny[kind=full]"]
+    assert all(row["seeds"] == "2" for row in rows)
+    assert all(0.0 < float(row["accuracy_mean"]) <= 100.0 for row in rows)
+    assert (out / "report" / "report.md").exists() and (out / "report" / "accuracy.png").exists()
+    r2 = runner.invoke(app, args)
+    assert r2.exit_code == 0 and r2.stdout.count("skip") == 4
+    assert list(csv.DictReader((out / "comparison.csv").open())) == rows
