@@ -20,7 +20,7 @@ TINY = {
     "data": {"dataset": "fashion_mnist", "max_train": 1000, "max_test": 200, "partition": {"kind": "iid", "n_clients": 5}},
     "model": {"name": "logreg"},
     "train": {"rounds": 2, "clients_per_round": 2, "local": {"epochs": 1, "batch_size": 50, "lr": 0.1}},
-    "selection": {"kind": "uniform", "replace": False},
+    "selection": {"kind": "uniform"},
 }
 
 
