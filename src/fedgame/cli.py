@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -75,7 +76,7 @@ def _results_table(rows: list[dict[str, Any]], title: str) -> Table:
     for r in rows:
         eps = "—" if not r["epsilon_max_mean"] else f"{r['epsilon_max_mean']:.3g} ± {r['epsilon_max_std']:.2g}"
         t.add_row(
-            r["label"], str(r["seeds"]), f"{r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f}",
+            escape(r["label"]), str(r["seeds"]), f"{r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f}",
             f"{r['wall_time_mean']:.1f}", eps, r.get("accounting", ""),
         )
     return t
@@ -139,24 +140,31 @@ def compare(
 
     cfgs = [c for r in recipes for c in _expand(r, set_, grid or [])]
     cells = [
-        GridCell(label=c.name, cfg=c.model_copy(update={"seed": c.seed + s}), out=out / c.name / f"seed_{c.seed + s}")
+        GridCell(label=c.name, cfg=c.model_copy(update={"seed": c.seed + s}), out=out / _folder(c.name) / f"seed_{c.seed + s}")
         for c in cfgs
         for s in range(seeds)
     ]
 
     def on_cell(cell: GridCell, done: bool) -> None:
         if done:
-            console.print(f"[dim]skip {cell.out} (finished)[/]")
+            console.print(f"[dim]skip {escape(str(cell.out))} (finished)[/]")
 
-    summaries = run_grid(cells, on_cell=on_cell, run=lambda c: _run_with_progress(c.cfg, c.out, resume=True, label=f"{c.label} seed {c.cfg.seed}"))
+    summaries = run_grid(cells, on_cell=on_cell, run=lambda c: _run_with_progress(c.cfg, c.out, resume=True, label=escape(f"{c.label} seed {c.cfg.seed}")))
     rows = summarise_grid(summaries)
     store = ResultStore(out)
     store.write_csv("comparison.csv", rows)
     store.write_text("comparison.md", markdown_table(rows))
-    console.print(_results_table(rows, f"comparison ({seeds} seeds) — {out}/comparison.csv"))
+    console.print(_results_table(rows, escape(f"comparison ({seeds} seeds) — {out}/comparison.csv")))
     if report:
         path = write_report([out], out / "report", title=f"fedgame comparison: {', '.join(c.name for c in cfgs)}")
         console.print(f"report: {path}")
+
+
+def _folder(name: str) -> str:
+    """A shell-friendly folder name for a run label (``a[kind=x]`` → ``a_kind=x``)."""
+    import re
+
+    return re.sub(r"[^\w.=+-]+", "_", name).strip("_")
 
 
 def _expand(recipe: Path, overrides: list[str] | None, grid: list[str]) -> list[Any]:

@@ -67,5 +67,6 @@ def test_compare_grid_skips_finished_cells_and_reports(tmp_path: Path) -> None:
     assert all(0.0 < float(row["accuracy_mean"]) <= 100.0 for row in rows)
     assert (out / "report" / "report.md").exists() and (out / "report" / "accuracy.png").exists()
     r2 = runner.invoke(app, args)
-    assert r2.exit_code == 0 and r2.stdout.count("skip") == 4
+    assert r2.exit_code == 0 and r2.stdout.count("(finished)") == 4
+    assert {p.name for p in out.iterdir() if p.is_dir()} == {"tiny_kind=uniform", "tiny_kind=full", "report"}
     assert list(csv.DictReader((out / "comparison.csv").open())) == rows
