@@ -97,7 +97,8 @@ def write_report(paths: list[Path], out: Path, *, title: str = "fedgame report")
         axes[1].set_title("how often each client was selected", fontsize=9)
         for ax in axes:
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / "clients.png", dpi=110)
         plt.close(fig)
