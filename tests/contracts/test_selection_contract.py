@@ -13,7 +13,15 @@ from fedgame.selection import SELECTIONS
 
 N, K, REPS = 10, 3, 100_000
 SIZES = np.array([5, 10, 20, 40, 80, 5, 10, 20, 40, 80])
-CASES = [("uniform", {"replace": True}), ("uniform", {"replace": False}), ("full", {}), ("data_size", {})]
+RHO = np.array([0.5, 1.0, 2.0, 12.0, 0.01, 3.0, 3.0, 0.2, 7.0, 1.5])
+CASES = [
+    ("uniform", {"replace": True}),
+    ("uniform", {"replace": False}),
+    ("full", {}),
+    ("data_size", {}),
+    ("privacy_aware", {"rho": RHO}),
+    ("privacy_aware", {"rho": RHO, "sampler": "pips"}),
+]
 
 
 def _state() -> RoundState:
@@ -71,3 +79,26 @@ def test_without_replacement_refuses_k_above_n() -> None:
     st = RoundState(t=0, k=N + 1, sizes=SIZES, theta=SIZES / SIZES.sum())
     with pytest.raises(ValueError, match=r"train.clients_per_round: must be in \[1, 10\].*got 11"):
         SELECTIONS.create("uniform", replace=False).select(st, np.random.default_rng(0))
+
+
+def test_pips_caps_and_sums_to_k() -> None:
+    """FedPCS §6 check 12: π ∈ [0,1], Σ π = K to 1e-12, exactly K distinct clients per draw."""
+    from fedgame.selection import pips_inclusion, systematic_sample
+
+    pi = pips_inclusion(RHO, 4)
+    assert np.all((pi >= 0) & (pi <= 1)) and abs(pi.sum() - 4) < 1e-12
+    assert pi[3] == 1.0  # ρ = 12 alone would get 4·12/30.21 > 1: capped
+    free = pi < 1
+    np.testing.assert_allclose(pi[free] / RHO[free], (pi[free] / RHO[free])[0])  # proportional below the cap
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        s = systematic_sample(pi, rng)
+        assert s.size == 4 and np.unique(s).size == 4
+
+
+def test_privacy_aware_follows_rho_schedule() -> None:
+    sched = np.stack([RHO, RHO[::-1]], axis=1)
+    strat = SELECTIONS.create("privacy_aware", rho=sched)
+    for t, col in enumerate([RHO, RHO[::-1]]):
+        x = strat.probabilities(RoundState(t=t, k=K, sizes=SIZES, theta=SIZES / SIZES.sum()))
+        np.testing.assert_allclose(x, col / col.sum())
