@@ -120,20 +120,7 @@ def simple_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
     400 for 32×32) → Linear(400, 120) → ReLU → Linear(120, 84) → ReLU → Linear(84, classes).
     3×32×32, 10 classes: 456 + 2,416 + 48,120 + 10,164 + 850 = 62,006 parameters.
     """
-    s = Stack(model="simple_cnn", in_shape=in_shape)
-    s.conv("conv1", 6, 5)
-    s.add("relu1", nn.ReLU())
-    s.max_pool("pool1", 2)
-    s.conv("conv2", 16, 5)
-    s.add("relu2", nn.ReLU())
-    s.max_pool("pool2", 2)
-    s.flatten()
-    s.linear("fc1", 120)
-    s.add("relu3", nn.ReLU())
-    s.linear("fc2", 84)
-    s.add("relu4", nn.ReLU())
-    s.linear("fc3", num_classes)
-    return s.build()
+    return _lenet_like("simple_cnn", in_shape=in_shape, num_classes=num_classes, first_padding=0)
 
 
 def lenet5(*, in_shape: Shape3, num_classes: int) -> nn.Module:
@@ -144,20 +131,7 @@ def lenet5(*, in_shape: Shape3, num_classes: int) -> nn.Module:
     (400 for 28×28) → Linear(400, 120) → ReLU → Linear(120, 84) → ReLU → Linear(84, classes).
     1×28×28: 66,126 parameters with 62 classes (EMNIST ByClass), 61,706 with 10.
     """
-    s = Stack(model="lenet5", in_shape=in_shape)
-    s.conv("conv1", 6, 5, padding=2)
-    s.add("relu1", nn.ReLU())
-    s.max_pool("pool1", 2)
-    s.conv("conv2", 16, 5)
-    s.add("relu2", nn.ReLU())
-    s.max_pool("pool2", 2)
-    s.flatten()
-    s.linear("fc1", 120)
-    s.add("relu3", nn.ReLU())
-    s.linear("fc2", 84)
-    s.add("relu4", nn.ReLU())
-    s.linear("fc3", num_classes)
-    return s.build()
+    return _lenet_like("lenet5", in_shape=in_shape, num_classes=num_classes, first_padding=2)
 
 
 def phs_mnist_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
@@ -247,4 +221,22 @@ def jdp_cifar_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
         s.max_pool(f"pool{b}", 2)
     s.flatten()
     s.linear("fc", num_classes)
+    return s.build()
+
+
+def _lenet_like(model: str, *, in_shape: Shape3, num_classes: int, first_padding: int) -> nn.Module:
+    """Conv(6, 5×5) → ReLU → pool → Conv(16, 5×5) → ReLU → pool → 120 → 84 → classes."""
+    s = Stack(model=model, in_shape=in_shape)
+    s.conv("conv1", 6, 5, padding=first_padding)
+    s.add("relu1", nn.ReLU())
+    s.max_pool("pool1", 2)
+    s.conv("conv2", 16, 5)
+    s.add("relu2", nn.ReLU())
+    s.max_pool("pool2", 2)
+    s.flatten()
+    s.linear("fc1", 120)
+    s.add("relu3", nn.ReLU())
+    s.linear("fc2", 84)
+    s.add("relu4", nn.ReLU())
+    s.linear("fc3", num_classes)
     return s.build()
