@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -108,6 +107,7 @@ def run(
 ) -> None:
     """Run a recipe and write its results folder."""
     from fedgame.experiments.runner import summarise_grid
+    from fedgame.experiments.store import ResultStore
 
     cfg = _load(recipe, set_)
     base = out or Path("runs") / cfg.name
@@ -115,8 +115,8 @@ def run(
     for s in range(seeds):
         c = cfg.model_copy(update={"seed": cfg.seed + s})
         d = base if seeds == 1 else base / f"seed_{c.seed}"
-        if not resume and d.exists():
-            shutil.rmtree(d)
+        if not resume:
+            ResultStore(d).clear()
         summaries.append({"label": cfg.name, **_run_with_progress(c, d, resume=resume, label=f"{cfg.name} seed {c.seed}")})
     console.print(_results_table(summarise_grid(summaries), f"results in {base}"))
 

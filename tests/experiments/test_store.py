@@ -35,3 +35,12 @@ def test_metrics_roundtrip_and_checkpoint_truncates(tmp_path: Path) -> None:
     assert ck is not None and torch.equal(ck["params"], torch.arange(3.0))
     assert [r["round"] for r in read_metrics(tmp_path / "metrics.csv")] == [0, 1]
     assert ResultStore(tmp_path / "fresh").load_checkpoint() is None
+
+
+def test_clear_removes_only_run_files(tmp_path: Path) -> None:
+    s = ResultStore(tmp_path)
+    s.append({"round": 0})
+    s.write_json("summary.json", {"a": 1})
+    (tmp_path / "notes.txt").write_text("mine")
+    s.clear()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

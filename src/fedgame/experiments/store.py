@@ -139,6 +139,14 @@ class ResultStore:
         self.write_csv("metrics.csv", self.rows)
         return state
 
+    RUN_FILES = ("config.yaml", "partition.npz", "partition.json", "metrics.csv", "privacy.csv", "summary.json", "checkpoint.pt")
+
+    def clear(self) -> None:
+        """Remove the files of a previous run (and only those) to start afresh."""
+        for name in self.RUN_FILES:
+            self.path(name).unlink(missing_ok=True)
+        self.rows = []
+
     @property
     def finished(self) -> bool:
         return self.exists("summary.json")

@@ -56,6 +56,7 @@ def _newton_direction(a: FloatArray, ev: Evaluation, phi: FloatArray, varphi: Fl
     v = -S[T]
     k = ws.get("k", T, m)
     Kg = ws.get("Kg", T, m)
+    curv = ws.get("curv", T, m)
     B_all = np.subtract(rho[:T], phi[:T, None], out=ws.get("B", T, m))
     for t in range(T - 1, -1, -1):
         A = a[t]
@@ -66,7 +67,7 @@ def _newton_direction(a: FloatArray, ev: Evaluation, phi: FloatArray, varphi: Fl
         floor = cP + B * np.abs(BV)
         floor *= 1e-10
         floor += 1e-300
-        Qm = np.maximum(np.abs(Quu), floor)
+        Qm = np.maximum(np.abs(Quu), floor, out=curv[t])
         fr = free[t]
         Qu = cP * A + B * v
         Qux = c2 * dP[t] * A - lam[t + 1] + A * BV
@@ -85,10 +86,11 @@ def _newton_direction(a: FloatArray, ev: Evaluation, phi: FloatArray, varphi: Fl
         du += k[t]
         dx *= a[t]
         dx += B_all[t] * du
-    # ε-active (bound) variables: scaled projected-gradient move (they stay on the bound)
+    # ε-active (bound) variables: projected-gradient move scaled by the stage curvature
+    # |Q_uu| (they go to, or stay on, their bound)
     bound = ~free
     if bound.any():
-        scale = np.maximum(c2 * P[:T], 1e-12)
+        scale = np.maximum(np.maximum(curv, c2 * P[:T]), 1e-12)
         d[bound] = -(gJ / scale)[bound]
     return d
 
@@ -127,7 +129,9 @@ def newton(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray
             r = r[go]
             go = np.ones(act.size, dtype=bool)
         gJ = -ev.grad
-        eps = np.minimum(1e-3, r)
+        # ε-active tolerance (Bertsekas: ε = min(ε0, r)); squared near the solution so that a
+        # variable resting just inside a bound with a vanishing gradient stays free
+        eps = np.minimum(np.minimum(1e-3, r), 1e3 * r * r)
         bound = ((A <= eps) & (gJ > 0)) | ((A >= 1.0 - eps) & (gJ < 0))
         free = ~bound
         d = _newton_direction(A, ev, phi, vp, gJ, free, ws_dir)
@@ -152,8 +156,14 @@ def newton(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray
             bnd = np.where(bound[:, searching], gJ[:, searching] * (As - trial), 0.0).sum(0)
             req = _ARMIJO * (s[searching] * predF[searching] + bnd)
             ok = dec >= req
-            # at the rounding floor accept the first trial if it does not increase −U
-            ok |= (req <= noise[searching]) & (dec >= -noise[searching]) & first
+            if first:
+                # at the rounding floor of U, function values cannot rank the trial: accept
+                # it if it does not increase −U beyond rounding and lowers the KKT residual
+                floor = ~ok & (req <= 1e3 * noise[searching]) & (dec >= -noise[searching])
+                if floor.any():
+                    fl = searching[floor]
+                    evt = evaluate(trial[:, floor], r0[fl], vp[fl], phi, R, N, K, ws=ws_ls)
+                    ok[floor] = _kkt(trial[:, floor], evt.grad) < r[fl]
             idx = searching[ok]
             A[:, idx] = trial[:, ok]
             accepted[idx] = True
@@ -179,10 +189,13 @@ def newton(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray
 
 def damped_sweep(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
                  R: FloatArray, N: int, K: int, *, damping: float = 0.05,
-                 iters: int = 2000, tol: float = 1e-10) -> FloatArray:
+                 iters: int = 2000, tol: float = 1e-10,
+                 stall_window: int | None = None) -> FloatArray:
     """α ← (1−ω)α + ω clip(λ(t+1)(ρ^t − φ(t)) / (2(1−ϕ)P^t), 0, 1) (projected Eq. 21),
     at most ``iters`` sweeps; a problem stops once max_t |Δα| ≤ ``tol`` (its result only
-    seeds a Newton / L-BFGS-B solve, so it need not be polished)."""
+    seeds a Newton / L-BFGS-B solve, so it need not be polished). With ``stall_window`` = w
+    a problem also stops, after 2w sweeps, when its step has not halved over the last w
+    sweeps (a cycling sweep, spec A5: any point of the cycle is as good a seed)."""
     a = np.array(a0, dtype=float, copy=True)
     T, m = a.shape
     act = np.arange(m)
@@ -190,7 +203,9 @@ def damped_sweep(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: Floa
     r0, vp = rho0, varphi
     c2 = 2.0 * (1.0 - varphi)
     ws = Workspace()
-    for _ in range(iters):
+    w = stall_window or 0
+    ref = np.full(m, np.inf)  # step size w sweeps ago (checked every w sweeps)
+    for it in range(iters):
         mm = A.shape[1]
         ev = evaluate(A, r0, vp, phi, R, N, K, ws=ws)
         new = ws.get("new", T, mm)
@@ -206,13 +221,19 @@ def damped_sweep(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: Floa
         new *= damping
         A += new
         np.abs(new, out=new)
-        moving = new.max(axis=0) > tol
+        step = new.max(axis=0)
+        moving = step > tol
+        if w and (it + 1) % w == 0:
+            if it + 1 >= 2 * w:
+                moving &= step < 0.5 * ref
+            ref = step
         n_mov = int(moving.sum())
         if n_mov == 0:
             break
         if n_mov < 0.9 * act.size:
             a[:, act] = A
             act, r0, vp, c2, A = act[moving], r0[moving], vp[moving], c2[moving], A[:, moving]
+            ref = ref[moving]
     a[:, act] = A
     return a
 
