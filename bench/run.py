@@ -68,6 +68,20 @@ def best_of(fn: Callable[[], object], *, repeats: int) -> float:
     return min(times)
 
 
+def interleaved(fns: dict[str, Callable[[], object]], *, repeats: int) -> dict[str, float]:
+    """Minimum wall time of each function, timed in turns (A, B, A, B, ...) after one warm-up
+    each, so that a burst of load on the machine hits all of them alike."""
+    for fn in fns.values():
+        fn()
+    best = {k: float("inf") for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            best[k] = min(best[k], time.perf_counter() - t)
+    return best
+
+
 def save(name: str, payload: dict[str, object]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     payload = {"machine": machine(), **payload}
@@ -89,13 +103,13 @@ def bench_engine(quick: bool) -> dict[str, object]:
             "seed": 0,
             "data": {"dataset": "fashion_mnist", "partition": {"kind": "iid", "n_clients": 100}},
             "model": {"name": "mcmahan_cnn"},
-            "train": {"rounds": 1, "clients_per_round": k, "local": {"epochs": 1, "batch_size": 32, "lr": 0.05}},
+            "train": {"rounds": 1, "clients_per_round": k, "eval_every": 10**6, "local": {"epochs": 1, "batch_size": 32, "lr": 0.05}},
             "selection": {"kind": "uniform", "replace": False},
         }
     )
     built = build_engine(cfg)
     eng = built.engine
-    eng._rounds = 10**9  # never the last round: no evaluation inside the timed region
+    eng._rounds = 10**9  # never the last round and eval_every is huge: no evaluation is timed
     sel = eng.selection.select(
         __import__("fedgame.core", fromlist=["RoundState"]).RoundState(t=0, k=k, sizes=eng.sizes, theta=eng.theta),
         eng.streams.numpy("selection", 0),
@@ -128,11 +142,8 @@ def bench_engine(quick: bool) -> dict[str, object]:
             acc += float(w) * (parameters_to_vector(ps).detach() - params0)
         _ = params0 + acc
 
-    reps = 2 if quick else 3
-    # interleave to share any drift in machine speed
-    t_bare = best_of(bare_round, repeats=reps)
-    t_eng = best_of(engine_round, repeats=reps)
-    t_bare = min(t_bare, best_of(bare_round, repeats=reps))
+    t = interleaved({"bare": bare_round, "engine": engine_round}, repeats=2 if quick else 5)
+    t_bare, t_eng = t["bare"], t["engine"]
     r = t_eng / t_bare
     print(ratio_line(f"engine overhead ({k} clients × 600 examples, 1 epoch)", "engine", t_eng, "bare PyTorch", t_bare), "(target ≤ 1.10)")
     out = {"clients": k, "engine_round_s": t_eng, "bare_round_s": t_bare, "ratio": r, "target": 1.10, "met": r <= 1.10}
@@ -166,10 +177,10 @@ def bench_dp(quick: bool) -> dict[str, object]:
     timings: dict[str, float] = {}
 
     plain = LocalTrainer(model=fresh(), x=x, y=y, spec=spec)
-    timings["non-DP SGD (reference)"] = best_of(lambda: plain.train(start, idx, torch.Generator().manual_seed(1)), repeats=3)
-    for backend in ("ghost", "functorch"):
-        tr = LocalTrainer(model=fresh(), x=x, y=y, spec=spec, per_example=backend)  # type: ignore[arg-type]
-        timings[f"fedgame ({backend})"] = best_of(lambda: tr.train(start, idx, torch.Generator().manual_seed(1), dp), repeats=3)
+    trainers = {b: LocalTrainer(model=fresh(), x=x, y=y, spec=spec, per_example=b) for b in ("bk", "ghost", "functorch")}  # type: ignore[arg-type]
+    fns: dict[str, Callable[[], object]] = {"non-DP SGD (reference)": lambda: plain.train(start, idx, torch.Generator().manual_seed(1))}
+    for b, tr in trainers.items():
+        fns[f"fedgame ({b})"] = lambda tr=tr: tr.train(start, idx, torch.Generator().manual_seed(1), dp)  # type: ignore[misc]
 
     def opacus_hooks() -> None:
         m = GradSampleModule(fresh())
@@ -222,12 +233,13 @@ def bench_dp(quick: bool) -> dict[str, object]:
                 p.grad = (a + torch.normal(0, z * c, p.shape, generator=g)) / bs
             opt.step()
 
-    timings["Opacus hooks (GradSampleModule)"] = best_of(opacus_hooks, repeats=3)
-    timings["Opacus ghost clipping"] = best_of(opacus_ghost, repeats=3)
+    fns["Opacus hooks (GradSampleModule)"] = opacus_hooks
+    fns["Opacus ghost clipping"] = opacus_ghost
+    timings.update(interleaved(fns, repeats=2 if quick else 4))
     timings["naive per-example loop"] = best_of(naive_loop, repeats=1 if quick else 2)
 
     ref = timings["non-DP SGD (reference)"]
-    ours = min(timings["fedgame (ghost)"], timings["fedgame (functorch)"])
+    ours = timings["fedgame (bk)"]  # the default backend (train.per_example: auto) for this model
     opacus_best = min(timings["Opacus hooks (GradSampleModule)"], timings["Opacus ghost clipping"])
     print(f"DP local training, McMahan CNN, batch {bs}, {n_batches} steps (examples/s; ratio to non-DP):")
     for k, v in timings.items():
