@@ -247,9 +247,12 @@ class LocalTrainer:
         )
 
 
-@torch.no_grad()
-def evaluate(model: nn.Module, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *, batch_size: int = 2000) -> tuple[float, float]:
-    """Accuracy and mean cross-entropy of flat ``params`` on ``(x, y)``."""
+@torch.inference_mode()
+def evaluate(model: nn.Module, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *, batch_size: int = 500) -> tuple[float, float]:
+    """Accuracy and mean cross-entropy of flat ``params`` on ``(x, y)``.
+
+    Batches of 500 keep the convolution activations in cache (2000 was 2.7× slower on the
+    McMahan CNN on 2 cores)."""
     vector_to_parameters(params, [p for p in model.parameters() if p.requires_grad])
     model.eval()
     correct, loss = 0, 0.0

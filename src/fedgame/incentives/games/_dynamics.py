@@ -189,7 +189,7 @@ class Evaluation:
 
 def evaluate(a: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
              R: FloatArray, N: int, K: int, *, aT: FloatArray | None = None,
-             second: bool = False, need_grad: bool = True,
+             second: bool = False, need_grad: bool = True, costate_only: bool = False,
              ws: Workspace | None = None) -> Evaluation:
     """Utility, adjoint gradient (and second-order terms) for m independent problems.
 
@@ -197,7 +197,8 @@ def evaluate(a: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArra
     Implements spec §3.6: S = P' g + P (R − 2ϕρ) (= Q R + M with the corrected M of A2),
     λ(T) = S(T), λ(t) = α^t λ(t+1) + S(t) (Eqs. 53-54), ∂U/∂α^t = −2(1−ϕ)P^t α^t +
     λ(t+1)(ρ^t − φ(t)) (Eq. 49); with ``second`` also f'' = ∂²(P g)/∂ρ² =
-    P'' g + 2P'(R − 2ϕρ) − 2ϕP for the Newton step."""
+    P'' g + 2P'(R − 2ϕρ) − 2ϕP for the Newton step. ``costate_only``: stop after λ (U and
+    the gradient are left empty; the damped sweep needs only ρ, P and λ)."""
     T, m = a.shape
     w = Workspace() if ws is None else ws
     n1 = T + 1
@@ -232,7 +233,7 @@ def evaluate(a: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArra
     g[:T] -= tmp
     if aT is not None:
         g[T] -= c * aT * aT
-    U = np.einsum("tm,tm->m", P, g)
+    U = np.empty(0) if costate_only else np.einsum("tm,tm->m", P, g)
     if not need_grad and not second:
         empty = np.empty((0, m))
         return Evaluation(rho, P, dP, g, empty, empty, U, empty)
@@ -246,6 +247,8 @@ def evaluate(a: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArra
     for t in range(T - 1, -1, -1):
         np.multiply(a[t], lam[t + 1], out=lam[t])
         lam[t] += S[t]
+    if costate_only:
+        return Evaluation(rho, P, dP, g, S, lam, U, np.empty((0, m)))
     grad = np.subtract(rho[:T], phi[:T, None], out=w.get("grad", T, m))
     grad *= lam[1:]
     np.multiply(P[:T], a, out=tmp)

@@ -95,15 +95,24 @@ def _newton_direction(a: FloatArray, ev: Evaluation, phi: FloatArray, varphi: Fl
     return d
 
 
+def _take(ev: Evaluation, keep: NDArray[np.bool_]) -> Evaluation:
+    """The columns ``keep`` of an evaluation (copies, detached from the workspace)."""
+    f2 = None if ev.f2 is None else ev.f2[:, keep]
+    return Evaluation(ev.rho[:, keep], ev.P[:, keep], ev.dP[:, keep], ev.g[:, keep],
+                      ev.S[:, keep], ev.lam[:, keep], ev.U[keep], ev.grad[:, keep], f2)
+
+
 def newton(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
            R: FloatArray, N: int, K: int, *, tol: float = 1e-11, max_iter: int = 200
            ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Projected Newton from ``a0`` (T, m) for m problems. Returns (α, U, kkt residual).
 
-    Bertsekas' ε-active set (ε = min(1e-3, r_KKT)): variables within ε of a bound whose
-    gradient pushes outward move by a projected-gradient step, the others by the Newton
-    step of the reduced problem; Armijo backtracking along the projection arc. A problem
-    stops when r_KKT ≤ ``tol`` or when no step decreases −U beyond rounding."""
+    Bertsekas' ε-active set (ε = min(1e-3, r_KKT, 1e3 r_KKT²)): variables within ε of a bound
+    whose gradient pushes outward move by a projected-gradient step scaled by the stage
+    curvature, the others by the Newton step of the reduced problem, capped so that no
+    variable moves by more than 1; Armijo backtracking along the projection arc. When U can
+    no longer resolve the decrease (rounding), a full step is accepted if it lowers the KKT
+    residual. A problem stops when r_KKT ≤ ``tol`` or when no step is accepted."""
     a = np.array(a0, dtype=float, copy=True)
     T, m = a.shape
     U = np.full(m, -np.inf)
@@ -125,7 +134,7 @@ def newton(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray
             a[:, act] = A
             act, r0, vp = act[go], r0[go], vp[go]
             A = A[:, go]
-            ev = evaluate(A, r0, vp, phi, R, N, K, second=True, ws=ws_main)
+            ev = _take(ev, go)
             r = r[go]
             go = np.ones(act.size, dtype=bool)
         gJ = -ev.grad
@@ -190,7 +199,7 @@ def newton(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray
 def damped_sweep(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
                  R: FloatArray, N: int, K: int, *, damping: float = 0.05,
                  iters: int = 2000, tol: float = 1e-10,
-                 stall_window: int | None = None) -> FloatArray:
+                 stall_window: int | None = 250) -> FloatArray:
     """α ← (1−ω)α + ω clip(λ(t+1)(ρ^t − φ(t)) / (2(1−ϕ)P^t), 0, 1) (projected Eq. 21),
     at most ``iters`` sweeps; a problem stops once max_t |Δα| ≤ ``tol`` (its result only
     seeds a Newton / L-BFGS-B solve, so it need not be polished). With ``stall_window`` = w
@@ -207,7 +216,7 @@ def damped_sweep(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: Floa
     ref = np.full(m, np.inf)  # step size w sweeps ago (checked every w sweeps)
     for it in range(iters):
         mm = A.shape[1]
-        ev = evaluate(A, r0, vp, phi, R, N, K, ws=ws)
+        ev = evaluate(A, r0, vp, phi, R, N, K, costate_only=True, ws=ws)
         new = ws.get("new", T, mm)
         den = ws.get("den", T, mm)
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -1,0 +1,156 @@
+"""Pre-training games that decide who takes part and with which privacy budget.
+
+FedPCS (W. Yuan, X. Wang, "A Game-Theoretic Framework for Privacy-Aware Client Sampling in
+Federated Learning"): a two-stage mean-field Stackelberg game. The server (leader) sets the
+reward rate R_t; each client (follower) picks correction factors α_i^t that move its zCDP
+budget ρ_i^t toward the population mean φ(t) (Eq. 20); clients are drawn K times with
+probability x_i^t = ρ_i^t / (N φ(t)). Pure NumPy/SciPy; spec ``shared/spec/fedpcs.md``
+§3.5-3.11. Equation → function:
+
+===============================  ============================================================
+Eq. 14 / Sec. III-C               :func:`inclusion_probability` (+ derivatives)
+Eq. 20                            :func:`rho_next`, :func:`trajectory`
+Eqs. 14-15, 19                    :func:`stage_payoff`, :func:`client_utility`
+Eqs. 49, 53-54 (M corrected, A2)  :func:`costate`, :func:`client_utility_gradient`
+Theorem 1, Eq. 21                 :func:`stationary_alpha`, :func:`best_response`
+Def. 2, Eq. 18, Alg. 1            :func:`mean_field`
+Eqs. 12-13                        :func:`accuracy_weights`, :func:`server_cost`
+Lemma 2, Eqs. 22, 57-62           :func:`affine_response`, :func:`optimal_reward`, ...
+Algorithm 1 (outer loop)          :func:`stackelberg`
+Eqs. 30-37, Prop. 4, Thm. 6       :func:`social_welfare`, :func:`price_of_anarchy`, ...
+Theorem 7, Eqs. 38-45, Alg. 3     :func:`theorem7`, :func:`adaptive_k`, :func:`adaptive_schedule`
+Theorems 4-5, Prop. 3             :func:`bound_thm4_convex`, ... (reference formulas)
+===============================  ============================================================
+"""
+
+from fedgame.incentives.games._best_response import BestResponse, Solver, best_response
+from fedgame.incentives.games._bounds import (
+    bound_prop3,
+    bound_thm4_convex,
+    bound_thm4_nonconvex,
+    bound_thm5_error,
+    bound_thm5_rate,
+    noisy_update_bound,
+    participation_factor,
+)
+from fedgame.incentives.games._budget import (
+    AdaptiveSchedule,
+    Theorem7Result,
+    adaptive_k,
+    adaptive_schedule,
+    budget_binding_cost,
+    linear_budget,
+    theorem7,
+)
+from fedgame.incentives.games._dynamics import (
+    client_utility,
+    client_utility_gradient,
+    client_utility_hessian,
+    costate,
+    inclusion_probability,
+    inclusion_probability_derivative,
+    inclusion_probability_second_derivative,
+    kkt_residual,
+    rho_next,
+    stage_payoff,
+    stationary_alpha,
+    trajectory,
+)
+from fedgame.incentives.games._mean_field import (
+    PAPER_MF_TOL,
+    Acceleration,
+    MeanFieldResult,
+    Restarts,
+    Update,
+    mean_field,
+)
+from fedgame.incentives.games._server import (
+    AffineResponse,
+    RewardSolution,
+    StackelbergResult,
+    accuracy_weights,
+    affine_response,
+    optimal_reward,
+    reward_fixed_point,
+    reward_interval,
+    server_cost,
+    stackelberg,
+    surrogate_cost,
+    surrogate_cost_derivative,
+    surrogate_cost_second_derivative,
+)
+from fedgame.incentives.games._welfare import (
+    SocialOptimum,
+    paper_poa_privacy_aware,
+    paper_theorem6_bound,
+    paper_theorem6_limit,
+    poa_random_lower_bounds,
+    price_of_anarchy,
+    social_optimum,
+    social_welfare,
+    social_welfare_per_round,
+    welfare_privacy_worst,
+    welfare_random_worst,
+)
+
+__all__ = [
+    "PAPER_MF_TOL",
+    "Acceleration",
+    "AdaptiveSchedule",
+    "AffineResponse",
+    "BestResponse",
+    "MeanFieldResult",
+    "Restarts",
+    "RewardSolution",
+    "SocialOptimum",
+    "Solver",
+    "StackelbergResult",
+    "Theorem7Result",
+    "Update",
+    "accuracy_weights",
+    "adaptive_k",
+    "adaptive_schedule",
+    "affine_response",
+    "best_response",
+    "bound_prop3",
+    "bound_thm4_convex",
+    "bound_thm4_nonconvex",
+    "bound_thm5_error",
+    "bound_thm5_rate",
+    "budget_binding_cost",
+    "client_utility",
+    "client_utility_gradient",
+    "client_utility_hessian",
+    "costate",
+    "inclusion_probability",
+    "inclusion_probability_derivative",
+    "inclusion_probability_second_derivative",
+    "kkt_residual",
+    "linear_budget",
+    "mean_field",
+    "noisy_update_bound",
+    "optimal_reward",
+    "paper_poa_privacy_aware",
+    "paper_theorem6_bound",
+    "paper_theorem6_limit",
+    "participation_factor",
+    "poa_random_lower_bounds",
+    "price_of_anarchy",
+    "reward_fixed_point",
+    "reward_interval",
+    "rho_next",
+    "server_cost",
+    "social_optimum",
+    "social_welfare",
+    "social_welfare_per_round",
+    "stackelberg",
+    "stage_payoff",
+    "stationary_alpha",
+    "surrogate_cost",
+    "surrogate_cost_derivative",
+    "surrogate_cost_second_derivative",
+    "theorem7",
+    "trajectory",
+    "welfare_privacy_worst",
+    "welfare_random_worst",
+]
