@@ -123,20 +123,14 @@ class _Archive:
         self.a, self.owner = np.ascontiguousarray(a[:, keep_mask]), owner[keep_mask]
 
 
-def _repin(raw: _Raw, cand: Candidates, pinned: NDArray[np.bool_], previous: FloatArray
-           ) -> _Raw:
-    """For pinned types choose the candidate closest to the previous choice (the same
-    basin, followed), not the one with the highest utility."""
-    a, U, kkt = raw.a.copy(), raw.U.copy(), raw.kkt.copy()
-    mine = pinned[cand.owner]
-    idx = np.flatnonzero(mine)
-    own = cand.owner[idx]
-    dist = np.abs(cand.a[:, idx] - previous[:, own]).max(axis=0)
+def _tracked(cand: Candidates, previous: FloatArray) -> _Raw:
+    """For every type the candidate closest to its previous choice: the same basin,
+    followed to the new φ by the warm start."""
+    own = cand.owner
+    dist = np.abs(cand.a - previous[:, own]).max(axis=0)
     order = np.lexsort((dist, own))
-    first = order[np.r_[True, own[order][1:] != own[order][:-1]]]
-    pick, who = idx[first], own[first]
-    a[:, who], U[who], kkt[who] = cand.a[:, pick], cand.U[pick], cand.kkt[pick]
-    return _Raw(a, U, kkt, raw.n_starts)
+    pick = order[np.r_[True, own[order][1:] != own[order][:-1]]]
+    return _Raw(cand.a[:, pick], cand.U[pick], cand.kkt[pick], 0)
 
 
 def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int, *,
@@ -185,9 +179,9 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
 
     Ties: a finite population can lack a pure-strategy fixed point at ``tol`` — a client
     whose two best basins tie near the fixed point switches between them, moving the mean by
-    about |Δρ|/N each time, so the residual never settles. Hence a client whose α jumps (by
-    > 0.1) to another basin once the residual is below 1e-4, or in the iterations before the
-    residual stalls, is pinned: it keeps following that basin, the map becomes continuous and
+    about |Δρ|/N each time, so the residual never settles. Hence a client whose best response
+    switches to another basin (rather than following its previous one) once the residual is
+    below 1e-4, or in the iterations before the residual stalls, is pinned: it keeps following that basin, the map becomes continuous and
     the iteration converges to a fixed point at which the pinned clients play a local
     optimum whose utility is within ``regret`` of their best (an ε-Nash equilibrium;
     reported in ``pinned``/``regret``). If even that fails, the iteration stops once
@@ -242,6 +236,8 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
 
     pinned = np.zeros(m, dtype=bool)  # clients held in their basin (ties, see docstring)
     best_U = np.full(m, -np.inf)  # best utility found for each type in the last solve
+    switched = np.zeros(m, dtype=bool)  # the last solve moved the type to another basin
+    recent: list[NDArray[np.bool_]] = []  # switches of the last iterations
     selected: list[FloatArray] = []  # α chosen at each iteration (for the tie detection)
 
     def solve(phi_m: FloatArray, mode: str) -> _Raw:
@@ -275,8 +271,16 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
                        np.concatenate([r.U for r in raws]),
                        np.concatenate([r.kkt for r in raws]), raws[0].n_starts)
         best_U[:] = raw.U
-        if pinned.any() and selected:
-            raw = _repin(raw, cand, pinned, selected[-1])
+        switched[:] = False
+        if selected:
+            tr = _tracked(cand, selected[-1])
+            switched[:] = np.abs(raw.a - tr.a).max(axis=0) > 1e-4
+            if pinned.any():
+                a, U, kkt = raw.a.copy(), raw.U.copy(), raw.kkt.copy()
+                a[:, pinned], U[pinned], kkt[pinned] = tr.a[:, pinned], tr.U[pinned], \
+                    tr.kkt[pinned]
+                raw = _Raw(a, U, kkt, raw.n_starts)
+                switched[pinned] = False
         archive.replace(cand, keep=raw.a)
         return raw
 
@@ -339,12 +343,14 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
                 phi_full = phi.copy()
                 Phi = field(raw, phi)
                 res = float(np.max(np.abs(Phi - phi)))
-        if selected and (history and history[-1] < _PIN_BELOW):
-            # a client jumping to another basin this late sits at (or near) a tie: hold it
+        if history and history[-1] < _PIN_BELOW:
+            # a client switching to another basin this late sits at (or near) a tie: hold it
             # there, or it may switch back and forth for ever (see the docstring)
-            pinned |= np.abs(raw.a - selected[-1]).max(axis=0) > 0.1
+            pinned |= switched
+        recent.append(switched.copy())
+        del recent[:-4]
         selected.append(raw.a.copy())
-        del selected[:-5]
+        del selected[:-2]
         phis.append(phi.copy())
         history.append(res)
         if res <= tol:
@@ -374,12 +380,10 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
                    and history[-1] > (0.9 if update == "consistent" else 1.0) * history[-4])
         if stalled:
             beta, grow, last_stall = max(beta / 2.0, beta_min), 0, len(history)
-            # clients whose choice jumped (Δα > 0.1) in the recent iterations sit at a tie
-            # between basins: hold each in its current basin from now on
-            jumps = np.zeros(m, dtype=bool)
-            for prev, cur in zip(selected[:-1], selected[1:]):
-                jumps |= np.abs(cur - prev).max(axis=0) > 0.1
-            pinned |= jumps
+            # clients that switched basin in the recent iterations sit at a tie between
+            # basins: hold each in its current basin from now on
+            for sw in recent:
+                pinned |= sw
         target = consistent(raw) if update == "consistent" else Phi
         step = (1.0 - beta) * phi + beta * target
         if acceleration == "anderson":
@@ -393,9 +397,9 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
                 F = np.array(gs)[:, 1:] - X
                 dX, dF = np.diff(X, axis=0), np.diff(F, axis=0)
                 coef = np.linalg.lstsq(dF.T, F[-1], rcond=None)[0]
-                cand = X[-1] + beta * F[-1] - (dX + beta * dF).T @ coef
-                if np.all(np.isfinite(cand)) and np.all(cand > 0):
-                    step = np.concatenate([[mean0], cand])
+                mixed = X[-1] + beta * F[-1] - (dX + beta * dF).T @ coef
+                if np.all(np.isfinite(mixed)) and np.all(mixed > 0):
+                    step = np.concatenate([[mean0], mixed])
         phi = step
         phi[0] = mean0
     assert raw is not None
