@@ -301,7 +301,7 @@ def stackelberg(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *, v: ArrayL
                 gamma: float = 0.5, R_init: float = 1.0, rho_min: float = 0.01,
                 rho_max: float = 12.0, R_max: float = 100.0, beta_R: float = 0.5,
                 tol: float = 1e-6, max_outer: int = 100, mf_tol: float = 1e-7,
-                restarts: Restarts = "final", update: Update = "picard", n_starts: int = 8,
+                restarts: Restarts = "final", update: Update = "consistent", n_starts: int = 8,
                 rng: np.random.Generator | int | None = None) -> StackelbergResult:
     """Two-stage Stackelberg solve (spec §3.8 "Outer loop"): R ≡ ``R_init``; repeat
     {mean-field fixed point given R (§3.7); Lemma-2 G, H; R_new,t = argmin Ũ_t (t ≥ 1),
