@@ -109,7 +109,7 @@ def bench_engine(quick: bool) -> dict[str, object]:
     )
     built = build_engine(cfg)
     eng = built.engine
-    eng._rounds = 10**9  # never the last round and eval_every is huge: no evaluation is timed
+    # eval_every is huge and run() was not called: round() evaluates nothing in the timed region
     sel = eng.selection.select(
         __import__("fedgame.core", fromlist=["RoundState"]).RoundState(t=0, k=k, sizes=eng.sizes, theta=eng.theta),
         eng.streams.numpy("selection", 0),

@@ -113,6 +113,7 @@ class Engine:
         self.selected_counts = np.zeros(self.sizes.size, dtype=np.int64)
         self.records: list[dict[str, Any]] = []
         self.t_next = 0
+        self._rounds: int | None = None  # set by run(); the last round is always evaluated
 
     # -- checkpointing ------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -179,7 +180,7 @@ class Engine:
             "clipped_fraction": float(np.mean([r.extras["clipped_fraction"] for r in results])),
             "selected": json.dumps(sel.indices.tolist()),
         }
-        last = t == self._rounds - 1
+        last = self._rounds is not None and t == self._rounds - 1
         if (t + 1) % self.eval_every == 0 or last:
             acc, loss = evaluate(self.model, self.params, *self._test)
             eps = self.accountant.epsilons(self.delta)

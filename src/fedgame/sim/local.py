@@ -212,7 +212,6 @@ class LocalTrainer:
         module.train()
         opt = self._optimizer(params)
         c = dp.max_grad_norm
-        n = int(indices.numel())
         denom = float(self.spec.batch_size) if dp.sampling == "poisson" else None
         std = dp.noise_multiplier * c
         total, seen, clipped = torch.zeros(()), 0, 0
@@ -237,7 +236,6 @@ class LocalTrainer:
                     g = g + torch.normal(0.0, std, size=p.shape, generator=gen)
                 p.grad = g / d
             opt.step()
-        del n
         return LocalResult(
             parameters_to_vector(params).detach(),
             float(total) / max(seen, 1),
