@@ -12,7 +12,7 @@ import torch
 
 from fedgame.core import ClientResult, RoundOutcome, RoundState, Selection, Streams
 from fedgame.selection import SELECTIONS, SelectionStrategy
-from fedgame.selection.delta import LOCAL_VARIANCE
+from fedgame.core.types import LOCAL_GRAD_VARIANCE
 
 N, K, REPS = 10, 3, 100_000
 SIZES = np.array([5, 10, 20, 40, 80, 5, 10, 20, 40, 80])
@@ -46,7 +46,7 @@ def _outcome() -> RoundOutcome:
     losses = [0.5, 2.0, 1.0, 2.0, 0.3, 1.5, 0.8]
     gen = torch.Generator().manual_seed(0)
     results = [
-        ClientResult(c, (1 + c) * torch.randn(4, generator=gen), loss, 1, int(SIZES[c]), {LOCAL_VARIANCE: 0.1 * c})
+        ClientResult(c, (1 + c) * torch.randn(4, generator=gen), loss, 1, int(SIZES[c]), {LOCAL_GRAD_VARIANCE: 0.1 * c})
         for c, loss in zip(clients, losses)
     ]
     sel = Selection(indices=np.array(clients), probs=np.full(len(clients), 0.5), k=K, scheme="inclusion")

@@ -16,7 +16,7 @@ from fedgame.data import FederatedDataset, make_split, partition
 from fedgame.experiments.build import build_selection
 from fedgame.experiments.config import RecipeError, parse_recipe
 from fedgame.selection import SELECTIONS, aocs_probabilities, delta_probabilities, fedcbs_inclusion, pips_inclusion, qcid
-from fedgame.selection.delta import LOCAL_VARIANCE
+from fedgame.core.types import LOCAL_GRAD_VARIANCE
 from fedgame.selection.fedcbs import FedCBS
 from fedgame.selection.power_of_choice import MC_ROUNDS, draw_rounds, loss_ranks
 
@@ -189,7 +189,7 @@ def test_delta_probabilities_from_known_update_vectors() -> None:
     g = {i: rng.normal(size=5) * (1 + i) for i in (0, 2, 3, 6)}
     var = {0: 0.5, 2: 0.0, 3: 2.0}  # client 6 reports none: σ² = 0
     strat = SELECTIONS.create("delta", alpha1=2.0, alpha2=0.5)
-    strat.after_round(st, _outcome({i: torch.tensor(v) for i, v in g.items()}, extras={i: {LOCAL_VARIANCE: v} for i, v in var.items()}))
+    strat.after_round(st, _outcome({i: torch.tensor(v) for i, v in g.items()}, extras={i: {LOCAL_GRAD_VARIANCE: v} for i, v in var.items()}))
     seen = np.array(sorted(g))
     gbar = sum(st.theta[i] * g[i] for i in seen) / st.theta[seen].sum()
     zeta2 = np.array([np.sum((g[i] - gbar) ** 2) for i in seen])

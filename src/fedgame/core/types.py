@@ -20,6 +20,7 @@ __all__ = [
     "Selection",
     "RoundState",
     "ClientResult",
+    "LOCAL_GRAD_VARIANCE",
     "RoundOutcome",
 ]
 
@@ -103,6 +104,11 @@ class RoundState:
     @property
     def n_clients(self) -> int:
         return int(self.sizes.size)
+
+
+LOCAL_GRAD_VARIANCE = "local_grad_variance"
+"""``ClientResult.extras`` key (and ``SelectionStrategy.needs`` entry) of the client's local
+mini-batch gradient variance σ_L² (DELTA, fedpcs.md §5.4-4), measured by the trainer on request."""
 
 
 @dataclass

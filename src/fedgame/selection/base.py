@@ -48,6 +48,9 @@ class SelectionStrategy(ABC):
     """
 
     name: str = "base"
+    needs: frozenset[str] = frozenset()
+    """What the strategy asks the trainer to measure beyond the update and loss (e.g.
+    :data:`~fedgame.core.types.LOCAL_GRAD_VARIANCE`); the engine measures nothing else."""
 
     @abstractmethod
     def probabilities(self, state: RoundState) -> np.ndarray:

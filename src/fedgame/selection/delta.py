@@ -14,9 +14,12 @@ w(t); a convex combination, so one large importance weight cannot blow it up), s
 distinct client teaches nothing (ḡ_t = g_i), so it is skipped.
 
 **σ_{L,i}² (local variance)** = mean over local mini-batches of ‖g_batch − ∇F_i‖² needs per-batch
-gradients. It is read from ``ClientResult.extras[LOCAL_VARIANCE]`` when the trainer reports it;
-the in-process trainer does not, so σ_L² = 0 and p ∝ ζ. (The variance of mini-batch *losses* is
-not a gradient variance and is not used as a proxy.)
+gradients. The strategy declares ``needs = {LOCAL_GRAD_VARIANCE}``, so the engine asks the trainer to
+measure it (``LocalTrainer.train(grad_variance=True)``: the unbiased sample variance of the
+mini-batch gradients the client stepped with, their mean standing in for ∇F_i) and reads it
+from ``ClientResult.extras``. A client with one local step gives no estimate; σ_L² then stays at
+its last value (0 before). (The variance of mini-batch *losses* is not a gradient variance and
+is not used as a proxy.)
 
 Clients never seen take the mean of the known ζ² and σ² (uniform p while nothing is known);
 if every score is 0, p is uniform. State: three length-N arrays, no model-sized vector.
@@ -29,12 +32,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedgame.core.types import RoundOutcome, RoundState
+from fedgame.core.types import LOCAL_GRAD_VARIANCE, RoundOutcome, RoundState
 from fedgame.selection.base import SELECTIONS, SelectionStrategy
 
-__all__ = ["Delta", "delta_probabilities", "LOCAL_VARIANCE"]
-
-LOCAL_VARIANCE = "local_grad_variance"
+__all__ = ["Delta", "delta_probabilities"]
 
 
 def delta_probabilities(zeta2: np.ndarray, sigma2: np.ndarray, *, alpha1: float = 1.0, alpha2: float = 1.0) -> np.ndarray:
@@ -51,6 +52,7 @@ class Delta(SelectionStrategy):
     ζ_i² and σ_{L,i}² are the values last measured for each client (module docstring)."""
 
     name = "delta"
+    needs = frozenset({LOCAL_GRAD_VARIANCE})
 
     def __init__(self, *, alpha1: float = 1.0, alpha2: float = 1.0) -> None:
         for field, v in (("alpha1", alpha1), ("alpha2", alpha2)):
@@ -91,7 +93,8 @@ class Delta(SelectionStrategy):
         for c in clients:
             r = latest[int(c)]
             zeta2[c] = float(torch.sum((r.update.double() - gbar) ** 2))
-            sigma2[c] = float(r.extras.get(LOCAL_VARIANCE, 0.0))
+            if LOCAL_GRAD_VARIANCE in r.extras:
+                sigma2[c] = float(r.extras[LOCAL_GRAD_VARIANCE])
             seen[c] = True
 
     def state_dict(self) -> dict[str, Any]:

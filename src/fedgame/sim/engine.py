@@ -33,7 +33,7 @@ from torch.nn.utils import parameters_to_vector
 
 from fedgame.core.seeding import Streams
 from fedgame.core.server_update import RoundContext, ServerUpdate
-from fedgame.core.types import ClientResult, RoundOutcome, RoundState
+from fedgame.core.types import LOCAL_GRAD_VARIANCE, ClientResult, RoundOutcome, RoundState
 from fedgame.incentives.base import Incentive, NoIncentive
 
 from fedgame.privacy.plans import ClientPrivacy
@@ -102,6 +102,7 @@ class Engine:
         self.k = clients_per_round
         self.incentive = incentive or NoIncentive()
         self.eval_every = eval_every
+        self._grad_variance = LOCAL_GRAD_VARIANCE in selection.needs
         self.delta = delta
         self.sizes = np.asarray(data.sizes)
         self.theta = self.sizes / self.sizes.sum()
@@ -144,14 +145,19 @@ class Engine:
     def _train_client(self, t: int, client: int, copy: int) -> ClientResult:
         n = int(self.sizes[client])
         gen = self.streams.torch("train", t, client, copy)
-        res = self.trainer.train(self.params, self._parts[client], gen, self.privacy.dpsgd(client, t, n))
+        res = self.trainer.train(
+            self.params, self._parts[client], gen, self.privacy.dpsgd(client, t, n), grad_variance=self._grad_variance
+        )
         update = res.params - self.params
         noise = self.privacy.upload(client, t, n)
         if noise is not None:
             update = noise.privatize(update, self.streams.torch("noise", t, client, copy))
         for event, count in self.privacy.events(client, t, n, res.steps):
             self.accountant.record([client], event, count)
-        return ClientResult(client, update, res.train_loss, res.steps, n, {"clipped_fraction": res.clipped_fraction})
+        extras: dict[str, float] = {"clipped_fraction": res.clipped_fraction}
+        if res.grad_variance is not None:
+            extras[LOCAL_GRAD_VARIANCE] = res.grad_variance
+        return ClientResult(client, update, res.train_loss, res.steps, n, extras)
 
     def round(self, t: int) -> dict[str, Any]:
         tic = time.perf_counter()

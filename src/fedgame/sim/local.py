@@ -70,6 +70,35 @@ class LocalResult:
     steps: int
     n_examples: int
     clipped_fraction: float = 0.0
+    grad_variance: float | None = None
+    """σ_L² of the local mini-batch gradients when asked for (:class:`_GradMoments`), else None."""
+
+
+class _GradMoments:
+    """Running Σ g_b and Σ ‖g_b‖² of the mini-batch gradients a client steps with.
+
+    σ_L² = mean_b ‖g_b − ∇F_i‖² (DELTA's local variance, fedpcs.md §5.4-4) is estimated with the
+    mean of the g_b standing in for ∇F_i, (S/(S−1)) (mean ‖g_b‖² − ‖mean g_b‖²), unbiased when
+    the g_b are i.i.d. around ∇F_i (the model moves by S small steps meanwhile). One step gives
+    no estimate (None). Under DP-SGD the g_b are the privatised gradients (post-processing)."""
+
+    def __init__(self) -> None:
+        self.total: torch.Tensor | None = None
+        self.sq = 0.0
+        self.count = 0
+
+    def add(self, params: list[nn.Parameter]) -> None:
+        g = torch.cat([p.grad.reshape(-1) for p in params if p.grad is not None]).double()
+        self.total = g if self.total is None else self.total + g
+        self.sq += float(g @ g)
+        self.count += 1
+
+    def variance(self) -> float | None:
+        if self.count < 2 or self.total is None:
+            return None
+        s = self.count
+        mean_sq = float(self.total @ self.total) / (s * s)
+        return max(0.0, (self.sq / s - mean_sq) * s / (s - 1))
 
 
 class LocalTrainer:
@@ -103,15 +132,21 @@ class LocalTrainer:
         indices: torch.Tensor,
         gen: torch.Generator,
         dp: DPSGD | None = None,
+        *,
+        grad_variance: bool = False,
     ) -> LocalResult:
-        """Train from flat parameters ``start`` on examples ``indices``; return new flat params."""
+        """Train from flat parameters ``start`` on examples ``indices``; return new flat params.
+
+        ``grad_variance`` also measures the local mini-batch gradient variance σ_L² (one
+        concatenation and dot product per step; off unless a strategy needs it)."""
         n = int(indices.numel())
         if n == 0:
             raise ValueError("local training: client has no examples")
         steps = self.spec.n_steps(n)
+        moments = _GradMoments() if grad_variance else None
         if dp is None:
-            return self._train_plain(start, indices, gen, steps)
-        return self._train_dp(start, indices, gen, steps, dp)
+            return self._train_plain(start, indices, gen, steps, moments)
+        return self._train_dp(start, indices, gen, steps, dp, moments)
 
     # -- plain SGD ----------------------------------------------------------------------
     def _optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
@@ -127,7 +162,9 @@ class LocalTrainer:
             out.extend(perm[i : i + b] for i in range(0, n, b))
         return out[:steps]
 
-    def _train_plain(self, start: torch.Tensor, indices: torch.Tensor, gen: torch.Generator, steps: int) -> LocalResult:
+    def _train_plain(
+        self, start: torch.Tensor, indices: torch.Tensor, gen: torch.Generator, steps: int, moments: _GradMoments | None = None
+    ) -> LocalResult:
         model = self.model
         params = [p for p in model.parameters() if p.requires_grad]
         vector_to_parameters(start.clone(), params)  # clone: it aliases, and SGD steps in place
@@ -138,9 +175,12 @@ class LocalTrainer:
             opt.zero_grad(set_to_none=True)
             loss = self._loss(model(self.x[batch]), self.y[batch])
             loss.backward()
+            if moments is not None:
+                moments.add(params)
             opt.step()
             total += loss.detach()
-        return LocalResult(parameters_to_vector(params).detach(), float(total) / steps, steps, int(indices.numel()))
+        var = None if moments is None else moments.variance()
+        return LocalResult(parameters_to_vector(params).detach(), float(total) / steps, steps, int(indices.numel()), grad_variance=var)
 
     # -- DP-SGD -------------------------------------------------------------------------
     def _dp_model(self) -> nn.Module:
@@ -205,7 +245,15 @@ class LocalTrainer:
             p.grad = torch.einsum("b,b...->...", coef, grads[n])
         return losses.sum(), norms
 
-    def _train_dp(self, start: torch.Tensor, indices: torch.Tensor, gen: torch.Generator, steps: int, dp: DPSGD) -> LocalResult:
+    def _train_dp(
+        self,
+        start: torch.Tensor,
+        indices: torch.Tensor,
+        gen: torch.Generator,
+        steps: int,
+        dp: DPSGD,
+        moments: _GradMoments | None = None,
+    ) -> LocalResult:
         module = self._dp_model()
         params = [p for p in module.parameters() if p.requires_grad]
         vector_to_parameters(start.clone(), params)  # clone: it aliases, and SGD steps in place
@@ -235,6 +283,8 @@ class LocalTrainer:
                 if std > 0:
                     g = g + torch.normal(0.0, std, size=p.shape, generator=gen)
                 p.grad = g / d
+            if moments is not None:
+                moments.add(params)
             opt.step()
         return LocalResult(
             parameters_to_vector(params).detach(),
@@ -242,6 +292,7 @@ class LocalTrainer:
             steps,
             int(indices.numel()),
             clipped / max(seen, 1),
+            None if moments is None else moments.variance(),
         )
 
 
