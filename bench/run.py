@@ -1,6 +1,6 @@
 """fedgame benchmarks: speed ratios measured side by side in one run, results kept as JSON.
 
-    .venv/bin/python bench/run.py [--quick] [--main] [--only engine,dp,game]
+    .venv/bin/python bench/run.py [--quick] [--main] [--only engine,dp,game,p1]
 
 1. engine overhead — one FedAvg round through ``Engine.round`` versus the same local training
    written as a bare PyTorch loop (same clients, same batches, same averaging). Target ≤ 1.10.
@@ -15,6 +15,9 @@
    target ≤ 1), and the game's share of a training round of the main job's FedPCS recipe:
    (offline solve / rounds + per-round selection, payments and logging) / round time, target
    < 5 %, with a uniform-sampling round of the same recipe beside it.
+5. PHS Problem 1 (``--only p1``): the structured solver versus CVXPY + Clarabel at N = 10⁴
+   (sizes U(300, 900), ε ~ U(0, 1), δ = 1e-5, B = 128, D = 26 010, η = 44.72), best of 3 each.
+   Target: the structured solver well under 1 s.
 
 Each figure is printed as a ratio with both absolute numbers beside it and written to
 ``bench/results/<name>.json`` with the machine's description. Run it alone: two trainings at
@@ -348,11 +351,45 @@ def bench_game(quick: bool) -> dict[str, object]:
     return out
 
 
+# -- 5. PHS Problem 1 ------------------------------------------------------------------------
+def bench_p1(quick: bool) -> dict[str, object]:
+    from fedgame.privacy.analysis.phs import phs_V
+    from fedgame.selection.phs_problem import solve_p1
+
+    n, eta, batch, dim, delta = 10_000, 44.72, 128, 26010, 1e-5
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(300, 901, n).astype(np.float64)
+    eps = rng.uniform(0.0, 1.0, n)
+    while np.any(eps == 0.0):  # A12: a draw of exactly 0 is redrawn
+        eps[eps == 0.0] = rng.uniform(0.0, 1.0, int(np.count_nonzero(eps == 0.0)))
+    w = dim * np.asarray(phs_V(eps, delta, np.minimum(1.0, batch / sizes), sizes))
+    pu = sizes / sizes.sum()
+    sols = {m: solve_p1(pu, w, eta, method=m) for m in ("structured", "cvxpy")}
+    t = interleaved({m: lambda m=m: solve_p1(pu, w, eta, method=m) for m in sols}, repeats=1 if quick else 3)  # type: ignore[misc]
+    s, c = sols["structured"], sols["cvxpy"]
+    diff = float(np.abs(s.p - c.p).max())
+    print(ratio_line(f"PHS Problem 1, N = {n}, eta = {eta}", "structured", t["structured"], "CVXPY (Clarabel)", t["cvxpy"]),
+          "(target: structured < 1 s)")
+    print(f"  objective structured {s.objective:.10g} / CVXPY {c.objective:.10g}; max |p_s - p_c| {diff:.2e}; "
+          f"KKT residual {s.kkt_residual:.1e} / {c.kkt_residual:.1e}")
+    out = {
+        "N": n, "eta": eta, "batch_size": batch, "D": dim, "delta": delta,
+        "seconds": t, "structured_over_cvxpy": t["structured"] / t["cvxpy"],
+        "solve_seconds": {m: sol.seconds for m, sol in sols.items()},
+        "objective": {m: sol.objective for m, sol in sols.items()},
+        "kkt_residual": {m: sol.kkt_residual for m, sol in sols.items()},
+        "max_abs_difference": diff, "l1_from_p_u": float(np.abs(s.p - pu).sum()),
+        "met": t["structured"] < 1.0,
+    }
+    save("p1", out)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke check of the bench itself)")
     ap.add_argument("--main", action="store_true", help="also time the main job (about 4 minutes)")
-    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, game")
+    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, game, p1")
     args = ap.parse_args()
     torch.manual_seed(0)
     np.random.seed(0)
@@ -363,6 +400,8 @@ def main() -> None:
         bench_dp(args.quick)
     if "game" in only:
         bench_game(args.quick)
+    if "p1" in only:
+        bench_p1(args.quick)
     if args.main:
         bench_main()
 

@@ -220,16 +220,17 @@ def table2_cmd(
 
 @app.command("solve")
 def solve_cmd(
-    game: Annotated[str, typer.Argument(help="the game to solve: fedpcs")],
+    game: Annotated[str, typer.Argument(help="the game to solve: fedpcs | phs")],
     input_: Annotated[str, typer.Option("--input", "-i", help="problem JSON file, or - for stdin")] = "-",
 ) -> None:
     """Solve a game on its own (no training) and print the solution as JSON."""
     import json
     import sys
 
+    from fedgame.experiments.phs_problem import solve_phs
     from fedgame.incentives.problems import ProblemError, solve_fedpcs
 
-    solvers = {"fedpcs": solve_fedpcs}
+    solvers = {"fedpcs": solve_fedpcs, "phs": solve_phs}
     if game not in solvers:
         _fail(f"solve: unknown game {game!r}; choose from {', '.join(solvers)}")
     try:

@@ -185,3 +185,34 @@ def test_real_fashion_mnist() -> None:
     assert s.mean[0] == pytest.approx(0.2860, abs=1e-4) and s.std[0] == pytest.approx(0.3530, abs=1e-4)
     assert abs(float(s.train.x.mean())) < 1e-4
     assert load_dataset("fashion_mnist") is s  # cached: free the second time
+
+
+@pytest.mark.parametrize("gz", [True, False], ids=["gz", "raw"])
+def test_mnist_idx_files_through_load_dataset(tmp_path: Path, rng: np.random.Generator, gz: bool) -> None:
+    """PHS §5.1: MNIST as IDX files (the distributed .gz and unpacked), loaded by name: shapes
+    N×1×28×28, labels as written, pixels = (raw/255 − mean)/std with the training statistics."""
+    arr = mnist_arrays(rng, n_train=30, n_test=10)
+    write_mnist_dir(tmp_path / "mnist", arr, gz=gz)
+    s = load_dataset("mnist", root=tmp_path / "mnist", cache=False)
+    assert s.train.classes == 10 and s.train.x.shape == (30, 1, 28, 28) and s.test.x.shape == (10, 1, 28, 28)
+    np.testing.assert_array_equal(s.train.y, arr["train_y"])
+    np.testing.assert_array_equal(s.test.y, arr["test_y"])
+    mean, std = arr["train_x"].mean() / 255.0, arr["train_x"].std() / 255.0
+    assert s.mean[0] == pytest.approx(mean, rel=1e-12) and s.std[0] == pytest.approx(std, rel=1e-12)
+    np.testing.assert_allclose(s.train.x[:, 0] * std + mean, arr["train_x"] / 255.0, atol=1e-5)
+    np.testing.assert_allclose(s.test.x[:, 0] * std + mean, arr["test_x"] / 255.0, atol=1e-5)
+
+
+def test_cifar10_pickle_batches_through_load_dataset(tmp_path: Path, rng: np.random.Generator) -> None:
+    """PHS §5.1: CIFAR-10 as the python pickle batches, loaded by name: the five training batches
+    in order, then test_batch; each 3072-byte row is the R, G, B planes of 32×32 (N×3×32×32)."""
+    exp = write_cifar10(tmp_path / "cifar-10-batches-py", rng, per_batch=4, n_test=3)
+    s = load_dataset("cifar10", root=tmp_path, cache=False)
+    assert s.train.classes == 10 and s.train.x.shape == (20, 3, 32, 32) and s.test.x.shape == (3, 3, 32, 32)
+    np.testing.assert_array_equal(s.train.y, exp["train_y"])
+    np.testing.assert_array_equal(s.test.y, exp["test_y"])
+    mean, std = np.array(s.mean)[None, :, None, None], np.array(s.std)[None, :, None, None]
+    np.testing.assert_allclose(s.train.x * std + mean, exp["train_x"].reshape(20, 3, 32, 32) / 255.0, atol=1e-5)
+    np.testing.assert_allclose(s.test.x * std + mean, exp["test_x"].reshape(3, 3, 32, 32) / 255.0, atol=1e-5)
+    # the red plane of example 0 is its first 1024 bytes, row-major
+    assert s.train.x[0, 0, 0, 1] * s.std[0] + s.mean[0] == pytest.approx(exp["train_x"][0, 1] / 255.0, abs=1e-5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -137,7 +138,9 @@ def test_similarity_extremes() -> None:
 def test_similarity_size_weights() -> None:
     w = np.array([0.5, 1.0, 1.5, 1.0])
     parts = similarity(LABELS, 4, 50, rng(), size_weights=w)
-    np.testing.assert_allclose([p.size for p in parts], w / w.sum() * LABELS.size, atol=2)
+    # A13: |M_k| is the largest-remainder rounding of |S| v_k / Σv, here exact (250, 500, 750, 500);
+    # the pre-A13 code cut at rounded cumulative shares and was only pinned to within 2 examples
+    np.testing.assert_array_equal([p.size for p in parts], w / w.sum() * LABELS.size)
     assert covered_once(parts, LABELS.size)
     with pytest.raises(ValueError, match=r"partition.size_weights: must have shape \(4,\) \(one per client\), got \(3,\)"):
         similarity(LABELS, 4, 50, rng(), size_weights=[1, 1, 1])
@@ -257,3 +260,167 @@ def test_label_counts_and_validation() -> None:
         validate_partition([np.array([0]), np.array([6])], 6)
     with pytest.raises(ValueError, match=r"parts: cover 2 of 6 indices"):
         validate_partition([np.array([0]), np.array([3])], 6, complete=True)
+
+
+# -- PHS A13 (spec check 16) ------------------------------------------------------------------
+#: MNIST's training label counts (60,000 labels, 10 classes), in a seeded random order.
+MNIST_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
+MNIST_LIKE = np.random.default_rng(60000).permutation(np.repeat(np.arange(10), MNIST_COUNTS))
+PHS_SPREAD = (0.5, 1.5)
+
+
+def hamilton(quotas: list[Fraction], total: int) -> list[int]:
+    """Reference largest remainder, one client at a time in exact rationals: floors, then one
+    more for the ``total - Σfloor`` largest remainders, ties to the lower index."""
+    floors = [q.numerator // q.denominator for q in quotas]
+    order = sorted(range(len(quotas)), key=lambda k: (-(quotas[k] - floors[k]), k))
+    for k in order[: total - sum(floors)]:
+        floors[k] += 1
+    return floors
+
+
+def a13_reference(labels: np.ndarray, n_clients: int, s: float, seed: int, weights: np.ndarray | None = None) -> tuple[list[np.ndarray], list[int], list[int]]:
+    """PHS A13 written out step by step from the spec text (loops, Fractions), replaying the
+    partition generator: v_k ~ U(0.5, 1.5) first (unless weights are given), then π."""
+    g = rng(seed)
+    v = g.uniform(*PHS_SPREAD, n_clients) if weights is None else np.asarray(weights, dtype=np.float64)
+    n = labels.size
+    v_sum = sum(Fraction(float(x)) for x in v)  # exact Σv, not the float sum
+    sizes = hamilton([n * Fraction(float(x)) / v_sum for x in v], n)
+    exact_total = Fraction(s) * n / 100
+    total = int(exact_total + Fraction(1, 2)) if exact_total >= 0 else 0  # round half up
+    n_iid = hamilton([Fraction(s) * m / 100 for m in sizes], total)
+    perm = g.permutation(n)
+    head, tail = list(perm[:total]), list(perm[total:])
+    tail = sorted(tail, key=lambda i: labels[i])  # Python's sort is stable: ties stay in π order
+    parts, a, b = [], 0, 0
+    for m, k in zip(sizes, n_iid):
+        parts.append(np.sort(np.array(head[a : a + k] + tail[b : b + m - k], dtype=np.int64)))
+        a, b = a + k, b + m - k
+    return parts, sizes, n_iid
+
+
+@pytest.mark.parametrize("s", [0, 30, 70, 100, 12.5])
+def test_similarity_is_a13_step_by_step(s: float) -> None:
+    """Sizes sum to |S|, every index once, and the whole partition equals the spec's recipe."""
+    y = RAND_LABELS
+    parts = similarity(y, 17, s, rng(3), size_spread=PHS_SPREAD)
+    ref, sizes, n_iid = a13_reference(y, 17, s, seed=3)
+    assert sum(sizes) == y.size and [p.size for p in parts] == sizes
+    assert covered_once(parts, y.size)
+    assert all(np.array_equal(a, b) for a, b in zip(parts, ref, strict=True))
+    assert sum(n_iid) == int(Fraction(s) * y.size / 100 + Fraction(1, 2))
+
+
+def test_similarity_sizes_and_iid_counts_by_hand() -> None:
+    """|S| = 1003, v = (1, 2, 3, 4): |S|v/Σv = 100.3, 200.6, 300.9, 401.2 → floors 1001, the two
+    largest remainders (.9, .6) get one more: (100, 201, 301, 401). s = 30: quotas 30, 60.3, 90.3,
+    120.3 with total round(300.9) = 301 → one extra, tie .3/.3/.3 to the lowest index:
+    n_iid = (30, 61, 90, 120). The IID parts are π's first 301 entries in client order."""
+    y = np.random.default_rng(8).integers(0, 10, 1003)
+    parts = similarity(y, 4, 30, rng(4), size_weights=[1, 2, 3, 4])
+    assert [p.size for p in parts] == [100, 201, 301, 401]
+    perm = rng(4).permutation(1003)  # given weights: π is the generator's first draw
+    cuts = np.cumsum([0, 30, 61, 90, 120])
+    for k, p in enumerate(parts):
+        assert np.isin(perm[cuts[k] : cuts[k + 1]], p).all()
+        assert np.isin(p, perm[:301]).sum() == cuts[k + 1] - cuts[k]
+    # round(s|S|/100) rounds half up: |M| = (3, 3, 3), s = 50 → quotas 1.5 each, total round(4.5) = 5
+    parts = similarity(np.arange(9) % 3, 3, 50, rng(4), size_weights=[1, 1, 1])
+    perm = rng(4).permutation(9)
+    assert [int(np.isin(p, perm[:5]).sum()) for p in parts] == [2, 2, 1]
+
+
+def test_similarity_iid_counts_match_exact_rationals() -> None:
+    """n^iid_k over 300 random (sizes, s): the partitioner's integer arithmetic equals the
+    Fraction reference, including non-integer s (taken at its exact binary value)."""
+    from fedgame.data.partition import _iid_counts
+
+    g = np.random.default_rng(11)
+    for _ in range(300):
+        sizes = g.integers(1, 2000, g.integers(1, 40))
+        s = float(g.choice([g.integers(0, 101), g.uniform(0, 100), 0.1, 99.9]))
+        total = int(Fraction(s) * int(sizes.sum()) / 100 + Fraction(1, 2))
+        expect = hamilton([Fraction(s) * int(m) / 100 for m in sizes], total)
+        got = _iid_counts(sizes, s)
+        assert got.tolist() == expect and np.all(got <= sizes) and got.sum() == total
+
+
+def test_similarity_s100_histograms_match_the_global_one() -> None:
+    """s = 100 on MNIST-like labels, N = 100, v ~ U(0.5, 1.5): the (client × class) table passes
+    the chi-square test of homogeneity at level 1e-3, and every client passes its own
+    goodness-of-fit test against the global histogram at 1e-3/100 (Bonferroni)."""
+    from scipy.stats import chi2
+
+    parts = similarity(MNIST_LIKE, 100, 100, rng(5), size_spread=PHS_SPREAD)
+    obs = label_counts(MNIST_LIKE, parts, 10).astype(np.float64)
+    expected = obs.sum(axis=1, keepdims=True) * (np.bincount(MNIST_LIKE) / MNIST_LIKE.size)[None, :]
+    per_client = ((obs - expected) ** 2 / expected).sum(axis=1)
+    assert chi2.sf(per_client.sum(), df=99 * 9) > 1e-3
+    assert chi2.sf(per_client, df=9).min() > 1e-3 / 100
+    # the test has power: the same statistic rejects s = 70 outright
+    skewed = label_counts(MNIST_LIKE, similarity(MNIST_LIKE, 100, 70, rng(5), size_spread=PHS_SPREAD), 10)
+    assert chi2.sf((((skewed - expected) ** 2) / expected).sum(), df=99 * 9) < 1e-12
+
+
+def test_similarity_s0_gives_contiguous_label_ranges() -> None:
+    """s = 0: client k holds positions [Σ_{j<k}|M_j|, Σ_{j≤k}|M_j|) of the label-sorted order
+    (ties in π order), so its labels are a contiguous range; on MNIST-like labels with N = 100,
+    at most 3 distinct labels per client (at most 2 here: |M_k| < 1000 < every class count)."""
+    parts = similarity(MNIST_LIKE, 100, 0, rng(6), size_spread=PHS_SPREAD)
+    sizes = np.array([p.size for p in parts])
+    owner = np.empty(MNIST_LIKE.size, dtype=np.int64)
+    owner[np.concatenate(parts)] = np.repeat(np.arange(100), sizes)
+    g = rng(6)
+    g.uniform(0.5, 1.5, 100)  # replay: the v_k draw comes before π
+    perm = g.permutation(MNIST_LIKE.size)
+    sorted_order = perm[np.argsort(MNIST_LIKE[perm], kind="stable")]
+    np.testing.assert_array_equal(owner[sorted_order], np.repeat(np.arange(100), sizes))
+    # replay-free: label ranges are ordered and touch only at their ends
+    lo = np.array([MNIST_LIKE[p].min() for p in parts])
+    hi = np.array([MNIST_LIKE[p].max() for p in parts])
+    assert np.all(hi[:-1] <= lo[1:])
+    distinct = (label_counts(MNIST_LIKE, parts, 10) > 0).sum(axis=1)
+    assert distinct.max() <= 3 and sizes.max() < min(MNIST_COUNTS)
+
+
+def test_similarity_size_spread_is_seeded_and_pinned() -> None:
+    """Deterministic given the seed (also in another process); the fingerprint of the PHS MNIST
+    setting (N = 100, s = 30, U(0.5, 1.5), seed 2024) is pinned. NumPy's Generator streams are
+    stable across versions in practice; a change in uniform() or permutation() would show here."""
+    a = similarity(MNIST_LIKE, 100, 30, rng(2024), size_spread=PHS_SPREAD)
+    b = similarity(MNIST_LIKE, 100, 30, rng(2024), size_spread=[0.5, 1.5])
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert fingerprint(a) == "ebd3067fbc9d179e"
+    assert fingerprint(similarity(MNIST_LIKE, 100, 0, rng(2024), size_spread=PHS_SPREAD)) == "be9cb1a80b29210b"
+    assert fingerprint(similarity(MNIST_LIKE, 100, 30, rng(2025), size_spread=PHS_SPREAD)) != fingerprint(a)
+    code = (
+        "import numpy as np; from fedgame.data import similarity, fingerprint; "
+        "y = np.random.default_rng(60000).permutation(np.repeat(np.arange(10), "
+        f"{MNIST_COUNTS})); print(fingerprint(similarity(y, 100, 30, np.random.default_rng(2024), size_spread=(0.5, 1.5))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "ebd3067fbc9d179e"
+    # sizes follow the drawn v_k: within one example of |S| v_k / Σv, sizes vary by ~3x at most
+    v = rng(2024).uniform(0.5, 1.5, 100)
+    np.testing.assert_allclose([p.size for p in a], MNIST_LIKE.size * v / v.sum(), atol=1.0)
+    # through the dispatcher too
+    c = partition("similarity", MNIST_LIKE, 100, rng(2024), s=30, size_spread=PHS_SPREAD)
+    assert fingerprint(c) == fingerprint(a)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"size_weights": [1, 1, 1, 1], "size_spread": (0.5, 1.5)}, r"partition.size_weights, partition.size_spread: give at most one"),
+        ({"size_spread": (1.5, 0.5)}, r"partition.size_spread: must be a pair \(a, b\) of finite numbers with 0 < a < b, got \(1.5, 0.5\)"),
+        ({"size_spread": (1.0, 1.0)}, r"partition.size_spread: must be a pair .* got \(1.0, 1.0\)"),
+        ({"size_spread": (0.0, 1.0)}, r"partition.size_spread: must be a pair .* got \(0.0, 1.0\)"),
+        ({"size_spread": (0.5, float("inf"))}, r"partition.size_spread: must be a pair .* got \(0.5, inf\)"),
+        ({"size_spread": (0.5, 1.0, 1.5)}, r"partition.size_spread: must be a pair .* got \(0.5, 1.0, 1.5\)"),
+        ({"size_spread": 1.0}, r"partition.size_spread: must be a pair .* got 1.0"),
+    ],
+)
+def test_similarity_size_options_are_checked(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        similarity(LABELS, 4, 30, rng(), **kwargs)  # type: ignore[arg-type]

@@ -49,6 +49,7 @@ OTHER_COUNTS = [
 #: Per-layer counts the specs state.
 PER_LAYER = {
     "phs_mnist_cnn": [1_040, 8_224, 16_416, 330],
+    "phs_cifar_cnn": [896, 9_248, 18_496, 36_928, 73_856, 147_584, 262_272, 1_290],
     "jdp_mnist_cnn": [260, 5_020, 16_050, 510],
 }
 
@@ -316,3 +317,73 @@ def test_registry_describes_every_model() -> None:
     docs = MODELS.describe()
     assert sorted(docs) == list_models() and all(docs.values())
 
+
+
+def _layer(m: nn.Module) -> tuple[object, ...]:
+    """A layer as the spec tables write it: kind and the hyperparameters that matter."""
+    if isinstance(m, nn.Conv2d):
+        return ("conv", m.in_channels, m.out_channels, m.kernel_size, m.stride, m.padding, m.bias is not None)
+    if isinstance(m, nn.MaxPool2d):
+        return ("maxpool", m.kernel_size, m.stride, m.padding)
+    if isinstance(m, nn.Linear):
+        return ("linear", m.in_features, m.out_features, m.bias is not None)
+    return (type(m).__name__.lower(),)
+
+
+def _conv(cin: int, cout: int, k: int, s: int, p: int) -> tuple[object, ...]:
+    return ("conv", cin, cout, (k, k), (s, s), (p, p), True)
+
+
+#: PHS spec §5.2, layer by layer: (layer, output shape per example).
+PHS_LAYERS: dict[str, list[tuple[tuple[object, ...], tuple[int, ...]]]] = {
+    "phs_mnist_cnn": [  # A10: ReLU, Tramèr-Boneh kernels/strides/paddings
+        (_conv(1, 16, 8, 2, 2), (16, 13, 13)),
+        (("relu",), (16, 13, 13)),
+        (("maxpool", 2, 1, 0), (16, 12, 12)),
+        (_conv(16, 32, 4, 2, 0), (32, 5, 5)),
+        (("relu",), (32, 5, 5)),
+        (("maxpool", 2, 1, 0), (32, 4, 4)),
+        (("flatten",), (512,)),
+        (("linear", 512, 32, True), (32,)),
+        (("relu",), (32,)),
+        (("linear", 32, 10, True), (10,)),
+    ],
+    "phs_cifar_cnn": [  # A11: all convs 3×3, stride 1, padding 1, each followed by tanh
+        (_conv(3, 32, 3, 1, 1), (32, 32, 32)),
+        (("tanh",), (32, 32, 32)),
+        (_conv(32, 32, 3, 1, 1), (32, 32, 32)),
+        (("tanh",), (32, 32, 32)),
+        (("maxpool", 2, 2, 0), (32, 16, 16)),
+        (_conv(32, 64, 3, 1, 1), (64, 16, 16)),
+        (("tanh",), (64, 16, 16)),
+        (_conv(64, 64, 3, 1, 1), (64, 16, 16)),
+        (("tanh",), (64, 16, 16)),
+        (("maxpool", 2, 2, 0), (64, 8, 8)),
+        (_conv(64, 128, 3, 1, 1), (128, 8, 8)),
+        (("tanh",), (128, 8, 8)),
+        (_conv(128, 128, 3, 1, 1), (128, 8, 8)),
+        (("tanh",), (128, 8, 8)),
+        (("maxpool", 2, 2, 0), (128, 4, 4)),
+        (("flatten",), (2048,)),
+        (("linear", 2048, 128, True), (128,)),
+        (("tanh",), (128,)),
+        (("linear", 128, 10, True), (10,)),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(PHS_LAYERS))
+def test_phs_models_follow_the_spec_layer_by_layer(name: str) -> None:
+    """Check 18 and §5.2: the exact layer sequence (kernel, stride, padding, activation; no
+    normalisation or dropout) and every intermediate output shape, on a batch of 3."""
+    model = _shared(name)
+    shape, _, _ = CANONICAL[name]
+    assert isinstance(model, nn.Sequential)
+    x = torch.zeros(3, *shape)
+    got = []
+    with torch.no_grad():
+        for layer in model:
+            x = layer(x)
+            got.append((_layer(layer), tuple(x.shape[1:])))
+    assert got == PHS_LAYERS[name]
+    assert x.shape == (3, 10)

@@ -78,7 +78,7 @@ def test_aocs_equal_norms_give_k_over_n_and_a_dominant_norm_gets_one() -> None:
     np.testing.assert_allclose(p[[0, 1, 2, 4]], u[[0, 1, 2, 4]] / u[[0, 1, 2, 4]].sum())
 
 
-def test_aocs_learns_stale_norms_and_refuses_fresh_ones() -> None:
+def test_aocs_learns_stale_norms() -> None:
     sizes = np.array([10, 20, 30, 40, 50, 60])
     st = _state(sizes, 2)
     strat = SELECTIONS.create("aocs")
@@ -86,8 +86,43 @@ def test_aocs_learns_stale_norms_and_refuses_fresh_ones() -> None:
     strat.after_round(st, _outcome({1: torch.tensor([3.0, 4.0]), 4: torch.tensor([0.0, 1.0])}))
     norms = np.array([3.0, 5.0, 3.0, 3.0, 1.0, 3.0])  # unseen: mean of the known norms (5 + 1) / 2
     np.testing.assert_allclose(strat.participation(st), aocs_probabilities(st.theta * norms, 2))
-    with pytest.raises(ValueError, match="selection.stale_norms: only true is implemented"):
-        SELECTIONS.create("aocs", stale_norms=False)
+
+
+class _Probe:
+    """A probe with fixed per-client losses and updates; counts what it was asked."""
+
+    def __init__(self, loss: np.ndarray | None = None, updates: dict[int, torch.Tensor] | None = None) -> None:
+        self.loss, self.upd = loss, updates or {}
+        self.loss_asked: list[int] = []
+        self.trained: list[int] = []
+
+    def losses(self, clients: np.ndarray) -> np.ndarray:
+        self.loss_asked += [int(c) for c in clients]
+        assert self.loss is not None
+        return self.loss[np.asarray(clients)]
+
+    def updates(self, clients: np.ndarray) -> list[ClientResult]:
+        self.trained += [int(c) for c in clients]
+        return [ClientResult(int(c), self.upd[int(c)], 1.0, 1, 10) for c in clients]
+
+
+def _probed(sizes: np.ndarray, k: int, probe: _Probe, t: int = 0) -> RoundState:
+    sizes = np.asarray(sizes)
+    return RoundState(t=t, k=k, sizes=sizes, theta=sizes / sizes.sum(), probe=probe)
+
+
+def test_exact_aocs_uses_this_rounds_norms_of_every_client() -> None:
+    sizes = np.array([10, 20, 30, 40, 50, 60])
+    upd = {i: torch.tensor([float(i + 1), 0.0]) for i in range(6)}
+    probe = _Probe(updates=upd)
+    strat = SELECTIONS.create("aocs", stale_norms=False)
+    st = _probed(sizes, 2, probe)
+    sel = strat.select(st, np.random.default_rng(0))
+    assert sorted(probe.trained) == list(range(6))
+    np.testing.assert_allclose(strat.participation(st), aocs_probabilities(st.theta * np.arange(1, 7), 2))
+    np.testing.assert_allclose(sel.probs, strat.inclusion(st)[sel.indices])
+    with pytest.raises(ValueError, match="selection.stale_norms: false .* needs the engine's probe"):
+        SELECTIONS.create("aocs", stale_norms=False).select(_state(sizes, 2), np.random.default_rng(0))
 
 
 def test_aocs_aggregate_is_unbiased() -> None:
@@ -248,6 +283,40 @@ def test_power_of_choice_keeps_the_k_largest_losses_among_the_candidates() -> No
         np.testing.assert_array_equal(sel.indices, np.sort(top))
 
 
+def test_power_of_choice_current_losses_are_a_brute_force_top_k_of_the_probed_candidates() -> None:
+    """pow-d proper: the candidates' losses at the current model come from the probe, and the
+    K largest are kept (ties by lower id, PHS A15); only the candidates are queried."""
+    sizes = np.arange(5, 17)
+    loss = np.round(np.random.default_rng(3).random(12), 1)  # coarse: many ties
+    strat = SELECTIONS.create("power_of_choice", d=6, losses="current", ties="id")
+    for seed in range(20):
+        probe = _Probe(loss=loss)
+        sel = strat.select(_probed(sizes, 3, probe), np.random.default_rng(seed))
+        cand = np.argsort(np.random.default_rng(seed).standard_exponential(12) / sizes, kind="stable")[:6]
+        assert sorted(probe.loss_asked) == sorted(cand.tolist())
+        top = sorted(cand.tolist(), key=lambda i: (-loss[i], i))[:3]
+        np.testing.assert_array_equal(sel.indices, np.sort(top))
+    with pytest.raises(ValueError, match="selection.losses: 'current' needs the engine's probe"):
+        strat.select(_state(sizes, 3), np.random.default_rng(0))
+
+
+def test_power_of_choice_caps_make_clients_ineligible() -> None:
+    """PHS A15: a client at its cap T^plan_k is never selected again; with fewer than K eligible
+    clients all of them are selected; the caps are the participation bound."""
+    sizes = np.full(5, 10)
+    loss = np.array([5.0, 4.0, 3.0, 2.0, 1.0])
+    caps = np.array([1, 2, 1, 1, 0])
+    strat = SELECTIONS.create("power_of_choice", losses="current", ties="id", max_selections=caps)
+    np.testing.assert_array_equal(strat.participation_bound(), caps)
+    picks = [strat.select(_probed(sizes, 2, _Probe(loss=loss), t=t), np.random.default_rng(t)).indices.tolist() for t in range(3)]
+    assert picks == [[0, 1], [1, 2], [3]]
+    assert np.all(strat.counts(5) <= caps)
+    with pytest.raises(ValueError, match="every client has reached its cap"):
+        strat.select(_probed(sizes, 2, _Probe(loss=loss), t=3), np.random.default_rng(3))
+    with pytest.raises(ValueError, match="selection.max_selections: must be one integer >= 0 per client"):
+        SELECTIONS.create("power_of_choice", max_selections=[1.5, 2])
+
+
 def test_power_of_choice_tries_unseen_clients_first() -> None:
     st = _state(np.full(8, 10), 3)
     strat = SELECTIONS.create("power_of_choice")  # d = N: global top-K
@@ -293,7 +362,8 @@ BASE = {"data": {"partition": {"kind": "iid", "n_clients": 10}}, "train": {"clie
         ({"kind": "power_of_choice", "d": 0}, "selection.d: Input should be greater than or equal to 1, got 0"),
         ({"kind": "delta", "alpha1": -1}, "selection.alpha1: Input should be greater than or equal to 0, got -1"),
         ({"kind": "delta", "alpha1": 0, "alpha2": 0}, "selection.alpha1, selection.alpha2: must not both be 0"),
-        ({"kind": "aocs", "stale_norms": False}, "selection.stale_norms: only true is implemented"),
+        ({"kind": "aocs", "stale_norms": 3}, "selection.stale_norms: Input should be a valid boolean"),
+        ({"kind": "power_of_choice", "losses": "fresh"}, "selection.losses: Input should be 'stale' or 'current'"),
     ],
 )
 def test_bad_baseline_recipes_name_the_field(selection: dict[str, object], message: str) -> None:
@@ -332,8 +402,10 @@ def test_build_wires_label_counts_into_fedcbs() -> None:
 @pytest.mark.parametrize(
     ("selection", "aggregation"),
     [({"kind": "power_of_choice", "d": 4}, "fedavg"), ({"kind": "aocs"}, "importance"),
-     ({"kind": "fedcbs"}, "fedavg"), ({"kind": "delta"}, "importance")],
-    ids=["power_of_choice", "aocs", "fedcbs", "delta"],
+     ({"kind": "fedcbs"}, "fedavg"), ({"kind": "delta"}, "importance"),
+     ({"kind": "power_of_choice", "losses": "current", "ties": "id", "cap": "planned"}, "mean"),
+     ({"kind": "aocs", "stale_norms": False}, "importance")],
+    ids=["power_of_choice", "aocs", "fedcbs", "delta", "pow_d_current_capped", "aocs_exact"],
 )
 def test_engine_rounds_resume_identically(selection: dict[str, object], aggregation: str) -> None:
     """Three rounds of a toy run (logistic regression, 6 clients), and the same run stopped after

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -19,6 +19,7 @@ __all__ = [
     "Params",
     "Selection",
     "RoundState",
+    "Probe",
     "ClientResult",
     "LOCAL_GRAD_VARIANCE",
     "RoundOutcome",
@@ -92,6 +93,21 @@ class Selection:
         }
 
 
+class Probe(Protocol):
+    """What a strategy may measure at the current global model *before* it draws (the engine
+    gives one per round in :attr:`RoundState.probe`; strategies that need nothing ignore it).
+
+    ``losses`` — each client's mean training loss of the global model on its whole local data
+    (power-of-choice, Cho et al. 2022; PHS A15); these queries touch private data without
+    noise and are counted in the round's record (``probe_loss_queries``), as PHS A15 asks.
+    ``updates`` — train the clients now (exact AOCS trains everyone); the results are cached,
+    so selected clients are not trained twice, and every training is privacy-accounted."""
+
+    def losses(self, clients: np.ndarray) -> np.ndarray: ...
+
+    def updates(self, clients: np.ndarray) -> list[ClientResult]: ...
+
+
 @dataclass(frozen=True)
 class RoundState:
     """What a selection strategy may look at when it draws round ``t``."""
@@ -100,6 +116,7 @@ class RoundState:
     k: int
     sizes: np.ndarray
     theta: np.ndarray
+    probe: Probe | None = field(default=None, compare=False, repr=False)
 
     @property
     def n_clients(self) -> int:

@@ -17,9 +17,9 @@ Kinds (dispatch by name with :func:`partition`):
     McMahan et al. (2017): sort by label, cut into ``n_clients·shards_per_client`` shards,
     deal ``shards_per_client`` random shards to each client.
 ``similarity``
-    the similarity-``s`` split of Karimireddy et al. (SCAFFOLD) used by the PHS paper: ``s``%
-    of the data spread IID, the rest sorted by label and cut into one contiguous chunk per
-    client; optional relative client sizes.
+    the similarity-``s`` split of Karimireddy et al. (SCAFFOLD) as the PHS spec fixes it (A13):
+    ``s``% of every client's data dealt IID, the rest sorted by label and cut into one
+    contiguous chunk per client; relative client sizes given or drawn from ``U(a, b)``.
 ``quantity``
     quantity skew: label-IID clients whose sizes follow Dirichlet (or log-normal) weights.
 
@@ -27,7 +27,9 @@ Fractions are turned into counts by rounding *cumulative* shares (client ``i`` g
 indices between ``round(N·(q_1+…+q_{i-1}))`` and ``round(N·(q_1+…+q_i))``): every client
 receives its share to within one example, the counts always sum to ``N``, and the last client
 takes whatever is left — at most one example off — rather than the sum of everyone's rounding
-errors, which with many clients would make it systematically larger.
+errors, which with many clients would make it systematically larger. ``similarity`` and
+``quantity`` instead round each client's share by largest remainder (Hamilton's method, ties to
+the lower client index), as PHS A13 prescribes.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import operator
 import os
 import struct
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -228,35 +231,6 @@ def _check_weights(size_weights: np.ndarray | Sequence[float] | None, n_clients:
     return w
 
 
-def similarity(
-    labels: np.ndarray,
-    n_clients: int,
-    s: float,
-    rng: np.random.Generator,
-    *,
-    size_weights: np.ndarray | Sequence[float] | None = None,
-) -> list[np.ndarray]:
-    """Similarity-``s`` split (SCAFFOLD, Karimireddy et al. 2020; used by the PHS paper).
-
-    ``s`` percent of the examples (chosen at random) are dealt IID; the other ``100 - s``
-    percent are sorted by label and cut into ``n_clients`` contiguous chunks, one per client.
-    ``size_weights`` (relative client sizes ``v_k``, e.g. drawn from U(0.5, 1.5)) scale each
-    client's share of both parts; by default all clients are equal.
-    """
-    y = _check_labels(labels)
-    n_clients = _check_n_clients(n_clients, y.size)
-    s = _check_float("s", s, lo=0.0, hi=100.0)
-    w = _check_weights(size_weights, n_clients)
-    rng = _check_rng(rng)
-    n_iid = int(round(s / 100.0 * y.size))
-    perm = rng.permutation(y.size).astype(np.int64)
-    iid_pool, rest = perm[:n_iid], perm[n_iid:]
-    rest = rest[np.argsort(y[rest], kind="stable")]
-    a = np.split(iid_pool, _cuts(w, iid_pool.size))
-    b = np.split(rest, _cuts(w, rest.size))
-    return _nonempty([np.sort(np.concatenate((p, q))) for p, q in zip(a, b)], "similarity")
-
-
 def _largest_remainder(p: np.ndarray, total: int) -> np.ndarray:
     """Integers summing to ``total`` proportional to ``p`` (Hamilton's method, ties by index)."""
     exact = p / p.sum() * total
@@ -265,6 +239,87 @@ def _largest_remainder(p: np.ndarray, total: int) -> np.ndarray:
     if left > 0:
         base[np.argsort(-(exact - base), kind="stable")[:left]] += 1
     return base
+
+
+def _check_spread(size_spread: Any) -> tuple[float, float]:
+    bad = f"partition.size_spread: must be a pair (a, b) of finite numbers with 0 < a < b, got {size_spread!r}"
+    try:
+        a, b = (float(x) for x in size_spread)
+    except (TypeError, ValueError):
+        raise ValueError(bad) from None
+    if not (math.isfinite(a) and math.isfinite(b) and 0.0 < a < b):
+        raise ValueError(bad)
+    return a, b
+
+
+def _iid_counts(sizes: np.ndarray, s: float) -> np.ndarray:
+    """``n^iid_k`` of PHS A13: the quotas ``s·|M_k|/100`` rounded by largest remainder to
+    integers summing to ``round(s·|S|/100)`` (half up), ``|S| = Σ|M_k|``.
+
+    Exact rational arithmetic (``s`` at its exact binary value, Python integers, no overflow):
+    a quota that is an integer on paper is never floored one below by a float rounding error.
+    Each count lies in ``[floor(quota), floor(quota) + 1]`` and never exceeds ``|M_k|``.
+    """
+    num, den = Fraction(s).as_integer_ratio()
+    scale = 100 * den  # quota_k = num·|M_k| / scale
+    q = sizes.astype(object) * num
+    floors, rems = q // scale, q % scale
+    total = (2 * num * int(sizes.sum()) + scale) // (2 * scale)
+    out = floors.astype(np.int64)
+    # 0 <= left <= #(non-zero remainders): Σfloor <= floor(Σquota) <= total <= Σfloor + round(Σfrac)
+    left = total - int(out.sum())
+    if left > 0:
+        out[np.argsort(-rems, kind="stable")[:left]] += 1
+    return out
+
+
+def similarity(
+    labels: np.ndarray,
+    n_clients: int,
+    s: float,
+    rng: np.random.Generator,
+    *,
+    size_weights: np.ndarray | Sequence[float] | None = None,
+    size_spread: tuple[float, float] | Sequence[float] | None = None,
+) -> list[np.ndarray]:
+    """Similarity-``s`` split (SCAFFOLD, Karimireddy et al. 2020), exactly as PHS A13 reads it.
+
+    1. Relative sizes ``v_k``: ``size_weights`` if given; with ``size_spread=(a, b)``, drawn
+       ``v_k ~ U(a, b)`` i.i.d. from ``rng`` (PHS: ``(0.5, 1.5)``); otherwise all equal.
+       ``|M_k|`` = largest-remainder rounding of ``|S| v_k / Σv`` (sums to ``|S|``).
+    2. IID part ``n^iid_k`` = largest-remainder rounding of ``s|M_k|/100`` with total
+       ``round(s|S|/100)`` (:func:`_iid_counts`); sorted part ``|M_k| − n^iid_k``.
+    3. A permutation ``π`` of all indices from ``rng`` (after the ``v_k`` draw): its first
+       ``Σ n^iid_k`` entries go in consecutive blocks of ``n^iid_k`` to clients ``1..N``; the
+       rest are stably sorted by label (ties in ``π`` order) and cut into consecutive blocks of
+       ``|M_k| − n^iid_k`` for clients ``1..N``.
+
+    ``s = 100`` is IID; ``s = 0`` gives every client a contiguous range of the label-sorted
+    order. Largest-remainder ties go to the lower client index. Every index is used once.
+    """
+    y = _check_labels(labels)
+    n_clients = _check_n_clients(n_clients, y.size)
+    s = _check_float("s", s, lo=0.0, hi=100.0)
+    if size_weights is not None and size_spread is not None:
+        raise ValueError(
+            "partition.size_weights, partition.size_spread: give at most one (given weights, or "
+            f"weights drawn from U(a, b)), got both: size_weights={size_weights!r}, size_spread={size_spread!r}"
+        )
+    rng = _check_rng(rng)
+    if size_spread is not None:
+        a, b = _check_spread(size_spread)
+        v = rng.uniform(a, b, n_clients)
+    else:
+        v = _check_weights(size_weights, n_clients)
+    sizes = _largest_remainder(v, y.size)
+    n_iid = _iid_counts(sizes, s)
+    perm = rng.permutation(y.size).astype(np.int64)
+    n_iid_total = int(n_iid.sum())
+    pool_iid, rest = perm[:n_iid_total], perm[n_iid_total:]
+    rest = rest[np.argsort(y[rest], kind="stable")]
+    iid_parts = np.split(pool_iid, np.cumsum(n_iid)[:-1])
+    sorted_parts = np.split(rest, np.cumsum(sizes - n_iid)[:-1])
+    return _nonempty([np.sort(np.concatenate((p, q))) for p, q in zip(iid_parts, sorted_parts)], "similarity")
 
 
 def quantity_skew(
@@ -306,7 +361,7 @@ _KINDS: dict[str, tuple[Callable[..., list[np.ndarray]], frozenset[str], frozens
     "iid": (iid, frozenset(), frozenset()),
     "dirichlet": (dirichlet, frozenset({"alpha", "min_size", "max_retries"}), frozenset({"alpha"})),
     "shards": (shards, frozenset({"shards_per_client"}), frozenset()),
-    "similarity": (similarity, frozenset({"s", "size_weights"}), frozenset({"s"})),
+    "similarity": (similarity, frozenset({"s", "size_weights", "size_spread"}), frozenset({"s"})),
     "quantity": (quantity_skew, frozenset({"alpha", "sigma", "min_size"}), frozenset()),
 }
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -12,12 +14,25 @@ import torch
 from fedgame.core.seeding import Streams
 from fedgame.core.server_update import ServerUpdate, chain
 from fedgame.data import FederatedDataset, load_dataset, partition
-from fedgame.experiments.config import DPSGDCfg, FedCBSSel, FedPCSCfg, PrivacyAwareSel, RunConfig, ZCDPUploadCfg
+from fedgame.experiments.config import (
+    DPSGDCfg,
+    FedCBSSel,
+    FedPCSCfg,
+    PHSPrivacyCfg,
+    PHSSel,
+    PowerOfChoiceSel,
+    PrivacyAwareSel,
+    RunConfig,
+    ZCDPUploadCfg,
+)
 from fedgame.incentives import INCENTIVES, FedPCSGame, FedPCSIncentive, FedPCSPlan, Incentive, solve_plan
-from fedgame.models import build_model
+from fedgame.models import build_model, count_params
+from fedgame.privacy.analysis.phs import phs_V
+from fedgame.privacy.budgets import draw_budgets
 from fedgame.privacy.accountants import make_accountant
-from fedgame.privacy.plans import ClientPrivacy, LocalDPSGD, NoPrivacy, ZCDPUpload, steps_per_round
-from fedgame.selection import SELECTIONS, SelectionStrategy
+from fedgame.privacy.plans import PHSDPSGD, ClientPrivacy, LocalDPSGD, NoPrivacy, ZCDPUpload, steps_per_round
+from fedgame.selection import SELECTIONS, SelectionStrategy, planned_counts
+from fedgame.selection.phs_problem import P1Solution, solve_p1
 from fedgame.sim import AGGREGATORS, Engine, LocalSpec, LocalTrainer, server_sgd
 
 __all__ = ["Built", "build_data", "build_engine", "build_game", "fedpcs_game"]
@@ -31,6 +46,70 @@ class Built:
     data: FederatedDataset
     model: torch.nn.Module
     plan: FedPCSPlan | None = None
+    phs: PHSSetup | None = None
+
+
+@dataclass(frozen=True)
+class PHSSetup:
+    """What the PHS server fixes before training (phs.md §3.7 lines 1-3): the budgets ε_k,
+    V_k of Eq. 7, p^u, the selection distribution p^s and Problem 1's solution (privacy-aware)."""
+
+    eps: np.ndarray
+    V: np.ndarray
+    dim: int
+    p_u: np.ndarray
+    p_s: np.ndarray
+    eta: float | None
+    solution: P1Solution | None
+
+    def summary(self) -> dict[str, Any]:
+        sol = self.solution
+
+        def num(v: float) -> float | None:
+            return None if not np.isfinite(v) else float(v)
+
+        return {
+            "D": self.dim,
+            "eta": self.eta,
+            "eps": [num(e) for e in self.eps],
+            "V": self.V.tolist(),
+            "p_u": self.p_u.tolist(),
+            "p_s": self.p_s.tolist(),
+            "l1_from_p_u": float(np.abs(self.p_s - self.p_u).sum()),
+            "objective": None if sol is None else sol.objective,
+            "objective_at_p_u": None if sol is None else sol.objective_at_pu,
+            "eta_star": None if sol is None else num(sol.eta_star),
+            "kkt_residual": None if sol is None else sol.kkt_residual,
+            "solver": None if sol is None else sol.method,
+            "solve_seconds": None if sol is None else sol.seconds,
+        }
+
+
+def local_steps(cfg: RunConfig, sizes: np.ndarray) -> np.ndarray:
+    """T^l per client: the local SGD steps of one participation."""
+    l = cfg.train.local
+    return np.asarray(steps_per_round(sizes, batch_size=l.batch_size, epochs=l.epochs, steps=l.steps), dtype=np.int64)
+
+
+def build_phs(cfg: RunConfig, data: FederatedDataset, streams: Streams, dim: int) -> PHSSetup | None:
+    """Budgets from the ``budgets`` stream, V_k (Eq. 7), and p^s: Problem 1 (η = ``eta`` or
+    2 L̂ √(T^g T^l), A1) for ``mechanism: privacy_aware``, p^u otherwise; None without PHS privacy."""
+    pc = cfg.privacy
+    if not isinstance(pc, PHSPrivacyCfg):
+        return None
+    sizes = np.asarray(data.sizes, dtype=np.float64)
+    eps = draw_budgets(pc.budgets.model_dump(mode="json"), sizes.size, streams.numpy("budgets"))
+    r = np.minimum(1.0, cfg.train.local.batch_size / sizes)
+    V = np.asarray(phs_V(eps, pc.delta, r, sizes), dtype=np.float64)
+    p_u = sizes / sizes.sum()
+    sel = cfg.selection
+    if not isinstance(sel, PHSSel) or sel.mechanism == "unbiased":
+        return PHSSetup(eps=eps, V=V, dim=dim, p_u=p_u, p_s=p_u.copy(), eta=None, solution=None)
+    t_l = float(local_steps(cfg, sizes).mean())
+    eta = sel.eta if sel.eta is not None else 2.0 * (sel.L_hat or 1.0) * math.sqrt(cfg.train.rounds * t_l)
+    sol = solve_p1(p_u, dim * V, eta, method="auto")
+    log.info("PHS Problem 1: eta %.4g, ||p* - p^u||_1 %.4g, KKT residual %.2g (%s)", eta, np.abs(sol.p - p_u).sum(), sol.kkt_residual, sol.method)
+    return PHSSetup(eps=eps, V=V, dim=dim, p_u=p_u, p_s=sol.p, eta=eta, solution=sol)
 
 
 def build_data(cfg: RunConfig, streams: Streams) -> FederatedDataset:
@@ -76,10 +155,35 @@ def build_game(cfg: RunConfig) -> FedPCSPlan | None:
     return None if game is None else solve_plan(game)
 
 
-def build_privacy(cfg: RunConfig, data: FederatedDataset, plan: FedPCSPlan | None = None) -> ClientPrivacy:
+def build_privacy(
+    cfg: RunConfig,
+    data: FederatedDataset,
+    plan: FedPCSPlan | None = None,
+    *,
+    phs: PHSSetup | None = None,
+    selection: SelectionStrategy | None = None,
+) -> ClientPrivacy:
     pc = cfg.privacy
     sizes = np.asarray(data.sizes)
     local = cfg.train.local
+    if isinstance(pc, PHSPrivacyCfg):
+        bound = None if selection is None else selection.participation_bound()
+        if phs is None or bound is None:
+            raise ValueError(
+                "privacy.kind: 'phs' calibrates for each client's participation count, fixed before training: use "
+                "selection.kind 'phs', or 'power_of_choice' with cap 'planned'"
+            )
+        return PHSDPSGD(
+            eps=phs.eps,
+            delta=pc.delta,
+            sizes=sizes,
+            batch_size=local.batch_size,
+            local_steps=local_steps(cfg, sizes),
+            counts=bound,
+            max_grad_norm=pc.max_grad_norm,
+            calibration=pc.calibration,
+            fixed_batch=pc.batch == "fixed_batch",
+        )
     if isinstance(pc, DPSGDCfg):
         spr = steps_per_round(sizes, batch_size=local.batch_size, epochs=local.epochs, steps=local.steps)
         rounds = cfg.train.rounds
@@ -118,8 +222,22 @@ def build_privacy(cfg: RunConfig, data: FederatedDataset, plan: FedPCSPlan | Non
     return NoPrivacy()
 
 
-def build_selection(cfg: RunConfig, plan: FedPCSPlan | None = None, data: FederatedDataset | None = None) -> SelectionStrategy:
+def build_selection(
+    cfg: RunConfig,
+    plan: FedPCSPlan | None = None,
+    data: FederatedDataset | None = None,
+    *,
+    phs: PHSSetup | None = None,
+    streams: Streams | None = None,
+) -> SelectionStrategy:
     sel = cfg.selection
+    if isinstance(sel, PHSSel):
+        if phs is None:
+            raise ValueError("selection.kind: 'phs' needs privacy.kind 'phs' (the clients' budgets)")
+        rng = (streams or Streams(seed=cfg.seed)).numpy("schedule")
+        return SELECTIONS.create(
+            "phs", p=phs.p_s, rounds=cfg.train.rounds, k=cfg.train.clients_per_round, rng=rng, count_mode=sel.count_mode
+        )
     if isinstance(sel, FedCBSSel):
         if data is None:
             raise ValueError("selection.kind: 'fedcbs' needs the partition's label counts (pass data)")
@@ -128,6 +246,14 @@ def build_selection(cfg: RunConfig, plan: FedPCSPlan | None = None, data: Federa
         if plan is None:
             raise ValueError("selection.kind: 'privacy_aware' needs incentive.kind 'fedpcs'")
         return SELECTIONS.create("privacy_aware", rho=plan.rho, sampler=sel.sampler)
+    if isinstance(sel, PowerOfChoiceSel):
+        caps = None
+        if sel.cap == "planned":
+            if data is None:
+                raise ValueError("selection.cap: 'planned' needs the partition's sizes (pass data)")
+            sizes = np.asarray(data.sizes, dtype=np.float64)
+            caps = planned_counts(sizes / sizes.sum(), cfg.train.clients_per_round, cfg.train.rounds)
+        return SELECTIONS.create("power_of_choice", d=sel.d, losses=sel.losses, ties=sel.ties, max_selections=caps)
     return SELECTIONS.create(sel.kind, **sel.model_dump(exclude={"kind"}))
 
 
@@ -163,12 +289,14 @@ def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None) -> Bui
         ),
         per_example=cfg.train.per_example,
     )
+    phs = build_phs(cfg, data, streams, count_params(model))
+    selection = build_selection(cfg, plan, data, phs=phs, streams=streams)
     engine = Engine(
         model=model,
         data=data,
         trainer=trainer,
-        selection=build_selection(cfg, plan, data),
-        privacy=build_privacy(cfg, data, plan),
+        selection=selection,
+        privacy=build_privacy(cfg, data, plan, phs=phs, selection=selection),
         accountant=make_accountant(cfg.accountant.kind, n_clients=data.n_clients),
         server_update=build_server_update(cfg),
         streams=streams,
@@ -177,4 +305,4 @@ def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None) -> Bui
         eval_every=cfg.train.eval_every,
         delta=cfg.accountant.delta,
     )
-    return Built(engine=engine, data=data, model=model, plan=plan)
+    return Built(engine=engine, data=data, model=model, plan=plan, phs=phs)

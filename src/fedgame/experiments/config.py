@@ -7,6 +7,7 @@ are applied to the raw mapping before validation, so they are validated the same
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -47,9 +48,21 @@ class ShardsPartition(_Frozen):
 
 
 class SimilarityPartition(_Frozen):
+    """Similarity-``s`` split of PHS A13. ``size_spread: [a, b]`` draws relative client sizes
+    ``v_k ~ U(a, b)`` from the partition stream (PHS default ``[0.5, 1.5]``); ``null`` gives
+    equal sizes."""
+
     kind: Literal["similarity"] = "similarity"
     n_clients: int = Field(100, ge=1, le=100_000)
     s: float = Field(30, ge=0, le=100)
+    size_spread: tuple[float, float] | None = (0.5, 1.5)
+
+    @field_validator("size_spread")
+    @classmethod
+    def _spread(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not (math.isfinite(v[0]) and math.isfinite(v[1]) and 0 < v[0] < v[1]):
+            raise ValueError("must be [a, b] with 0 < a < b (both finite)")
+        return v
 
 
 class QuantityPartition(_Frozen):
@@ -124,25 +137,26 @@ class PrivacyAwareSel(_Frozen):
 
 
 class PowerOfChoiceSel(_Frozen):
-    """Power-of-choice ("Biased", PHS A15): ``d`` candidates ∝ |D_i|, the K with the largest last
-    known loss; ``d: null`` makes every client a candidate (global top-K). Use ``fedavg``."""
+    """Power-of-choice ("Biased", PHS A15): ``d`` candidates ∝ |D_i|, the K with the largest loss;
+    ``d: null`` makes every client a candidate (global top-K). ``losses: current`` measures the
+    candidates' losses at the global model (pow-d, PHS), ``stale`` uses the last training loss
+    (rpow-d); ``ties: id`` breaks ties by lower id (PHS); ``cap: planned`` stops selecting a
+    client after T^plan_k = ⌈K T^g p^u_k⌉ rounds (PHS A15). Aggregate with ``fedavg`` or ``mean``."""
 
     kind: Literal["power_of_choice"] = "power_of_choice"
     d: int | None = Field(None, ge=1, le=100_000)
+    losses: Literal["stale", "current"] = "stale"
+    ties: Literal["random", "id"] = "random"
+    cap: Literal["none", "planned"] = "none"
 
 
 class AOCSSel(_Frozen):
-    """AOCS (FedPCS §5.4-2): Bernoulli p_i = min(1, c θ_i‖U_i‖), Σp = K, from stale norms; ``importance``."""
+    """AOCS (FedPCS §5.4-2): Bernoulli p_i = min(1, c θ_i‖U_i‖), Σp = K; ``importance``.
+    ``stale_norms: true`` uses each client's last known norm; ``false`` is exact AOCS (every
+    client trains every round at the current model, N trainings per round)."""
 
     kind: Literal["aocs"] = "aocs"
     stale_norms: bool = True
-
-    @field_validator("stale_norms")
-    @classmethod
-    def _stale_only(cls, v: bool) -> bool:
-        if not v:
-            raise ValueError("only true is implemented (exact AOCS trains every client every round)")
-        return v
 
 
 class FedCBSSel(_Frozen):
@@ -159,8 +173,29 @@ class DeltaSel(_Frozen):
     alpha2: float = Field(1.0, ge=0, le=1e6)
 
 
+class PHSSel(_Frozen):
+    """PHS (phs.md §3.6-3.7): the whole schedule drawn before training from p^s — Problem 1's
+    solution (``mechanism: privacy_aware``) or p^u ∝ |M_k| (``unbiased``); K slots per round, a
+    client drawn twice trains two copies. Needs ``privacy.kind: phs``; aggregate with ``mean``
+    (the paper) or ``importance`` (``phs_ic``). η = ``eta``, or 2 ``L_hat`` √(T^g T^l) (A1;
+    default L_hat = 1). ``count_mode`` (A5): calibrate for the realised counts or for
+    ⌈p^s_k K T^g⌉ enforced as caps."""
+
+    kind: Literal["phs"] = "phs"
+    mechanism: Literal["privacy_aware", "unbiased"] = "privacy_aware"
+    eta: float | None = Field(None, gt=0, le=1e12)
+    L_hat: float | None = Field(None, gt=0, le=1e12)
+    count_mode: Literal["realized", "expected"] = "realized"
+
+    @model_validator(mode="after")
+    def _one_eta(self) -> PHSSel:
+        if self.eta is not None and self.L_hat is not None:
+            raise ValueError("selection.eta, selection.L_hat: give at most one (eta = 2 L_hat sqrt(T^g T^l))")
+        return self
+
+
 Selection = Annotated[
-    UniformSel | FullSel | DataSizeSel | PrivacyAwareSel | PowerOfChoiceSel | AOCSSel | FedCBSSel | DeltaSel,
+    UniformSel | FullSel | DataSizeSel | PrivacyAwareSel | PowerOfChoiceSel | AOCSSel | FedCBSSel | DeltaSel | PHSSel,
     Field(discriminator="kind"),
 ]
 
@@ -214,7 +249,80 @@ class ZCDPUploadCfg(_Frozen):
         return v
 
 
-Privacy = Annotated[NoPrivacyCfg | DPSGDCfg | ZCDPUploadCfg, Field(discriminator="kind")]
+class UniformBudgetCfg(_Frozen):
+    """ε_k ~ U(low, high) on the open interval (PHS A12: U(0, 1), a draw of 0 is redrawn)."""
+
+    kind: Literal["uniform"] = "uniform"
+    low: float = Field(0.0, ge=0, allow_inf_nan=False)
+    high: float = Field(1.0, gt=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _order(self) -> UniformBudgetCfg:
+        if not self.low < self.high:
+            raise ValueError(f"high: must be > low ({self.low:g}), got {self.high:g}")
+        return self
+
+
+class MixtureComponentCfg(_Frozen):
+    """One component N(mean, var) — ``var`` is the variance (A12) — picked with probability ``weight``."""
+
+    weight: float = Field(gt=0, le=1)
+    mean: float = Field(gt=0, allow_inf_nan=False)
+    var: float = Field(ge=0, allow_inf_nan=False)
+
+
+class MixtureBudgetCfg(_Frozen):
+    """ε_k ~ Σ weight_j N(mean_j, var_j), a draw ≤ 0 redrawn with its component (PHS A12)."""
+
+    kind: Literal["mixture"] = "mixture"
+    components: tuple[MixtureComponentCfg, ...] = Field(min_length=1, max_length=100)
+
+    @field_validator("components")
+    @classmethod
+    def _weights(cls, v: tuple[MixtureComponentCfg, ...]) -> tuple[MixtureComponentCfg, ...]:
+        total = math.fsum(c.weight for c in v)
+        if abs(total - 1.0) > 1e-9:
+            raise ValueError(f"weights must sum to 1 (to 1e-9); they sum to {total:.12g}")
+        return v
+
+
+class ConstantBudgetCfg(_Frozen):
+    """Every client gets ``value``; ``inf`` (YAML ``.inf`` or ``"inf"``) = public data (A20)."""
+
+    kind: Literal["constant"] = "constant"
+    value: float = Field(gt=0)
+
+
+class ListBudgetCfg(_Frozen):
+    """One ε per client in client order, each > 0; ``inf`` = public data (A20)."""
+
+    kind: Literal["list"] = "list"
+    values: tuple[Annotated[float, Field(gt=0)], ...] = Field(min_length=1, max_length=100_000)
+
+
+#: Per-client privacy budgets ε_k (PHS A12). Not named ``BudgetCfg``: that is FedPCS's B_t below.
+#: ``fedgame.privacy.budgets.draw_budgets`` takes its ``model_dump()``.
+PrivacyBudgetCfg = Annotated[
+    UniformBudgetCfg | MixtureBudgetCfg | ConstantBudgetCfg | ListBudgetCfg, Field(discriminator="kind")
+]
+
+
+class PHSPrivacyCfg(_Frozen):
+    """DP-FedAvg of PHS (phs.md §3.2-3.3): every client runs DP-SGD calibrated for its own budget
+    ε_k (drawn from ``budgets``, A12) over the T_k T^l steps it will run, T_k fixed before
+    training by the selection (``phs``, or ``power_of_choice`` with ``cap: planned``).
+    ``calibration: paper`` is Eq. 6-7 (the tables), ``pld``/``rdp`` the smallest noise a tight
+    accountant certifies; ``batch: fixed_batch`` is A3's replace-one reading (σ doubled)."""
+
+    kind: Literal["phs"] = "phs"
+    budgets: PrivacyBudgetCfg = Field(default_factory=lambda: UniformBudgetCfg(low=0.0, high=1.0))
+    delta: float = Field(1e-5, gt=0, lt=1)
+    max_grad_norm: float = Field(1.0, gt=0, le=1e6)
+    calibration: Literal["paper", "pld", "rdp"] = "paper"
+    batch: Literal["poisson", "fixed_batch"] = "poisson"
+
+
+Privacy = Annotated[NoPrivacyCfg | DPSGDCfg | ZCDPUploadCfg | PHSPrivacyCfg, Field(discriminator="kind")]
 
 
 class AccountantCfg(_Frozen):
@@ -331,6 +439,16 @@ class RunConfig(_Frozen):
             )
         if game and self.train.rounds < 2:
             raise ValueError(f"train.rounds: the FedPCS game needs >= 2 rounds (T >= 1), got {self.train.rounds}")
+        phs_priv = isinstance(self.privacy, PHSPrivacyCfg)
+        if isinstance(sel, PHSSel) and not phs_priv:
+            raise ValueError("selection.kind: 'phs' needs privacy.kind 'phs' (the clients' budgets and counts)")
+        if phs_priv and not (isinstance(sel, PHSSel) or (isinstance(sel, PowerOfChoiceSel) and sel.cap == "planned")):
+            raise ValueError(
+                "privacy.kind: 'phs' calibrates for participation counts fixed before training: use selection.kind "
+                f"'phs', or 'power_of_choice' with cap 'planned', got '{sel.kind}'"
+            )
+        if phs_priv and self.accountant.kind == "zcdp":
+            raise ValueError("accountant.kind: use 'rdp' or 'pld' with privacy.kind 'phs', got 'zcdp'")
         if isinstance(self.privacy, DPSGDCfg) and self.accountant.kind == "zcdp":
             raise ValueError(
                 "accountant.kind: 'zcdp' cannot compose Poisson-subsampled DP-SGD steps tightly; "
@@ -358,11 +476,12 @@ def format_errors(err: ValidationError) -> str:
 
 _UNION_TAGS = {
     "iid", "dirichlet", "shards", "similarity", "quantity", "uniform", "full", "data_size",
-    "none", "dpsgd", "zcdp_upload", "privacy_aware", "fedpcs", "power_of_choice", "aocs", "fedcbs", "delta",
+    "none", "dpsgd", "zcdp_upload", "privacy_aware", "fedpcs", "power_of_choice", "aocs", "fedcbs", "delta", "phs",
+    "mixture", "constant", "list",
 }
 #: fields holding a discriminated union: only the tag right after one is dropped from an error's
 #: location ("selection.delta.alpha1" → "selection.alpha1", but "privacy.delta" stays)
-_UNION_FIELDS = {"partition", "selection", "privacy", "incentive"}
+_UNION_FIELDS = {"partition", "selection", "privacy", "incentive", "budgets"}
 
 
 _DEFAULT_KINDS = (

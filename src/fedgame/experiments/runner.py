@@ -80,6 +80,9 @@ def run_one(
         "partition.json",
         {"fingerprint": data.fingerprint, "n_clients": data.n_clients, "sizes": np.asarray(data.sizes).tolist()},
     )
+    if built.phs is not None:
+        counts = built.engine.selection.participation_bound()
+        store.write_json("phs.json", {**built.phs.summary(), "T_k": None if counts is None else counts.tolist()})
     if built.plan is not None:
         built.plan.save(store.path("game.npz"))
         store.write_json("game.json", built.plan.summary())
@@ -88,13 +91,18 @@ def run_one(
     result = built.engine.run(cfg.train.rounds, sink=store, resume=resume, on_round=on_round)
     eps = result.epsilons
     final = result.records[-1]
-    store.write_csv(
-        "privacy.csv",
-        [
-            {"client": i, "size": int(data.sizes[i]), "selected": int(result.selected_counts[i]), "epsilon": float(eps[i])}
-            for i in range(data.n_clients)
-        ],
-    )
+    extra = built.engine.privacy.report(cfg.accountant.delta) or [{} for _ in range(data.n_clients)]
+    rows = [
+        {"client": i, "size": int(data.sizes[i]), "selected": int(result.selected_counts[i]), "epsilon": float(eps[i]), **extra[i]}
+        for i in range(data.n_clients)
+    ]
+    store.write_csv("privacy.csv", rows)
+    spent: dict[str, Any] = {}
+    for key in ("eps_paper", "eps_pld", "eps_rdp"):
+        if key in rows[0]:
+            ratio = [r[key] / r["eps_budget"] for r in rows if np.isfinite(r["eps_budget"]) and r.get("steps_done")]
+            spent[f"{key}_over_budget_max"] = float(np.max(ratio)) if ratio else 0.0
+            spent[f"{key}_over_budget_mean"] = float(np.mean(ratio)) if ratio else 0.0
     summary = {
         "name": cfg.name,
         "seed": cfg.seed,
@@ -108,6 +116,7 @@ def run_one(
         "epsilon_max": float(eps.max()),
         "epsilon_mean": float(eps.mean()),
         "epsilon_per_client": eps.tolist(),
+        **spent,
         "partition_fingerprint": data.fingerprint,
         "resumed_from_round": result.resumed_from,
         "game_solve_seconds": None if built.plan is None else built.plan.solve_seconds,

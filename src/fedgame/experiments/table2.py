@@ -13,6 +13,7 @@ import argparse
 import json
 import shutil
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import yaml
 
 from fedgame.experiments.store import atomic_write_text
 
-__all__ = ["PAPER_TABLE2_FMNIST", "collect", "write_table2"]
+__all__ = ["PAPER_TABLE2_FMNIST", "collect", "copy_configs", "write_rows_csv", "write_table2"]
 
 #: Table II of Yuan & Wang (spec fedpcs.md §5.5), Fashion-MNIST: τ → method → (IID, Non-IID),
 #: each (mean, std) in %.
@@ -85,17 +86,21 @@ def write_table2(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
             "rounds": cfg["train"]["rounds"], "local": json.dumps(cfg["train"]["local"]), "budget": budget,
         })
     dest.mkdir(parents=True, exist_ok=True)
-    header = list(rows[0]) if rows else ["dataset"]
-    lines = [",".join(header)] + [",".join(_csv(r[h]) for h in header) for r in rows]
-    atomic_write_text(dest / "table2.csv", "\n".join(lines) + "\n")
+    write_rows_csv(dest / "table2.csv", rows, empty_header=["dataset"])
     atomic_write_text(dest / "table2.md", _markdown(rows, budget))
     _figures(cells, dest)
-    for r_cells in cells.values():  # the configs that produced each cell
-        for r in r_cells:
-            name = f"{r['dir'].parent.name}__{r['dir'].name}"
-            (dest / "configs").mkdir(exist_ok=True)
-            shutil.copyfile(r["dir"] / "config.yaml", dest / "configs" / f"{name}.yaml")
+    copy_configs(cells.values(), dest)
     return rows
+
+
+def copy_configs(cells: Iterable[Iterable[dict[str, Any]]], dest: Path) -> None:
+    """Copy the ``config.yaml`` of every run (a dict with its folder under ``"dir"``) that
+    produced a table cell into ``dest/configs/<cell folder>__<seed folder>.yaml``."""
+    for runs in cells:
+        for r in runs:
+            name = f"{r['dir'].parent.name}__{r['dir'].name}"
+            (dest / "configs").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(r["dir"] / "config.yaml", dest / "configs" / f"{name}.yaml")
 
 
 def _figures(cells: dict[tuple[str, float, str], list[dict[str, Any]]], dest: Path) -> None:
@@ -154,6 +159,14 @@ def _figures(cells: dict[tuple[str, float, str], list[dict[str, Any]]], dest: Pa
         fig.tight_layout()
         fig.savefig(dest / name, dpi=90)
         plt.close(fig)
+
+
+def write_rows_csv(path: Path, rows: list[dict[str, Any]], *, empty_header: list[str]) -> None:
+    """Write ``rows`` (dicts sharing the first row's keys) as CSV, atomically; a header of
+    ``empty_header`` alone when there are no rows."""
+    header = list(rows[0]) if rows else empty_header
+    lines = [",".join(header)] + [",".join(_csv(r[h]) for h in header) for r in rows]
+    atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 def _csv(v: Any) -> str:

@@ -1,5 +1,6 @@
 """Differential privacy for fedgame: mechanisms (clip + noise), privacy events, per-client
-accountants, and the pure maths in :mod:`fedgame.privacy.analysis`.
+accountants, per-client budget distributions (:mod:`fedgame.privacy.budgets`), and the pure
+maths in :mod:`fedgame.privacy.analysis`.
 
 Client privacy *plans* (which mechanism a client applies in a round) live in
 :mod:`fedgame.privacy.plans`. Attributes are imported lazily, so ``import
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
         ZCDPAccountant,
         make_accountant,
     )
+    from fedgame.privacy.budgets import draw_budgets
     from fedgame.privacy.events import PrivacyEvent
     from fedgame.privacy.mechanisms import GaussianMechanism, NoPrivacy, clip_by_l2, per_example_clip_factors
 
@@ -37,6 +39,7 @@ _WHERE = {
     "NoPrivacy": "mechanisms",
     "clip_by_l2": "mechanisms",
     "per_example_clip_factors": "mechanisms",
+    "draw_budgets": "budgets",
 }
 
 __all__ = [
@@ -52,6 +55,7 @@ __all__ = [
     "NoPrivacy",
     "clip_by_l2",
     "per_example_clip_factors",
+    "draw_budgets",
 ]
 
 

@@ -21,7 +21,8 @@ from typing import Any, Literal
 import numpy as np
 
 from fedgame.core.registry import Registry
-from fedgame.privacy.analysis.subsampled import dpsgd_noise_multipliers
+from fedgame.privacy.analysis.phs import phs_epsilon_spent, phs_noise_multiplier
+from fedgame.privacy.analysis.subsampled import dpsgd_epsilon, dpsgd_noise_multipliers
 from fedgame.privacy.events import PrivacyEvent
 from fedgame.privacy.mechanisms import GaussianMechanism
 
@@ -31,6 +32,7 @@ __all__ = [
     "NoPrivacy",
     "LocalDPSGD",
     "ZCDPUpload",
+    "PHSDPSGD",
     "PRIVACY_PLANS",
 ]
 
@@ -46,13 +48,15 @@ class DPSGD:
     ``sampling="poisson"``: each example joins a step's batch independently with rate
     ``q = batch_size / n`` and the clipped sum is divided by the *expected* batch size (fixed
     denominator; an empty batch still gets noise) — the setting RDP/PLD accountants assume.
-    ``"shuffle"``: fixed-size batches without replacement (PHS ``fixed_batch``).
+    ``"shuffle"``: fixed-size batches, reshuffled once per pass over the data.
+    ``"fixed"``: an independent uniform subset of exactly ``batch_size`` examples each step,
+    divided by ``batch_size`` (PHS ``fixed_batch``: replace-one adjacency, sensitivity 2C).
     The noise added to the clipped sum has std ``noise_multiplier · max_grad_norm``.
     """
 
     max_grad_norm: float
     noise_multiplier: float
-    sampling: Literal["poisson", "shuffle"] = "poisson"
+    sampling: Literal["poisson", "shuffle", "fixed"] = "poisson"
 
     def __post_init__(self) -> None:
         if not self.max_grad_norm > 0:
@@ -85,6 +89,11 @@ class ClientPrivacy(ABC):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         del state
+
+    def report(self, delta: float) -> list[dict[str, Any]] | None:
+        """Per-client privacy beyond the accountant's ε (e.g. PHS's three accountants); None."""
+        del delta
+        return None
 
 
 @PRIVACY_PLANS.register("none")
@@ -153,6 +162,154 @@ class LocalDPSGD(ClientPrivacy):
         q = float(self.rates[client])
         z = float(self.z[client])
         return [(PrivacyEvent.subsampled_gaussian(noise_multiplier=z, sample_rate=q), steps)]
+
+
+@PRIVACY_PLANS.register("phs")
+class PHSDPSGD(ClientPrivacy):
+    """DP-SGD of PHS (spec ``phs.md`` §3.2-3.3): client k calibrates its noise for its own budget
+    (ε_k, δ) and the number of local steps it will run, T_k T^l, with T_k fixed before training
+    by the selection (the schedule's count, or a cap; :meth:`SelectionStrategy.participation_bound`).
+
+    ``calibration="paper"`` (default, what the paper's tables used): z_k of Eq. 6-7, Lemmas 1-2
+    (compose, then amplify); ``"pld"`` / ``"rdp"``: the smallest z whose tight per-step Poisson
+    accounting (dp-accounting) meets ε_k. Each step is recorded as a Poisson-subsampled Gaussian
+    (q = r_k, z_k), so the run's accountant reports the tight spend; :meth:`report` gives all three
+    (paper forward map, PLD, RDP) side by side.
+
+    ``fixed_batch`` (A3): exactly B_k examples without replacement per step, replace-one
+    adjacency, sensitivity 2C, so the noise std on the sum is 2 z_k C. Its tight accounting is
+    RDP of sampling without replacement (dp-accounting), reported in the ``eps_rdp`` column; the
+    PLD column is left empty (dp-accounting's PLD has no such event); the events the run's
+    accountant records are Poisson add/remove ones at multiplier 2 z_k, an approximation.
+
+    ε_k = inf (public data) gives z_k = 0: no noise, nothing spent. A client with T_k = 0 never
+    runs and gets z_k = 0.
+    """
+
+    name = "phs"
+
+    def __init__(
+        self,
+        *,
+        eps: np.ndarray,
+        delta: float,
+        sizes: np.ndarray,
+        batch_size: int,
+        local_steps: np.ndarray,
+        counts: np.ndarray,
+        max_grad_norm: float = 1.0,
+        calibration: Literal["paper", "pld", "rdp"] = "paper",
+        fixed_batch: bool = False,
+    ) -> None:
+        self.eps = np.asarray(eps, dtype=np.float64)
+        self.sizes = np.asarray(sizes, dtype=np.int64)
+        n = self.sizes.size
+        self.local_steps = np.broadcast_to(np.asarray(local_steps, dtype=np.int64), (n,)).copy()
+        self.counts = np.asarray(counts, dtype=np.int64)
+        if self.eps.shape != (n,) or self.counts.shape != (n,):
+            raise ValueError(f"privacy.budgets: need one ε and one count per client ({n}), got {self.eps.shape}, {self.counts.shape}")
+        if np.any(np.isnan(self.eps)) or np.any(self.eps <= 0):
+            raise ValueError(f"privacy.budgets: every ε_k must be > 0 (or inf for public data), got min {np.nanmin(self.eps)}")
+        if batch_size < 1:
+            raise ValueError(f"train.local.batch_size: must be >= 1, got {batch_size}")
+        if calibration not in ("paper", "pld", "rdp"):
+            raise ValueError(f"privacy.calibration: must be 'paper', 'pld' or 'rdp', got {calibration!r}")
+        self.delta, self.max_grad_norm, self.calibration, self.fixed_batch = float(delta), float(max_grad_norm), calibration, fixed_batch
+        self.rates = np.minimum(1.0, batch_size / self.sizes)  # A9: B_k > |M_k| → r_k = 1, B_k = |M_k|
+        self.batch = self.rates * self.sizes
+        if np.any(self.delta / self.rates > 1):
+            bad = float((self.delta / self.rates).max())
+            raise ValueError(f"privacy.delta: must satisfy delta/r_k <= 1 for every client (Lemma 1), got {bad:g}")
+        self.total_steps = self.counts * self.local_steps
+        self.z = np.zeros(n)
+        run = (self.total_steps > 0) & np.isfinite(self.eps)
+        if calibration == "paper":
+            self.z[run] = phs_noise_multiplier(self.eps[run], self.delta, self.rates[run], self.total_steps[run])
+        else:
+            for e in np.unique(self.eps[run]):
+                m = run & (self.eps == e)
+                self.z[m] = dpsgd_noise_multipliers(float(e), self.delta, self.rates[m], self.total_steps[m], method=calibration)
+        self.factor = 2.0 if fixed_batch else 1.0
+        self.steps_done = np.zeros(n, dtype=np.int64)
+
+    @property
+    def sigma(self) -> np.ndarray:
+        """σ_k: per-coordinate std of the noise on the *averaged* clipped gradient (Eq. 6, × 2 in fixed_batch)."""
+        return self.factor * self.z * self.max_grad_norm / self.batch
+
+    def dpsgd(self, client: int, t: int, n_examples: int) -> DPSGD:
+        return DPSGD(
+            max_grad_norm=self.max_grad_norm,
+            noise_multiplier=float(self.factor * self.z[client]),
+            sampling="fixed" if self.fixed_batch else "poisson",
+        )
+
+    def events(self, client: int, t: int, n_examples: int, steps: int) -> list[tuple[PrivacyEvent, int]]:
+        self.steps_done[client] += steps
+        z = float(self.factor * self.z[client])
+        if z == 0:  # public data: nothing to account
+            return []
+        return [(PrivacyEvent.subsampled_gaussian(noise_multiplier=z, sample_rate=float(self.rates[client])), steps)]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"steps_done": self.steps_done.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "steps_done" in state:
+            self.steps_done = np.asarray(state["steps_done"], dtype=np.int64).copy()
+
+    def epsilons(self, delta: float, steps: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """ε per client after ``steps`` (default: the steps run so far) by the paper's forward map
+        (§3.3), by PLD and by RDP (dp-accounting; PLD discretisation ≤ ε_k/100)."""
+        k = self.steps_done if steps is None else np.asarray(steps, dtype=np.int64)
+        n = self.z.size
+        out = {"eps_paper": np.zeros(n), "eps_pld": np.zeros(n), "eps_rdp": np.zeros(n)}
+        for i in range(n):
+            if k[i] == 0 or not np.isfinite(self.eps[i]):
+                continue
+            z, q = float(self.z[i]), float(self.rates[i])
+            if z == 0:
+                for v in out.values():
+                    v[i] = math.inf
+                continue
+            out["eps_paper"][i] = float(phs_epsilon_spent(z, int(k[i]), q, delta))
+            if self.fixed_batch:
+                out["eps_pld"][i] = math.nan
+                out["eps_rdp"][i] = _rdp_without_replacement(z, int(self.sizes[i]), int(round(self.batch[i])), int(k[i]), delta)
+            else:
+                grid = min(1e-4, float(self.eps[i]) / 100)
+                out["eps_pld"][i] = dpsgd_epsilon(z, q, int(k[i]), delta, method="pld", value_discretization_interval=grid)
+                out["eps_rdp"][i] = dpsgd_epsilon(z, q, int(k[i]), delta, method="rdp")
+        return out
+
+    def report(self, delta: float) -> list[dict[str, Any]]:
+        eps = self.epsilons(delta)
+        return [
+            {
+                "client": i,
+                "eps_budget": float(self.eps[i]),
+                "T_k": int(self.counts[i]),
+                "steps_planned": int(self.total_steps[i]),
+                "steps_done": int(self.steps_done[i]),
+                "sample_rate": float(self.rates[i]),
+                "noise_multiplier": float(self.z[i]),
+                "sigma": float(self.sigma[i]),
+                **{key: float(v[i]) for key, v in eps.items()},
+            }
+            for i in range(self.z.size)
+        ]
+
+
+def _rdp_without_replacement(z: float, n: int, b: int, steps: int, delta: float) -> float:
+    """ε of ``steps`` Gaussian steps on a uniform b-of-n subsample without replacement,
+    replace-one adjacency (sensitivity 2C, noise 2 z C: multiplier z), by dp-accounting's RDP."""
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    acc = rdp.RdpPrivacyAccountant(neighboring_relation=rdp.NeighboringRelation.REPLACE_ONE)
+    step = dp_event.SampledWithoutReplacementDpEvent(n, b, dp_event.GaussianDpEvent(z))
+    acc.compose(dp_event.SelfComposedDpEvent(step, steps))
+    return float(acc.get_epsilon(delta))
 
 
 @PRIVACY_PLANS.register("zcdp_upload")

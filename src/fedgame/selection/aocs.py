@@ -8,11 +8,16 @@ p_(j) = 1 above. This is p_i = min(1, c u_i) with Σ p = m, the minimiser of the
 variance Σ u_i²/p_i; the aggregate Σ_{i∈S} θ_i U_i / p_i is unbiased (``aggregation.kind:
 importance`` gives exactly these Horvitz–Thompson weights for ``scheme="inclusion"``).
 
-**Stale norms** (``stale_norms=True``, the only mode): AOCS proper has every client compute its
-update each round and only the sampled ones upload, i.e. N local trainings per round. We use
-each client's norm ‖U_i‖ from the last round it trained (learned in :meth:`after_round`);
-clients never seen use the mean of the known norms, or 1 when none is known (then p ∝ θ, capped).
-The spec's reading computes all norms once at t = 0; we do not train unsampled clients at all.
+**Exact mode** (``stale_norms=False``): AOCS proper. Every client computes its (noisy) update
+U_i at the current model each round, through the engine's probe (:attr:`RoundState.probe`,
+N local trainings per round, each privacy-accounted); p comes from this round's norms and the
+sampled clients upload the very updates they computed (the probe caches them, nothing is
+trained twice). The round record's ``probe_trainings`` counts the unsampled trainings.
+
+**Stale norms** (``stale_norms=True``, the default): each client's norm ‖U_i‖ from the last
+round it trained (learned in :meth:`after_round`); clients never seen use the mean of the known
+norms, or 1 when none is known (then p ∝ θ, capped). The spec's reading computes all norms once
+at t = 0; we do not train unsampled clients at all.
 
 **Empty rounds.** Independent Bernoulli draws can select nobody (probability P_0 = Π(1 − p_i)),
 which no aggregation can use; :meth:`select` redraws until someone is selected. The realised
@@ -57,19 +62,16 @@ def aocs_probabilities(u: np.ndarray, m: int) -> np.ndarray:
 
 @SELECTIONS.register("aocs")
 class AOCS(SelectionStrategy):
-    """AOCS (Chen et al., TMLR 2022): Bernoulli p_i = min(1, c θ_i‖U_i‖), Σ p = K, stale norms.
+    """AOCS (Chen et al., TMLR 2022): Bernoulli p_i = min(1, c θ_i‖U_i‖), Σ p = K.
 
-    Each client's last known update norm stands in for this round's (module docstring)."""
+    Exact (this round's norms, every client trains) or stale norms (module docstring)."""
 
     name = "aocs"
 
     def __init__(self, *, stale_norms: bool = True) -> None:
-        if stale_norms is not True:
-            raise ValueError(
-                "selection.stale_norms: only true is implemented (exact AOCS trains every client every "
-                f"round), got {stale_norms!r}"
-            )
-        self.stale_norms = True
+        if not isinstance(stale_norms, (bool, np.bool_)):
+            raise ValueError(f"selection.stale_norms: must be true or false, got {stale_norms!r}")
+        self.stale_norms = bool(stale_norms)
         self._norm: np.ndarray | None = None
         self._seen: np.ndarray | None = None
 
@@ -96,7 +98,17 @@ class AOCS(SelectionStrategy):
         pi = self.inclusion(state)
         return pi / pi.sum()
 
+    def _measure(self, state: RoundState) -> None:
+        """Exact mode: every client's update norm at the current model, via the probe."""
+        if state.probe is None:
+            raise ValueError("selection.stale_norms: false (exact AOCS) needs the engine's probe, got none")
+        norm, seen = self._state(state.n_clients)
+        for r in state.probe.updates(np.arange(state.n_clients)):
+            norm[r.client], seen[r.client] = float(np.linalg.norm(r.update.double().numpy())), True
+
     def select(self, state: RoundState, rng: np.random.Generator) -> Selection:
+        if not self.stale_norms:
+            self._measure(state)
         p = self.participation(state)
         while not (mask := rng.random(p.size) < p).any():
             pass

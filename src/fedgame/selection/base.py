@@ -64,6 +64,12 @@ class SelectionStrategy(ABC):
     def after_round(self, state: RoundState, outcome: RoundOutcome) -> None:
         """Learn from the round (losses, update norms); default: nothing."""
 
+    def participation_bound(self) -> np.ndarray | None:
+        """The most times each client can be selected over the run, when the strategy fixes it
+        before training (a PHS schedule, capped power-of-choice); None otherwise. Privacy plans
+        that calibrate per participation count (PHS Eq. 6) need it."""
+        return None
+
     def state_dict(self) -> dict[str, Any]:
         return {}
 

@@ -6,13 +6,19 @@ mechanism of PHS (phs.md A15, §5.4-3).
 Round t: draw a candidate set A of ``d`` distinct clients without replacement with probabilities
 ∝ |D_i| (successive sampling), then keep the K candidates with the largest local loss.
 
-**Stale losses.** pow-d evaluates every candidate's loss at the current global model: an extra
-forward pass over each candidate's whole data set every round, before anyone trains. We keep
-instead, per client, the mean training loss it reported the last time it trained
-(:meth:`RoundOutcome.losses`), which is what the paper's cheap variant rpow-d does. Clients that
-never trained count as +inf, so they are tried first; ties are broken uniformly at random by the
-round's generator. (PHS A15 also caps a client's selections at T^plan_k and breaks ties by id;
-neither is done here.)
+**Losses.** ``losses="current"`` is pow-d proper (and PHS A15): every candidate's mean loss of
+the current global model on its whole local data, asked of the engine through
+:attr:`RoundState.probe` (one extra forward pass over the candidates' data per round; the
+queries are unprivatised, as in the paper, and counted in the round record as
+``probe_loss_queries``). ``losses="stale"`` is the cheap variant rpow-d: each client's mean
+training loss from the last round it trained (:meth:`RoundOutcome.losses`). Clients never
+measured count as +inf, so they are tried first. Ties are broken uniformly at random by the
+round's generator (``ties="random"``) or by lower id (``ties="id"``, PHS A15).
+
+**Caps** (PHS A15). The schedule is adaptive, so a client's number of selections is unknown in
+advance; ``max_selections`` (T^plan_k = ⌈K T^g p^u_k⌉ in PHS) makes a client ineligible once
+it has been selected that often (its DP noise was calibrated for that count). Candidates are
+drawn among the eligible; with fewer than K eligible, all of them are selected.
 
 **What ``probs`` means.** The strategy is biased by design: its aggregation is by data size over
 the selected set (``aggregation.kind: fedavg``) and ``probs`` are never used to reweight. They are
@@ -28,14 +34,15 @@ from __future__ import annotations
 
 import math
 from itertools import permutations
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import numpy as np
 
 from fedgame.core.types import RoundOutcome, RoundState, Selection
 from fedgame.selection.base import SELECTIONS, SelectionStrategy
 
-__all__ = ["PowerOfChoice", "MAX_SEQUENCES", "MC_ROUNDS"]
+__all__ = ["PowerOfChoice", "MAX_SEQUENCES", "MC_ROUNDS", "loss_ranks", "strict_ranks"]
 
 MAX_SEQUENCES = 200_000
 MC_ROUNDS = 20_000
@@ -44,6 +51,15 @@ MC_ROUNDS = 20_000
 def loss_ranks(loss: np.ndarray) -> np.ndarray:
     """Dense rank of each client by loss, 0 = largest (+inf first); equal losses share a rank."""
     return np.unique(-np.asarray(loss, dtype=np.float64), return_inverse=True)[1].astype(np.int64)
+
+
+def strict_ranks(loss: np.ndarray) -> np.ndarray:
+    """Rank of each client by loss, 0 = largest (+inf first), ties by lower id: all distinct."""
+    loss = np.asarray(loss, dtype=np.float64)
+    order = np.lexsort((np.arange(loss.size), -loss))
+    rank = np.empty(loss.size, dtype=np.int64)
+    rank[order] = np.arange(loss.size)
+    return rank
 
 
 def top_k_shares(members: np.ndarray, rank: np.ndarray, k: int) -> np.ndarray:
@@ -75,15 +91,35 @@ def draw_rounds(rng: np.random.Generator, sizes: np.ndarray, rank: np.ndarray, d
 class PowerOfChoice(SelectionStrategy):
     """Power-of-choice (Cho et al.; PHS "Biased"): of d candidates ∝ |D_i|, the K largest losses.
 
-    Losses are the last known ones (rpow-d); clients that never trained come first."""
+    Losses at the current global model (``losses="current"``) or the last known ones (rpow-d,
+    ``"stale"``); optional per-client selection caps (module docstring)."""
 
     name = "power_of_choice"
 
-    def __init__(self, *, d: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        d: int | None = None,
+        losses: Literal["stale", "current"] = "stale",
+        ties: Literal["random", "id"] = "random",
+        max_selections: Sequence[int] | np.ndarray | None = None,
+    ) -> None:
         if d is not None and not (isinstance(d, (int, np.integer)) and d >= 1):
             raise ValueError(f"selection.d: must be an integer >= 1 (or null for every client), got {d!r}")
+        if losses not in ("stale", "current"):
+            raise ValueError(f"selection.losses: must be 'stale' or 'current', got {losses!r}")
+        if ties not in ("random", "id"):
+            raise ValueError(f"selection.ties: must be 'random' or 'id', got {ties!r}")
         self.d = None if d is None else int(d)
+        self.loss_mode, self.ties = losses, ties
+        self.caps: np.ndarray | None = None
+        if max_selections is not None:
+            caps = np.asarray(max_selections)
+            if caps.ndim != 1 or caps.size == 0 or not np.all(np.isfinite(caps)) or np.any(caps < 0) or np.any(caps != np.round(caps)):
+                raise ValueError(f"selection.max_selections: must be one integer >= 0 per client, got {caps!r}")
+            self.caps = caps.astype(np.int64)
         self._loss: np.ndarray | None = None
+        self._count: np.ndarray | None = None
         self._sequences: dict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = {}
         self._exact: tuple[tuple[int, int, bytes, bytes], np.ndarray] | None = None
 
@@ -96,13 +132,33 @@ class PowerOfChoice(SelectionStrategy):
             raise ValueError(f"selection.d: must be >= train.clients_per_round ({k}), got {d}")
         if d > n:
             raise ValueError(f"selection.d: must be <= the number of clients ({n}), got {d}")
+        if self.caps is not None and self.caps.size != n:
+            raise ValueError(f"selection.max_selections: must have one entry per client ({n}), got {self.caps.size}")
         return d
 
     def losses(self, n: int) -> np.ndarray:
-        """The last known loss of each client (+inf if it never trained)."""
+        """The last known loss of each client (+inf if never measured)."""
         if self._loss is None or self._loss.size != n:
             self._loss = np.full(n, np.inf)
         return self._loss
+
+    def counts(self, n: int) -> np.ndarray:
+        """How often each client has been selected so far."""
+        if self._count is None or self._count.size != n:
+            self._count = np.zeros(n, dtype=np.int64)
+        return self._count
+
+    def eligible(self, n: int) -> np.ndarray:
+        """Clients still below their cap (all without caps)."""
+        if self.caps is None:
+            return np.arange(n)
+        return np.flatnonzero(self.counts(n) < self.caps)
+
+    def participation_bound(self) -> np.ndarray | None:
+        return None if self.caps is None else self.caps.copy()
+
+    def _ranks(self, loss: np.ndarray) -> np.ndarray:
+        return strict_ranks(loss) if self.ties == "id" else loss_ranks(loss)
 
     def _candidate_sets(self, sizes: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray] | None:
         """Every ordered candidate sequence with its successive-sampling probability
@@ -120,28 +176,41 @@ class PowerOfChoice(SelectionStrategy):
             self._sequences[key] = (seq, np.prod(w / left, axis=1))
         return self._sequences[key]
 
-    def inclusion(self, state: RoundState, rng: np.random.Generator | None = None) -> np.ndarray:
-        """Inclusion probabilities at the stored losses: exact by enumeration where feasible,
-        otherwise estimated from :data:`MC_ROUNDS` draws of ``rng`` (seeded by ``t`` if None)."""
+    def _design(self, state: RoundState) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+        """The round's design over the eligible clients: (ids, sizes, loss ranks, k, d)."""
         d = self._check(state)
-        n, k = state.n_clients, state.k
-        rank = loss_ranks(self.losses(n))
-        sizes = np.asarray(state.sizes)
+        n = state.n_clients
+        sub = self.eligible(n)
+        if sub.size == 0:
+            raise ValueError("selection.max_selections: every client has reached its cap; no client is eligible")
+        sizes = np.asarray(state.sizes)[sub]
+        return sub, sizes, self._ranks(self.losses(n)[sub]), min(state.k, sub.size), min(d, sub.size)
+
+    def inclusion(self, state: RoundState, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Inclusion probabilities at the stored losses and current caps: exact by enumeration
+        where feasible, otherwise estimated from :data:`MC_ROUNDS` draws of ``rng`` (seeded by
+        ``t`` if None). Ineligible clients have probability 0."""
+        sub, sizes, rank, k, d = self._design(state)
+        n = state.n_clients
+        pi = np.zeros(n)
         sets = self._candidate_sets(sizes, d)
         if sets is not None:
-            key = (k, d, sizes.tobytes(), rank.tobytes())
-            if self._exact is None or self._exact[0] != key:  # the losses change only in after_round
+            key = (k, d, sub.tobytes() + sizes.tobytes(), rank.tobytes())
+            if self._exact is None or self._exact[0] != key:
                 seq, prob = sets
-                pi = np.zeros(n)
-                np.add.at(pi, seq.ravel(), (prob[:, None] * top_k_shares(seq, rank, k)).ravel())
-                self._exact = (key, np.minimum(pi, 1.0))
-            return self._exact[1].copy()
+                local = np.zeros(sub.size)
+                np.add.at(local, seq.ravel(), (prob[:, None] * top_k_shares(seq, rank, k)).ravel())
+                self._exact = (key, np.minimum(local, 1.0))
+            pi[sub] = self._exact[1]
+            return pi
         rng = np.random.default_rng(state.t) if rng is None else rng
-        hits = np.zeros(n)
-        chunk = max(1, 2**22 // n)
+        hits = np.zeros(sub.size)
+        chunk = max(1, 2**22 // sub.size)
         for start in range(0, MC_ROUNDS, chunk):
-            hits += np.bincount(draw_rounds(rng, sizes, rank, d, k, min(chunk, MC_ROUNDS - start)).ravel(), minlength=n)
-        return hits / MC_ROUNDS
+            drawn = draw_rounds(rng, sizes, rank, d, k, min(chunk, MC_ROUNDS - start))
+            hits += np.bincount(drawn.ravel(), minlength=sub.size)
+        pi[sub] = hits / MC_ROUNDS
+        return pi
 
     def probabilities(self, state: RoundState) -> np.ndarray:
         """Inclusion probabilities normalised to one draw (π_i / K)."""
@@ -149,23 +218,42 @@ class PowerOfChoice(SelectionStrategy):
         return pi / pi.sum()
 
     def select(self, state: RoundState, rng: np.random.Generator) -> Selection:
-        d = self._check(state)
-        rank = loss_ranks(self.losses(state.n_clients))
-        idx = np.sort(draw_rounds(rng, np.asarray(state.sizes), rank, d, state.k, 1)[0])
+        sub, sizes, _, k, d = self._design(state)
+        n = state.n_clients
+        cand = sub[np.argsort(rng.standard_exponential(sub.size) / sizes, kind="stable")[:d]]  # successive ∝ |D_i|
+        loss = self.losses(n)
+        if self.loss_mode == "current":
+            if state.probe is None:
+                raise ValueError("selection.losses: 'current' needs the engine's probe (RoundState.probe), got none")
+            measured = np.asarray(state.probe.losses(cand), dtype=np.float64)
+            loss[cand] = np.where(np.isnan(measured), np.inf, measured)
+        rank = self._ranks(loss)[cand]
+        if self.ties == "random":
+            order = np.lexsort((rng.random(cand.size), rank))
+        else:
+            order = np.argsort(rank, kind="stable")
+        idx = np.sort(cand[order[:k]])
         pi = self.inclusion(state, rng)
-        if self._candidate_sets(np.asarray(state.sizes), d) is None:  # MC estimate: count the realised draw
-            pi = (pi * MC_ROUNDS + np.isin(np.arange(pi.size), idx)) / (MC_ROUNDS + 1)
+        if self._candidate_sets(sizes, d) is None:  # MC estimate: count the realised draw
+            pi = (pi * MC_ROUNDS + np.isin(np.arange(n), idx)) / (MC_ROUNDS + 1)
+        self.counts(n)[idx] += 1
         return Selection(indices=idx, probs=pi[idx], k=state.k, scheme="inclusion")
 
     def after_round(self, state: RoundState, outcome: RoundOutcome) -> None:
-        """Remember each trained client's loss (a NaN loss, a diverged client, counts as +inf)."""
+        """rpow-d: remember each trained client's loss (NaN, a diverged client, counts as +inf)."""
+        if self.loss_mode != "stale":
+            return
         loss = self.losses(state.n_clients)
         for c, v in outcome.losses().items():
             loss[c] = np.inf if np.isnan(v) else v
 
     def state_dict(self) -> dict[str, Any]:
-        return {"loss": None if self._loss is None else self._loss.copy()}
+        return {
+            "loss": None if self._loss is None else self._loss.copy(),
+            "count": None if self._count is None else self._count.copy(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        loss = state.get("loss")
+        loss, count = state.get("loss"), state.get("count")
         self._loss = None if loss is None else np.asarray(loss, dtype=np.float64).copy()
+        self._count = None if count is None else np.asarray(count, dtype=np.int64).copy()

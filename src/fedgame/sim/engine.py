@@ -33,12 +33,12 @@ from torch.nn.utils import parameters_to_vector
 
 from fedgame.core.seeding import Streams
 from fedgame.core.server_update import RoundContext, ServerUpdate
-from fedgame.core.types import LOCAL_GRAD_VARIANCE, ClientResult, RoundOutcome, RoundState
+from fedgame.core.types import LOCAL_GRAD_VARIANCE, ClientResult, RoundOutcome, RoundState, Selection
 from fedgame.incentives.base import Incentive, NoIncentive
 
 from fedgame.privacy.plans import ClientPrivacy
 from fedgame.selection.base import SelectionStrategy
-from fedgame.sim.local import LocalTrainer, evaluate
+from fedgame.sim.local import LocalTrainer, client_losses, evaluate
 
 if TYPE_CHECKING:
     from fedgame.data import FederatedDataset
@@ -162,14 +162,16 @@ class Engine:
     def round(self, t: int) -> dict[str, Any]:
         tic = time.perf_counter()
         k = self.incentive.clients_per_round(t) or self.k
-        state = RoundState(t=t, k=k, sizes=self.sizes, theta=self.theta)
+        probe = _RoundProbe(self, t)
+        state = RoundState(t=t, k=k, sizes=self.sizes, theta=self.theta, probe=probe)
         sel = self.selection.select(state, self.streams.numpy("selection", t))
+        select_time = time.perf_counter() - tic
         payments = self.incentive.settle(t, sel)
         if sel.independent_copies:
-            results = [self._train_client(t, int(c), j) for j, c in enumerate(sel.indices)]
+            results = [probe.train(int(c), j) for j, c in enumerate(sel.indices)]
             slot_updates = [r.update for r in results]
         else:
-            by_client = {int(c): self._train_client(t, int(c), 0) for c in sel.clients}
+            by_client = {int(c): probe.train(int(c), 0) for c in sel.clients}
             results = list(by_client.values())
             slot_updates = [by_client[int(c)].update for c in sel.indices]
         ctx = RoundContext(t=t, selection=sel, theta=self.theta, params=self.params, rng=self.streams.numpy("server", t))
@@ -186,6 +188,9 @@ class Engine:
             "payments": float(np.sum(payments)),
             "clipped_fraction": float(np.mean([r.extras["clipped_fraction"] for r in results])),
             "selected": json.dumps(sel.indices.tolist()),
+            "select_time": select_time,
+            "probe_loss_queries": probe.loss_queries,
+            "probe_trainings": probe.extra_trainings(sel),
             **self.incentive.metrics(t, sel),
         }
         last = self._rounds is not None and t == self._rounds - 1
@@ -197,6 +202,11 @@ class Engine:
             record.update(test_acc=float("nan"), test_loss=float("nan"), eps_max=float("nan"), eps_mean=float("nan"))
         record["round_time"] = time.perf_counter() - tic
         return record
+
+    def client_losses(self, clients: np.ndarray) -> np.ndarray:
+        """Global-model training loss on each of ``clients``' whole local data (no noise)."""
+        parts = [self._parts[int(c)] for c in clients]
+        return client_losses(self.model, self.params, self.trainer.x, self.trainer.y, parts)
 
     # -- the run ------------------------------------------------------------------------
     def run(
@@ -235,3 +245,32 @@ class Engine:
             wall_time=wall,
             resumed_from=resumed_from,
         )
+
+
+class _RoundProbe:
+    """The round's :class:`~fedgame.core.types.Probe`: loss queries at the global model and
+    local trainings, cached per (client, copy) so the round reuses what a strategy trained."""
+
+    def __init__(self, engine: Engine, t: int) -> None:
+        self.engine, self.t = engine, t
+        self.cache: dict[tuple[int, int], ClientResult] = {}
+        self.loss_queries = 0
+
+    def train(self, client: int, copy: int = 0) -> ClientResult:
+        key = (client, copy)
+        if key not in self.cache:
+            self.cache[key] = self.engine._train_client(self.t, client, copy)
+        return self.cache[key]
+
+    def losses(self, clients: np.ndarray) -> np.ndarray:
+        clients = np.asarray(clients, dtype=np.int64)
+        self.loss_queries += int(clients.size)
+        return self.engine.client_losses(clients)
+
+    def updates(self, clients: np.ndarray) -> list[ClientResult]:
+        return [self.train(int(c)) for c in np.asarray(clients, dtype=np.int64)]
+
+    def extra_trainings(self, sel: Selection) -> int:
+        """Trainings the strategy asked for beyond the selected clients (exact AOCS)."""
+        used = {(int(c), j) for j, c in enumerate(sel.indices)} if sel.independent_copies else {(int(c), 0) for c in sel.clients}
+        return len(set(self.cache) - used)

@@ -28,6 +28,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
@@ -38,7 +39,7 @@ from fedgame.privacy.plans import DPSGD
 # Opacus hooks warn on every step that inputs do not require grad; that is expected here.
 warnings.filterwarnings("ignore", message="Full backward hook is firing")
 
-__all__ = ["LocalSpec", "LocalResult", "LocalTrainer", "evaluate"]
+__all__ = ["LocalSpec", "LocalResult", "LocalTrainer", "evaluate", "client_losses"]
 
 PerExample = Literal["auto", "bk", "ghost", "functorch"]
 
@@ -205,6 +206,9 @@ class LocalTrainer:
         if dp.sampling == "shuffle":
             return self._batches(indices, gen, steps)
         n = int(indices.numel())
+        if dp.sampling == "fixed":  # an independent b-of-n subset per step (PHS fixed_batch)
+            b = min(self.spec.batch_size, n)
+            return [indices[torch.randperm(n, generator=gen)[:b]] for _ in range(steps)]
         q = min(1.0, self.spec.batch_size / n)
         mask = torch.rand((steps, n), generator=gen) < q
         return [indices[m] for m in mask]
@@ -260,7 +264,8 @@ class LocalTrainer:
         module.train()
         opt = self._optimizer(params)
         c = dp.max_grad_norm
-        denom = float(self.spec.batch_size) if dp.sampling == "poisson" else None
+        # fixed denominator B_k = r_k |M_k| = min(B, |M_k|) under Poisson sampling (PHS A8, A9)
+        denom = float(min(self.spec.batch_size, int(indices.numel()))) if dp.sampling == "poisson" else None
         std = dp.noise_multiplier * c
         total, seen, clipped = torch.zeros(()), 0, 0
         for batch in self._dp_batches(indices, gen, steps, dp):
@@ -312,3 +317,24 @@ def evaluate(model: nn.Module, params: torch.Tensor, x: torch.Tensor, y: torch.T
         correct += int((out.argmax(1) == yb).sum())
     n = x.shape[0]
     return correct / n, loss / n
+
+
+@torch.inference_mode()
+def client_losses(
+    model: nn.Module, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, parts: list[torch.Tensor], *, batch_size: int = 500
+) -> np.ndarray:
+    """Mean cross-entropy of flat ``params`` on each client's whole local data ``x[part]``.
+
+    All clients' examples go through the model together in batches of ``batch_size`` (one
+    pass, not one per client); per-example losses are summed back per client."""
+    vector_to_parameters(params, [p for p in model.parameters() if p.requires_grad])
+    model.eval()
+    idx = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
+    owner = torch.repeat_interleave(torch.arange(len(parts)), torch.tensor([int(p.numel()) for p in parts], dtype=torch.long))
+    sums = torch.zeros(len(parts), dtype=torch.float64)
+    for i in range(0, int(idx.numel()), batch_size):
+        b = idx[i : i + batch_size]
+        per = nn.functional.cross_entropy(model(x[b]), y[b], reduction="none").double()
+        sums.index_add_(0, owner[i : i + batch_size], per)
+    counts = np.array([max(int(p.numel()), 1) for p in parts], dtype=np.float64)
+    return sums.numpy() / counts

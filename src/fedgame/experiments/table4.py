@@ -1,0 +1,427 @@
+"""PHS Tables III (MNIST) and IV (Fashion-MNIST): our accuracies beside the paper's, and Fig. 3.
+
+``python -m fedgame.experiments.table4 RUNS --dest results/... --budget reduced`` reads every
+finished run under RUNS (``summary.json`` + ``config.yaml``; ``metrics.csv``, ``privacy.csv`` and
+``phs.json`` for the figures), groups them by (mechanism P/U/B, similarity s, dataset) and
+writes into ``--dest``:
+
+- ``table4.csv``: one row per cell — ours mean ± std over seeds (%), the paper's value (Table III
+  for MNIST, IV for Fashion-MNIST), the difference, and the tight ε really spent (PLD, RDP) as a
+  fraction of the budget ε_k (mean and max over clients, each averaged over seeds);
+- ``table4.md``: the paper's layout (rows P/U/B, columns s = 100, 70, 30, 0; "ours / paper" per
+  cell), the ε-spent table, and which orderings P > U, P > B hold per s;
+- ``fig4_accuracy_<dataset>.png`` (accuracy vs round, one panel per s), ``fig3_selection.png``
+  (Problem 1's p* at two η and p^u, from one privacy-aware run's ``phs.json``),
+  ``privacy_spent.png`` (ε spent by PLD and by the paper's forward map vs ε_k, one run per
+  mechanism), and ``configs/`` (the configs that produced the cells).
+
+Runs are recognised by their recipe name (``phs_privacy_aware``, ``phs_unbiased``,
+``phs_biased``, before any ``[grid]`` suffix) on a ``similarity`` partition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from fedgame.experiments.store import atomic_write_text, read_metrics
+from fedgame.experiments.table2 import copy_configs, write_rows_csv
+
+__all__ = [
+    "MECHANISMS",
+    "PAPER_TABLE3_MNIST",
+    "PAPER_TABLE4_FMNIST",
+    "S_COLUMNS",
+    "collect",
+    "paper_value",
+    "write_table4",
+]
+
+log = logging.getLogger(__name__)
+
+#: the paper's columns: similarity s (100 = IID)
+S_COLUMNS: tuple[float, ...] = (100.0, 70.0, 30.0, 0.0)
+
+#: Table III of the PHS paper (spec phs.md §5.5), MNIST test accuracy in %: mechanism → s → value.
+PAPER_TABLE3_MNIST: dict[str, dict[float, float]] = {
+    "P": {100.0: 68.71, 70.0: 65.12, 30.0: 68.50, 0.0: 67.63},
+    "U": {100.0: 28.02, 70.0: 14.69, 30.0: 17.94, 0.0: 14.92},
+    "B": {100.0: 32.73, 70.0: 35.42, 30.0: 16.98, 0.0: 18.55},
+}
+
+#: Table IV of the PHS paper (spec phs.md §5.5), Fashion-MNIST test accuracy in %.
+PAPER_TABLE4_FMNIST: dict[str, dict[float, float]] = {
+    "P": {100.0: 53.53, 70.0: 55.26, 30.0: 54.80, 0.0: 48.94},
+    "U": {100.0: 14.68, 70.0: 16.47, 30.0: 16.27, 0.0: 10.69},
+    "B": {100.0: 23.63, 70.0: 20.95, 30.0: 15.39, 0.0: 20.37},
+}
+
+#: dataset → (paper table number, its values, display name)
+PAPER_TABLES: dict[str, tuple[str, dict[str, dict[float, float]], str]] = {
+    "mnist": ("III", PAPER_TABLE3_MNIST, "MNIST"),
+    "fashion_mnist": ("IV", PAPER_TABLE4_FMNIST, "FashionMNIST"),
+}
+
+#: recipe name (before any "[grid]" suffix) → mechanism code
+MECHANISMS = {"phs_privacy_aware": "P", "phs_unbiased": "U", "phs_biased": "B"}
+LABELS = {"P": "Privacy-aware", "U": "Unbiased", "B": "Biased"}
+ORDER = ("P", "U", "B")
+COLOURS = {"P": "tab:blue", "U": "tab:orange", "B": "tab:green"}
+SPENT_KEYS = ("eps_pld_over_budget_mean", "eps_pld_over_budget_max", "eps_rdp_over_budget_mean", "eps_rdp_over_budget_max")
+
+Cells = dict[tuple[str, float, str], list[dict[str, Any]]]
+
+
+def paper_value(dataset: str, mechanism: str, s: float) -> float:
+    """The paper's accuracy (%) for a cell, NaN if the paper has none."""
+    table = PAPER_TABLES.get(dataset)
+    return float(table[1].get(mechanism, {}).get(float(s), math.nan)) if table else math.nan
+
+
+def collect(root: Path) -> Cells:
+    """Finished runs under ``root`` grouped by (mechanism P/U/B, s, dataset), each cell's runs
+    sorted by seed. A run is a dict with ``seed``, ``acc`` (final test accuracy in %),
+    ``summary``, ``cfg`` and ``dir``."""
+    cells: Cells = defaultdict(list)
+    for summary_path in sorted(root.rglob("summary.json")):
+        if not (summary_path.parent / "config.yaml").exists():
+            continue
+        summary = json.loads(summary_path.read_text())
+        cfg = yaml.safe_load((summary_path.parent / "config.yaml").read_text())
+        mech = MECHANISMS.get(str(summary.get("name", cfg.get("name", ""))).split("[")[0])
+        part = cfg.get("data", {}).get("partition", {})
+        if mech is None or part.get("kind") != "similarity":
+            continue
+        acc = summary.get("final_accuracy")
+        cells[(mech, float(part["s"]), str(cfg["data"].get("dataset", "fashion_mnist")))].append({
+            "seed": summary["seed"], "acc": math.nan if acc is None else 100.0 * float(acc),
+            "summary": summary, "cfg": cfg, "dir": summary_path.parent,
+        })
+    for runs in cells.values():
+        runs.sort(key=lambda r: r["seed"])
+    return dict(cells)
+
+
+def write_table4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
+    """Write table4.csv, table4.md, the figures and configs/ for the runs under ``root``;
+    return the CSV rows."""
+    cells = collect(root)
+    rows: list[dict[str, Any]] = []
+    for (mech, s, dataset), runs in sorted(cells.items(), key=lambda kv: (kv[0][2], ORDER.index(kv[0][0]), -kv[0][1])):
+        acc_mean, acc_std = _mean_std([r["acc"] for r in runs])
+        paper = paper_value(dataset, mech, s)
+        cfg = runs[0]["cfg"]
+        phs = [_read_json(r["dir"] / "phs.json") for r in runs]
+        row: dict[str, Any] = {
+            "dataset": dataset, "mechanism": mech, "mechanism_name": LABELS[mech], "s": _num(s),
+            "n_seeds": len(runs), "seeds": " ".join(str(r["seed"]) for r in runs),
+            "ours_mean": round(acc_mean, 2), "ours_std": round(acc_std, 2),
+            "paper_table": PAPER_TABLES[dataset][0] if dataset in PAPER_TABLES else "",
+            "paper": paper, "ours_minus_paper": round(acc_mean - paper, 2),
+        }
+        for key in SPENT_KEYS:  # mean over seeds of the per-run mean / max over clients
+            row[key] = round(_mean_std([_float(r["summary"].get(key)) for r in runs])[0], 4)
+        row["l1_from_p_u"] = round(_mean_std([_float(p.get("l1_from_p_u")) for p in phs if p])[0], 4)
+        row["eta"] = _float(phs[0].get("eta")) if phs[0] else math.nan
+        row["wall_time_mean"] = round(_mean_std([_float(r["summary"].get("wall_time")) for r in runs])[0], 1)
+        row["rounds"] = cfg["train"]["rounds"]
+        row["local"] = json.dumps(cfg["train"]["local"])
+        row["budget"] = budget
+        rows.append(row)
+    dest.mkdir(parents=True, exist_ok=True)
+    write_rows_csv(dest / "table4.csv", rows, empty_header=["dataset", "mechanism", "s"])
+    figures = _figures(cells, dest)
+    atomic_write_text(dest / "table4.md", _markdown(rows, budget, figures))
+    copy_configs(cells.values(), dest)
+    return rows
+
+
+# -- numbers ---------------------------------------------------------------------------------
+def _float(v: Any) -> float:
+    """A number from JSON (None for a non-finite value) or a CSV cell; NaN if there is none."""
+    try:
+        return math.nan if v is None else float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _num(s: float) -> float | int:
+    return int(s) if float(s).is_integer() else float(s)
+
+
+def _mean_std(xs: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (ddof = 1; 0 for one value) of the finite values."""
+    a = np.array([x for x in xs if np.isfinite(x)], dtype=np.float64)
+    if a.size == 0:
+        return math.nan, math.nan
+    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _s_head(s: float) -> str:
+    return f"s = {_num(s)}" + (" (IID)" if s == 100 else "")
+
+
+# -- markdown --------------------------------------------------------------------------------
+def _markdown(rows: list[dict[str, Any]], budget: str, figures: list[tuple[str, str]]) -> str:
+    out: list[str] = []
+    for dataset in dict.fromkeys(r["dataset"] for r in rows):
+        by = {(r["mechanism"], float(r["s"])): r for r in rows if r["dataset"] == dataset}
+        extra = sorted({s for _, s in by if s not in S_COLUMNS}, reverse=True)
+        cols = [*S_COLUMNS, *extra]
+        number, _, name = PAPER_TABLES.get(dataset, ("?", {}, dataset))
+        head = "| mechanism | " + " | ".join(_s_head(s) for s in cols) + " |"
+        rule = "|---|" + "---|" * len(cols)
+        out += [f"# PHS Table {number}, {name} — ours / paper (test accuracy %, mean ± std over seeds; budget: {budget})",
+                "", head, rule]
+        for m in ORDER:
+            cells = []
+            for s in cols:
+                r = by.get((m, s))
+                paper = paper_value(dataset, m, s)
+                ours = "—" if r is None or not np.isfinite(r["ours_mean"]) else f"{r['ours_mean']:.2f}±{r['ours_std']:.2f}"
+                cells.append(f"{ours} / " + ("—" if math.isnan(paper) else f"{paper:.2f}%"))
+            out.append(f"| {LABELS[m]} | " + " | ".join(cells) + " |")
+        out += ["", _orderings(by, cols, dataset), "", _gaps(by, cols, dataset), ""]
+        out += ["## ε really spent (PLD), mean/max over clients as a fraction of ε_k (each averaged over seeds)",
+                "", head, rule]
+        for m in ORDER:
+            cells = []
+            for s in cols:
+                r = by.get((m, s))
+                if r is None or not np.isfinite(r["eps_pld_over_budget_mean"]):
+                    cells.append("—")
+                else:
+                    cells.append(f"{r['eps_pld_over_budget_mean']:.3f} / {r['eps_pld_over_budget_max']:.3f}")
+            out.append(f"| {LABELS[m]} | " + " | ".join(cells) + " |")
+        out.append("")
+    if rows:
+        r0 = rows[0]
+        out += [f"Each cell: {r0['rounds']} rounds, local training {r0['local']}; seeds per cell, the RDP "
+                "fractions and ‖p^s − p^u‖₁ are in table4.csv; the configs are in configs/.", ""]
+    out += [f"![{title}]({name})\n" for title, name in figures]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _orderings(by: dict[tuple[str, float], dict[str, Any]], cols: list[float], dataset: str) -> str:
+    """Which of P > U, P > B hold in our means, per s (the paper has both at every s)."""
+    parts = []
+    for s in cols:
+        p = by.get(("P", s))
+        if p is None:
+            continue
+        claims = []
+        for other in ("U", "B"):
+            o = by.get((other, s))
+            if o is not None and np.isfinite(p["ours_mean"]) and np.isfinite(o["ours_mean"]):
+                claims.append(f"P > {other} {'holds' if p['ours_mean'] > o['ours_mean'] else 'fails'}")
+        if claims:
+            parts.append(f"{_s_head(s)}: " + ", ".join(claims))
+    paper = "; the paper has P > U and P > B at every s" if dataset in PAPER_TABLES else ""
+    return f"**Orderings (ours, mean over seeds{paper}):** " + ("; ".join(parts) if parts else "no P cell with U or B beside it") + "."
+
+
+def _gaps(by: dict[tuple[str, float], dict[str, Any]], cols: list[float], dataset: str) -> str:
+    parts = []
+    for s in cols:
+        p = by.get(("P", s))
+        if p is None:
+            continue
+        g = []
+        for other in ("U", "B"):
+            o = by.get((other, s))
+            if o is not None:
+                paper = paper_value(dataset, "P", s) - paper_value(dataset, other, s)
+                g.append(f"P − {other} = {p['ours_mean'] - o['ours_mean']:.2f}" + ("" if math.isnan(paper) else f" (paper {paper:.2f})"))
+        if g:
+            parts.append(f"{_s_head(s)}: " + ", ".join(g))
+    return "Gaps in points, ours (paper): " + ("; ".join(parts) if parts else "—") + "."
+
+
+# -- figures ---------------------------------------------------------------------------------
+def _figures(cells: Cells, dest: Path) -> list[tuple[str, str]]:
+    """Draw the figures the runs allow; return (title, file name) of each one written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written: list[tuple[str, str]] = []
+    for dataset in sorted({k[2] for k in cells}):
+        name = f"fig4_accuracy_{dataset}.png"
+        if _fig4(plt, {k: v for k, v in cells.items() if k[2] == dataset}, dest / name, dataset):
+            written.append((f"Fig. 4 ({dataset})", name))
+    if _fig3(plt, cells, dest / "fig3_selection.png"):
+        written.append(("Fig. 3", "fig3_selection.png"))
+    if _privacy_spent(plt, cells, dest / "privacy_spent.png"):
+        written.append(("ε spent vs ε_k", "privacy_spent.png"))
+    return written
+
+
+def _curve(runs: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(round + 1, mean, std over seeds) of ``key``, skipping NaN rounds run by run."""
+    per_round: dict[int, list[float]] = defaultdict(list)
+    for r in runs:
+        path = r["dir"] / "metrics.csv"
+        if not path.exists():
+            continue
+        for row in read_metrics(path):
+            v = row.get(key)
+            if isinstance(v, float) and np.isfinite(v):
+                per_round[int(row["round"])].append(v)
+    xs = sorted(per_round)
+    stats = [_mean_std(per_round[x]) for x in xs]
+    return np.array(xs, dtype=np.float64) + 1, np.array([m for m, _ in stats]), np.array([s for _, s in stats])
+
+
+def _fig4(plt: Any, cells: Cells, path: Path, dataset: str) -> bool:
+    """Test accuracy vs round, one panel per s, P/U/B as mean over seeds ± std (shaded)."""
+    s_values = sorted({k[1] for k in cells}, reverse=True)
+    fig, axes = plt.subplots(1, len(s_values), figsize=(3.6 * len(s_values), 3.0), squeeze=False, sharey=True)
+    drawn = False
+    for ax, s in zip(axes[0], s_values):
+        for m in ORDER:
+            runs = cells.get((m, s, dataset))
+            if not runs:
+                continue
+            x, mean, std = _curve(runs, "test_acc")
+            if x.size == 0:
+                continue
+            ax.plot(x, 100 * mean, marker="o", ms=2.5, color=COLOURS[m], label=f"{LABELS[m]} ({len(runs)} seeds)")
+            ax.fill_between(x, 100 * (mean - std), 100 * (mean + std), color=COLOURS[m], alpha=0.2, lw=0)
+            drawn = True
+        ax.set_title(_s_head(s), fontsize=9)
+        ax.set_xlabel("round")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6)
+    axes[0][0].set_ylabel("test accuracy (%)")
+    fig.suptitle(f"PHS, {PAPER_TABLES.get(dataset, ('', {}, dataset))[2]}: test accuracy vs round", fontsize=10)
+    fig.tight_layout()
+    if drawn:
+        fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return drawn
+
+
+def _pick(cells: Cells, mech: str, need: str, dataset: str | None = None) -> dict[str, Any] | None:
+    """One run of ``mech`` having file ``need``: s = 30 (the spec's default) if there is one,
+    else the largest s; the lowest seed."""
+    keys = [k for k in cells if k[0] == mech and (dataset is None or k[2] == dataset)]
+    for k in sorted(keys, key=lambda k: (k[2], k[1] != 30.0, -k[1])):
+        for r in cells[k]:
+            if (r["dir"] / need).exists():
+                return r
+    return None
+
+
+def _sizes(run: dict[str, Any], n: int) -> tuple[np.ndarray, str] | None:
+    d = run["dir"]
+    if (d / "privacy.csv").exists():
+        sizes = np.array([row["size"] for row in read_metrics(d / "privacy.csv")], dtype=np.float64)
+        if sizes.size == n:
+            return sizes, r"$|M_k|$ (local examples)"
+    if (d / "partition.json").exists():
+        sizes = np.asarray(json.loads((d / "partition.json").read_text()).get("sizes", []), dtype=np.float64)
+        if sizes.size == n:
+            return sizes, r"$|M_k|$ (local examples)"
+    return None
+
+
+def _fig3(plt: Any, cells: Cells, path: Path) -> bool:
+    """Fig. 3: clients as (|M_k|, ε_k) coloured by selection probability, for p* at the run's η,
+    p* at 100 η (Problem 1 solved again) and p^u."""
+    from fedgame.selection.phs_problem import eta_star, solve_p1
+
+    run = _pick(cells, "P", "phs.json")
+    if run is None:
+        log.info("fig3: no privacy-aware run with phs.json; skipped")
+        return False
+    phs = json.loads((run["dir"] / "phs.json").read_text())
+    if phs.get("eta") is None:
+        return False
+    p_u, p_s = np.asarray(phs["p_u"], dtype=np.float64), np.asarray(phs["p_s"], dtype=np.float64)
+    w = float(phs["D"]) * np.asarray(phs["V"], dtype=np.float64)
+    eps = np.array([math.inf if e is None else e for e in phs["eps"]], dtype=np.float64)
+    eta = float(phs["eta"])
+    big = solve_p1(p_u, w, 100.0 * eta, method="auto")
+    e_star = eta_star(p_u, w)
+    xs = _sizes(run, p_u.size)
+    x, xlabel = xs if xs is not None else (p_u, r"$p^u_k = |M_k| / \sum_i |M_i|$")
+    finite = np.isfinite(eps)  # public-data clients (ε = ∞) have no place on the y axis
+    panels = [(p_s, f"$p^*$ at $\\eta$ = {eta:.3g} (the run's)"), (big.p, f"$p^*$ at $\\eta$ = {100 * eta:.3g} (100×)"), (p_u, "$p^u$")]
+    lo = min(float(p[finite].min()) for p, _ in panels)
+    hi = max(float(p[finite].max()) for p, _ in panels)
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6), sharey=True, layout="constrained")
+    sc = None
+    for ax, (p, title) in zip(axes, panels):
+        sc = ax.scatter(x[finite], eps[finite], c=p[finite], cmap="viridis", vmin=lo, vmax=hi, s=14)
+        ax.set_title(f"{title}\n$\\eta^*$ = {e_star:.3g}, $\\|p - p^u\\|_1$ = {np.abs(p - p_u).sum():.3g}", fontsize=8)
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(r"budget $\epsilon_k$")
+    fig.colorbar(sc, ax=list(axes), label="selection probability", shrink=0.9)
+    fig.suptitle(f"Fig. 3 — Problem 1, {run['dir'].parent.name} seed {run['seed']}", fontsize=9)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def _privacy_spent(plt: Any, cells: Cells, path: Path) -> bool:
+    """Per client: budget ε_k vs ε spent by PLD and by the paper's forward map, one run per
+    mechanism (clients that took at least one step)."""
+    dataset = next((k[2] for k in sorted(cells) if k[0] == "P"), None)
+    found = [(m, _pick(cells, m, "privacy.csv", dataset)) for m in ORDER]
+    picks = [(m, r) for m, r in found if r is not None]
+    if not picks:
+        return False
+    fig, axes = plt.subplots(1, len(picks), figsize=(3.6 * len(picks), 3.3), squeeze=False)
+    drawn = False
+    for ax, (m, run) in zip(axes[0], picks):
+        rows = read_metrics(run["dir"] / "privacy.csv")
+        budget = np.array([_float(r.get("eps_budget")) for r in rows])
+        done = np.array([_float(r.get("steps_done", 1.0)) for r in rows]) > 0
+        for key, marker, label in (("eps_pld", "o", "PLD"), ("eps_paper", "x", "paper's map")):
+            y = np.array([_float(r.get(key)) for r in rows])
+            ok = done & np.isfinite(budget) & np.isfinite(y)
+            if ok.any():
+                ax.scatter(budget[ok], y[ok], marker=marker, s=12, label=label, alpha=0.8)
+                drawn = True
+        top = float(np.nanmax(np.where(np.isfinite(budget), budget, np.nan))) if np.isfinite(budget).any() else 1.0
+        ax.plot([0, top], [0, top], "k--", lw=0.8, label="y = x")
+        s = _num(float(run["cfg"]["data"]["partition"]["s"]))
+        ax.set_title(f"{LABELS[m]} (s = {s}, seed {run['seed']})", fontsize=9)
+        ax.set_xlabel(r"budget $\epsilon_k$")
+        ax.set_ylabel(f"ε spent (δ = {run['summary'].get('delta', 1e-5):g})" if m == picks[0][0] else "")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    if drawn:
+        fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return drawn
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", type=Path)
+    ap.add_argument("--dest", type=Path, required=True)
+    ap.add_argument("--budget", default="reduced")
+    a = ap.parse_args(argv)
+    rows = write_table4(a.runs, a.dest, budget=a.budget)
+    print(f"{len(rows)} cells → {a.dest / 'table4.csv'}")
+
+
+if __name__ == "__main__":
+    main()

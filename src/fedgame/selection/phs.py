@@ -1,0 +1,125 @@
+"""PHS selection: the participation schedule of DP-FedAvg drawn before training (R. Xu,
+Y.-J. A. Zhang, J. Huang, "Tackling privacy heterogeneity in differentially private federated
+learning"; spec ``phs.md`` §3.2, §3.6, A5).
+
+The server fixes the selection probabilities p^s (Problem 1 for the privacy-aware mechanism,
+p^u = |M_k|/Σ|M_i| for the unbiased one; :mod:`fedgame.selection.phs_problem`), draws every
+round's K slots i.i.d. from Categorical(p^s) *before* training (Algorithm 1 line 3) and tells each
+client its count T_k (line 4), from which the client calibrates its DP-SGD noise (Eq. 6). A
+client drawn j times in a round runs j independent copies (``independent_copies``).
+
+``count_mode="expected"`` (A5) calibrates for ⌈p^s_k K T^g⌉ instead and enforces it as a hard
+cap while drawing (a slot drawn for a capped client is redrawn among the others), so the count
+is again known before training.
+
+The aggregation of the paper is the plain mean over slots (``aggregation.kind: mean``,
+Algorithm 1 line 8; biased towards F^b = Σ p^s_k f_k on purpose). ``importance`` aggregation
+gives the ``phs_ic`` variant of §3.6: slot weights p^u_k/(K p^s_k), unbiased for F.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+from fedgame.core.types import RoundState, Selection
+from fedgame.selection.base import SELECTIONS, SelectionStrategy, check_distribution
+
+__all__ = ["PHSSchedule", "planned_counts", "draw_schedule"]
+
+CountMode = Literal["realized", "expected"]
+
+
+def planned_counts(p: np.ndarray, k: int, rounds: int) -> np.ndarray:
+    """⌈p_k K T^g⌉ per client (PHS A5 ``expected`` counts; A15's T^plan_k with p = p^u).
+
+    A relative slack of 1e-9 keeps products that are integers up to rounding (0.2 · 10 · 50)
+    from rounding up to the next integer."""
+    x = np.asarray(p, dtype=np.float64) * k * rounds
+    return np.ceil(x * (1 - 1e-9) - 1e-9).astype(np.int64).clip(min=0)
+
+
+def draw_schedule(
+    p: np.ndarray, k: int, rounds: int, rng: np.random.Generator, *, caps: np.ndarray | None = None
+) -> np.ndarray:
+    """The (rounds, k) slot matrix: K i.i.d. Categorical(p) draws per round (Algorithm 1 line 3).
+
+    With ``caps`` a slot whose client has reached its cap is redrawn from p restricted to the
+    clients below their cap (A5); Σ caps must be ≥ K·rounds."""
+    p = check_distribution(p)
+    if k < 1 or rounds < 1:
+        raise ValueError(f"train.clients_per_round, train.rounds: must be >= 1, got {k} and {rounds}")
+    if caps is None:
+        return rng.choice(p.size, size=(rounds, k), p=p).astype(np.int64)
+    caps = np.asarray(caps, dtype=np.int64)
+    if int(caps.sum()) < k * rounds:
+        raise ValueError(f"selection.count_mode: the caps allow {int(caps.sum())} slots, fewer than K·T^g = {k * rounds}")
+    out = np.empty(rounds * k, dtype=np.int64)
+    left = caps.copy()
+    for j in range(out.size):
+        q = np.where(left > 0, p, 0.0)
+        if q.sum() <= 0:  # only clients with p = 0 have room left
+            q = (left > 0).astype(np.float64)
+        c = int(rng.choice(p.size, p=q / q.sum()))
+        out[j] = c
+        left[c] -= 1
+    return out.reshape(rounds, k)
+
+
+@SELECTIONS.register("phs")
+class PHSSchedule(SelectionStrategy):
+    """A participation schedule fixed before training (PHS Algorithm 1 lines 3-4).
+
+    ``p`` — the selection distribution p^s; ``rounds``, ``k`` — T^g and K; ``rng`` — the
+    dedicated schedule stream (or an integer seed). Round t returns the K slots of row t as draws from p^s, each slot
+    an independent copy."""
+
+    name = "phs"
+
+    def __init__(
+        self,
+        *,
+        p: np.ndarray,
+        rounds: int,
+        k: int,
+        rng: np.random.Generator | int,
+        count_mode: CountMode = "realized",
+    ) -> None:
+        if count_mode not in ("realized", "expected"):
+            raise ValueError(f"selection.count_mode: must be 'realized' or 'expected', got {count_mode!r}")
+        self.p = check_distribution(p)
+        self.k, self.rounds, self.count_mode = int(k), int(rounds), count_mode
+        caps = planned_counts(self.p, self.k, self.rounds) if count_mode == "expected" else None
+        gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self.schedule = draw_schedule(self.p, self.k, self.rounds, gen, caps=caps)
+        realized = np.bincount(self.schedule.ravel(), minlength=self.p.size).astype(np.int64)
+        self.counts = caps if caps is not None else realized
+        """T_k the clients calibrate for: realised counts, or the ⌈p K T^g⌉ caps (A5)."""
+        self.realized_counts = realized
+
+    def participation_bound(self) -> np.ndarray:
+        return self.counts.copy()
+
+    def probabilities(self, state: RoundState) -> np.ndarray:
+        return self.p.copy()
+
+    def select(self, state: RoundState, rng: np.random.Generator) -> Selection:
+        del rng  # the schedule was drawn before training
+        if state.k != self.k:
+            raise ValueError(f"train.clients_per_round: the PHS schedule has K = {self.k} slots per round, got {state.k}")
+        if not 0 <= state.t < self.rounds:
+            raise ValueError(f"train.rounds: the PHS schedule has T^g = {self.rounds} rounds, round {state.t} asked")
+        if state.n_clients != self.p.size:
+            raise ValueError(f"selection.p: has {self.p.size} clients, the run has {state.n_clients}")
+        idx = self.schedule[state.t]
+        return Selection(indices=idx, probs=self.p[idx], k=self.k, scheme="draws", independent_copies=True)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"schedule": self.schedule.copy(), "counts": self.counts.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "schedule" in state:
+            sched = np.asarray(state["schedule"], dtype=np.int64)
+            if sched.shape != self.schedule.shape or not np.array_equal(sched, self.schedule):
+                raise ValueError("selection: the checkpoint's PHS schedule differs from the one this seed draws")

@@ -1,0 +1,142 @@
+"""The PHS Table III/IV writer: grouping of run folders into (mechanism, s, dataset) cells,
+mean ± std over seeds, the paper's numbers in their cells, the orderings, and the figures."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from fedgame.experiments.table4 import PAPER_TABLE3_MNIST, PAPER_TABLE4_FMNIST, write_table4
+from fedgame.privacy.analysis import phs_V
+from fedgame.selection.phs_problem import solve_p1
+
+# spec §3.5's golden example: 5 clients
+SIZES = np.array([500, 600, 700, 550, 650])
+EPS = np.array([0.2, 0.5, 1.0, 5.0, 10.0])
+D, ETA, B, DELTA = 26010, 1.0, 64, 1e-5
+RECIPES = {"P": "phs_privacy_aware", "U": "phs_unbiased", "B": "phs_biased"}
+
+# (mechanism, s) → final accuracy per seed 0, 1; at s = 30 the biased mechanism beats P
+ACC = {
+    ("P", 100): (0.60, 0.64), ("U", 100): (0.20, 0.22), ("B", 100): (0.30, 0.36),
+    ("P", 30): (0.50, 0.52), ("U", 30): (0.10, 0.14), ("B", 30): (0.55, 0.57),
+}
+PLD_MEAN, PLD_MAX = (0.80, 0.90), (0.95, 0.99)  # per seed
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _phs_json(mech: str) -> dict[str, Any]:
+    V = np.asarray(phs_V(EPS, DELTA, B / SIZES, SIZES))
+    p_u = SIZES / SIZES.sum()
+    if mech != "P":
+        return {"D": D, "eta": None, "eps": EPS.tolist(), "V": V.tolist(), "p_u": p_u.tolist(), "p_s": p_u.tolist(),
+                "l1_from_p_u": 0.0, "objective": None, "eta_star": None}
+    sol = solve_p1(p_u, D * V, ETA)
+    return {"D": D, "eta": ETA, "eps": EPS.tolist(), "V": V.tolist(), "p_u": p_u.tolist(), "p_s": sol.p.tolist(),
+            "l1_from_p_u": float(np.abs(sol.p - p_u).sum()), "objective": sol.objective, "eta_star": sol.eta_star}
+
+
+def _run(root: Path, mech: str, s: int, seed: int, acc: float, *, dataset: str = "fashion_mnist", phs: bool = True) -> Path:
+    name = f"{RECIPES[mech]}[s={s}]"
+    d = root / f"{RECIPES[mech]}_s={s}" / f"seed_{seed}"
+    d.mkdir(parents=True)
+    cfg = {
+        "name": name, "seed": seed,
+        "data": {"dataset": dataset, "partition": {"kind": "similarity", "n_clients": 5, "s": float(s), "size_spread": [0.5, 1.5]}},
+        "train": {"rounds": 10, "clients_per_round": 2, "eval_every": 5, "local": {"epochs": None, "steps": 5, "batch_size": B, "lr": 0.05}},
+    }
+    (d / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    (d / "summary.json").write_text(json.dumps({
+        "name": name, "seed": seed, "rounds": 10, "final_accuracy": acc, "wall_time": 1.5, "delta": DELTA,
+        "eps_pld_over_budget_mean": PLD_MEAN[seed], "eps_pld_over_budget_max": PLD_MAX[seed],
+        "eps_rdp_over_budget_mean": PLD_MEAN[seed] + 0.05, "eps_rdp_over_budget_max": 1.0,
+        "eps_paper_over_budget_mean": 1.0, "eps_paper_over_budget_max": 1.0,
+    }))
+    _write_csv(d / "metrics.csv", [
+        {"round": t, "test_acc": acc * (t + 1) / 10 if t % 5 == 4 else math.nan, "train_loss": 1.0 / (t + 1)} for t in range(10)
+    ])
+    _write_csv(d / "privacy.csv", [
+        {"client": i, "size": int(SIZES[i]), "selected": 0 if i == 0 else 4, "epsilon": 0.5 * EPS[i], "eps_budget": EPS[i],
+         "T_k": 0 if i == 0 else 4, "steps_planned": 20, "steps_done": 0 if i == 0 else 20, "sample_rate": B / SIZES[i],
+         "noise_multiplier": 10.0, "sigma": 10.0 / B, "eps_paper": EPS[i], "eps_pld": 0.85 * EPS[i], "eps_rdp": 0.9 * EPS[i]}
+        for i in range(5)
+    ])
+    if phs:
+        (d / "phs.json").write_text(json.dumps(_phs_json(mech)))
+    return d
+
+
+def _tree(root: Path, **kw: Any) -> None:
+    for (mech, s), accs in ACC.items():
+        for seed, acc in enumerate(accs):
+            _run(root, mech, s, seed, acc, **kw)
+
+
+def test_cells_paper_values_orderings_and_figures(tmp_path: Path) -> None:
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    _tree(runs)
+    (runs / "phs_unbiased_s=30" / "seed_1" / "phs.json").unlink()  # an older run without phs.json
+    other = runs / "fedpcs" / "seed_0"  # not a PHS recipe: ignored
+    other.mkdir(parents=True)
+    (other / "config.yaml").write_text(yaml.safe_dump({"data": {"partition": {"kind": "iid"}}}))
+    (other / "summary.json").write_text(json.dumps({"name": "fedpcs", "seed": 0, "final_accuracy": 0.9}))
+
+    rows = write_table4(runs, out, budget="test")
+
+    assert [(r["mechanism"], r["s"]) for r in rows] == [("P", 100), ("P", 30), ("U", 100), ("U", 30), ("B", 100), ("B", 30)]
+    by = {(r["mechanism"], r["s"]): r for r in rows}
+    p100 = by[("P", 100)]
+    assert p100["ours_mean"] == pytest.approx(62.0) and p100["ours_std"] == pytest.approx(2.83)  # sqrt(8)
+    assert by[("B", 100)]["ours_std"] == pytest.approx(4.24)  # sqrt(18)
+    assert by[("U", 30)]["ours_mean"] == pytest.approx(12.0)
+    assert p100["n_seeds"] == 2 and p100["seeds"] == "0 1" and p100["paper_table"] == "IV"
+    assert p100["paper"] == 53.53 and by[("U", 30)]["paper"] == 16.27 and by[("B", 30)]["paper"] == 15.39
+    assert p100["ours_minus_paper"] == pytest.approx(62.0 - 53.53)
+    assert p100["eps_pld_over_budget_mean"] == pytest.approx(0.85) and p100["eps_pld_over_budget_max"] == pytest.approx(0.97)
+    assert p100["eps_rdp_over_budget_mean"] == pytest.approx(0.90) and p100["eps_rdp_over_budget_max"] == pytest.approx(1.0)
+    assert p100["eta"] == ETA and p100["l1_from_p_u"] > 0 and by[("U", 30)]["l1_from_p_u"] == 0.0
+
+    with (out / "table4.csv").open() as f:
+        csv_rows = list(csv.DictReader(f))
+    assert len(csv_rows) == 6 and float(csv_rows[0]["ours_mean"]) == pytest.approx(62.0)
+
+    md = (out / "table4.md").read_text()
+    assert "PHS Table IV, FashionMNIST" in md
+    assert "| Privacy-aware | 62.00±2.83 / 53.53% | — / 55.26% | 51.00±1.41 / 54.80% | — / 48.94% |" in md
+    assert "| Unbiased | 21.00±1.41 / 14.68% | — / 16.47% | 12.00±2.83 / 16.27% | — / 10.69% |" in md
+    assert "| Biased | 33.00±4.24 / 23.63% |" in md
+    assert "s = 100 (IID): P > U holds, P > B holds; s = 30: P > U holds, P > B fails." in md
+    assert "| Privacy-aware | 0.850 / 0.970 | — | 0.850 / 0.970 | — |" in md
+    assert "P − U = 41.00 (paper 38.85)" in md
+    for f in ("table4.csv", "table4.md", "fig4_accuracy_fashion_mnist.png", "fig3_selection.png", "privacy_spent.png"):
+        assert (out / f).stat().st_size > 0
+        if f.endswith(".png"):
+            assert f"]({f})" in md
+    assert len(list((out / "configs").glob("*.yaml"))) == 12  # the non-PHS run is left out
+
+
+def test_mnist_uses_table_iii_and_older_runs_without_phs_json(tmp_path: Path) -> None:
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    _tree(runs, dataset="mnist", phs=False)
+    rows = write_table4(runs, out, budget="test")
+    by = {(r["mechanism"], r["s"]): r for r in rows}
+    assert by[("P", 100)]["paper"] == PAPER_TABLE3_MNIST["P"][100] == 68.71
+    assert by[("B", 30)]["paper"] == PAPER_TABLE3_MNIST["B"][30] == 16.98
+    assert by[("P", 100)]["paper_table"] == "III" and math.isnan(by[("P", 100)]["l1_from_p_u"])
+    assert PAPER_TABLE4_FMNIST["P"][0] == 48.94
+    md = (out / "table4.md").read_text()
+    assert "PHS Table III, MNIST" in md and "62.00±2.83 / 68.71%" in md
+    assert (out / "fig4_accuracy_mnist.png").exists() and not (out / "fig3_selection.png").exists()
