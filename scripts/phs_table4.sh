@@ -3,7 +3,7 @@
 # recipes/phs/fmnist.yaml), unbiased ("U") and biased ("B") mechanisms x similarity
 # s in {100, 70, 30, 0} x 3 seeds, then the Table-IV-shaped CSV/Markdown beside the paper's
 # numbers, Fig. 3 (Problem 1's p*), Fig. 4-style accuracy curves and the ε really spent.
-# METHODS="fmnist unbiased" for a subset. Resumable: stop it any time; a second call skips
+# METHODS="fmnist unbiased" for a subset, SEEDS=1 for a first pass over every cell. Resumable: stop it any time; a second call skips
 # finished cells and resumes the rest.
 #
 #   bash scripts/phs_table4.sh                 # reduced budget (what the 2-core machine affords):
@@ -29,6 +29,6 @@ sets+=(--set "data.dataset=$dataset")
 out="runs/phs_${table}_${budget}"
 methods="${METHODS:-fmnist unbiased biased}"
 recipes=(); for m in $methods; do recipes+=("recipes/phs/$m.yaml"); done
-.venv/bin/fedgame compare "${recipes[@]}" --seeds 3 --out "$out" \
+.venv/bin/fedgame compare "${recipes[@]}" --seeds "${SEEDS:-3}" --out "$out" \
   "${sets[@]}" --grid data.partition.s=100,70,30,0 --no-report
-.venv/bin/python -m fedgame.experiments.table4 "$out" --budget "$budget" --dest "results/phs_${table}_${budget}"
+.venv/bin/fedgame table4 "$out" --budget "$budget" --dest "results/phs_${table}_${budget}"

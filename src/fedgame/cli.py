@@ -189,16 +189,44 @@ def _expand(recipe: Path, overrides: list[str] | None, grid: list[str]) -> list[
 @app.command("report")
 def report_cmd(
     dirs: list[Path],
-    out: Annotated[Path | None, typer.Option(help="report folder (default DIR/report)")] = None,
+    out: Annotated[Path | None, typer.Option(help="report folder (default DIR/report); with --reproduction the page")] = None,
+    reproduction: Annotated[
+        bool, typer.Option("--reproduction", help="DIR is results/: write docs/reproduction.md (ours vs the papers, per cell)")
+    ] = False,
 ) -> None:
-    """Write a Markdown report with plots for run folders."""
+    """Write a Markdown report with plots for run folders (or the reproduction page)."""
     from fedgame.experiments.report import write_report
+
+    if reproduction:
+        from fedgame.experiments.reproduction import write_reproduction
+
+        try:
+            page = write_reproduction(dirs[0], out or Path("docs/reproduction.md"))
+        except FileNotFoundError as e:
+            _fail(str(e))
+        console.print(f"reproduction: {page}")
+        return
 
     try:
         path = write_report(dirs, out or dirs[0] / "report")
     except FileNotFoundError as e:
         _fail(str(e))
     console.print(f"report: {path}")
+
+
+@app.command("table4")
+def table4_cmd(
+    runs: Annotated[Path, typer.Argument(help="a PHS grid folder written by `fedgame compare` (scripts/phs_table4.sh)")],
+    dest: Annotated[Path, typer.Option(help="where table4.csv, table4.md, figures and configs go")],
+    budget: Annotated[str, typer.Option(help="label for the training budget the grid used")] = "reduced",
+) -> None:
+    """PHS Tables III/IV: privacy-aware, unbiased and biased per similarity s, beside the paper's."""
+    from fedgame.experiments.table4 import write_table4
+
+    if not runs.is_dir():
+        _fail(f"runs: not a folder: {runs}")
+    rows = write_table4(runs, dest, budget=budget)
+    console.print(f"table4: {len(rows)} cells → {dest / 'table4.md'}")
 
 
 @app.command("table2")
