@@ -27,6 +27,7 @@ once on two cores only slow each other.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import platform
 import subprocess
@@ -385,11 +386,69 @@ def bench_p1(quick: bool) -> dict[str, object]:
     return out
 
 
+# -- 6. what the sampling strategies add to a round ---------------------------------------------
+def bench_strategies(quick: bool) -> dict[str, object]:
+    """select() + after_round() of each Table II strategy at N = 100 (τ = 0.2 and 0.8), with
+    McMahan-CNN-sized updates (DELTA's ζ needs them), beside the mean round time the reduced
+    Table II grid measured for the same τ (``runs/fedpcs_table2_reduced``, if present)."""
+    from fedgame.core.types import LOCAL_GRAD_VARIANCE, ClientResult, RoundOutcome, RoundState
+    from fedgame.data.partition import dirichlet, label_counts
+    from fedgame.models import count_params
+    from fedgame.selection import SELECTIONS
+
+    n = 100
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, 60_000)
+    parts = dirichlet(labels, n, 0.5, np.random.default_rng(1), min_size=10)
+    sizes = np.array([len(q) for q in parts])
+    from fedgame.models import build_model
+
+    dim = count_params(build_model("mcmahan_cnn", in_shape=(1, 28, 28), num_classes=10, seed=0))
+    rho = rng.uniform(0.1, 12, n)
+    cases = {
+        "Random": ("uniform", {"replace": True}),
+        "FedPCS": ("privacy_aware", {"rho": rho}),
+        "AOCS": ("aocs", {}),
+        "Fed-CBS": ("fedcbs", {"label_counts": label_counts(labels, parts, 10)}),
+        "DELTA": ("delta", {}),
+        "pow-d (stale)": ("power_of_choice", {"d": None}),
+    }
+    grid = Path("runs/fedpcs_table2_reduced")
+    out: dict[str, object] = {"N": n, "D": dim}
+    for tau in (0.2, 0.8):
+        k = int(tau * n)
+        st = RoundState(t=0, k=k, sizes=sizes, theta=sizes / sizes.sum())
+        round_times = []
+        for m in grid.glob(f"random_clients_per_round={k}_kind=*/seed_*/metrics.csv"):
+            round_times += [float(r["round_time"]) for r in csv.DictReader(m.open())]
+        round_time = float(np.mean(round_times)) if round_times else float("nan")
+        per: dict[str, float] = {}
+        pool = [torch.randn(dim) for _ in range(8)]  # model-sized updates, made once (not timed)
+        for label, (kind, kw) in cases.items():
+            strat = SELECTIONS.create(kind, **kw)
+
+            def one(strat: object = strat) -> None:
+                sel = strat.select(st, rng)  # type: ignore[attr-defined]
+                res = [ClientResult(int(c), pool[int(c) % 8], 1.0, 3, int(sizes[c]), {LOCAL_GRAD_VARIANCE: 0.1}) for c in np.unique(sel.indices)]
+                strat.after_round(st, RoundOutcome(t=0, selection=sel, results=res))  # type: ignore[attr-defined]
+
+            one()
+            per[label] = best_of(one, repeats=2 if quick else 5)
+        shares = {m: v / round_time for m, v in per.items()} if np.isfinite(round_time) else {}
+        for m, v in per.items():
+            share = f"{100 * shares[m]:.2f} % of a {round_time:.2f} s round" if shares else "no grid round to compare"
+            print(f"strategy overhead τ = {tau} (K = {k}): {m:14s} {1e3 * v:8.2f} ms  = {share}  (target < 5 %)")
+        out[f"tau_{tau}"] = {"K": k, "seconds": per, "round_time": round_time, "share_of_round": shares,
+                             "met": bool(shares) and max(shares.values()) < 0.05}
+    save("strategies", out)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke check of the bench itself)")
     ap.add_argument("--main", action="store_true", help="also time the main job (about 4 minutes)")
-    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, game, p1")
+    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, game, p1, strategies")
     args = ap.parse_args()
     torch.manual_seed(0)
     np.random.seed(0)
@@ -402,6 +461,8 @@ def main() -> None:
         bench_game(args.quick)
     if "p1" in only:
         bench_p1(args.quick)
+    if "strategies" in only:
+        bench_strategies(args.quick)
     if args.main:
         bench_main()
 

@@ -87,12 +87,15 @@ class Delta(SelectionStrategy):
         clients = np.fromiter(latest, dtype=np.int64)
         w = np.asarray(state.theta, dtype=np.float64)[clients]
         w = w / w.sum()
-        gbar = torch.zeros_like(latest[int(clients[0])].update, dtype=torch.float64)
-        for wi, c in zip(w, clients):
-            gbar.add_(latest[int(c)].update.double(), alpha=float(wi))
-        for c in clients:
+        # two passes over the round's uploads, in their own dtype, no (|S|, D) copy: ḡ, then ‖g_i − ḡ‖²
+        first = latest[int(clients[0])].update
+        gbar = torch.zeros_like(first)
+        for wi, c in zip(w, clients, strict=True):
+            gbar.add_(latest[int(c)].update, alpha=float(wi))
+        z2 = [float(torch.dist(latest[int(c)].update, gbar)) ** 2 for c in clients]
+        for c, v in zip(clients, z2, strict=True):
             r = latest[int(c)]
-            zeta2[c] = float(torch.sum((r.update.double() - gbar) ** 2))
+            zeta2[c] = v
             if LOCAL_GRAD_VARIANCE in r.extras:
                 sigma2[c] = float(r.extras[LOCAL_GRAD_VARIANCE])
             seen[c] = True
