@@ -162,7 +162,9 @@ def bench_engine(quick: bool) -> dict[str, object]:
 
 
 # -- 2. DP local training ------------------------------------------------------------------
-def bench_dp(quick: bool) -> dict[str, object]:
+def bench_dp(quick: bool, *, model: str = "mcmahan_cnn", bs: int = 64, name: str = "dp_local_training") -> dict[str, object]:
+    """One DP-SGD local training of ``model`` at batch ``bs``: our per-example backends beside
+    Opacus (hooks, ghost clipping), a naive loop and non-DP SGD, interleaved in one process."""
     from opacus import GradSampleModule
     from opacus.grad_sample import GradSampleModuleFastGradientClipping
 
@@ -170,7 +172,7 @@ def bench_dp(quick: bool) -> dict[str, object]:
     from fedgame.privacy.plans import DPSGD
     from fedgame.sim.local import LocalSpec, LocalTrainer
 
-    bs, c, z = 64, 1.0, 1.0
+    c, z = 1.0, 1.0
     n_batches = 4 if quick else 10
     n = bs * n_batches
     gen = torch.Generator().manual_seed(0)
@@ -179,7 +181,7 @@ def bench_dp(quick: bool) -> dict[str, object]:
     idx = torch.arange(n)
 
     def fresh() -> nn.Module:
-        return build_model("mcmahan_cnn", in_shape=(1, 28, 28), num_classes=10, seed=0)
+        return build_model(model, in_shape=(1, 28, 28), num_classes=10, seed=0)
 
     start = parameters_to_vector(fresh().parameters()).detach().clone()
     spec = LocalSpec(batch_size=bs, lr=0.05, epochs=1)
@@ -187,7 +189,7 @@ def bench_dp(quick: bool) -> dict[str, object]:
     timings: dict[str, float] = {}
 
     plain = LocalTrainer(model=fresh(), x=x, y=y, spec=spec)
-    trainers = {b: LocalTrainer(model=fresh(), x=x, y=y, spec=spec, per_example=b) for b in ("bk", "ghost", "functorch")}  # type: ignore[arg-type]
+    trainers = {b: LocalTrainer(model=fresh(), x=x, y=y, spec=spec, per_example=b) for b in ("bk", "ghost", "functorch", "hooks")}  # type: ignore[arg-type]
     fns: dict[str, Callable[[], object]] = {"non-DP SGD (reference)": lambda: plain.train(start, idx, torch.Generator().manual_seed(1))}
     for b, tr in trainers.items():
         fns[f"fedgame ({b})"] = lambda tr=tr: tr.train(start, idx, torch.Generator().manual_seed(1), dp)  # type: ignore[misc]
@@ -249,13 +251,18 @@ def bench_dp(quick: bool) -> dict[str, object]:
     timings["naive per-example loop"] = best_of(naive_loop, repeats=1 if quick else 2)
 
     ref = timings["non-DP SGD (reference)"]
-    ours = timings["fedgame (bk)"]  # the default backend (train.per_example: auto) for this model
+    from fedgame.sim.clipping import supports
+
+    auto = "bk" if supports(fresh()) else "ghost"
+    ours = timings[f"fedgame ({auto})"]  # the default backend (train.per_example: auto) for this model
     opacus_best = min(timings["Opacus hooks (GradSampleModule)"], timings["Opacus ghost clipping"])
-    print(f"DP local training, McMahan CNN, batch {bs}, {n_batches} steps (examples/s; ratio to non-DP):")
+    print(f"DP local training, {model}, batch {bs}, {n_batches} steps (examples/s; ratio to non-DP):")
     for k, v in timings.items():
         print(f"  {k:34s} {n / v:9.0f} ex/s   {v:.3f} s   throughput vs non-DP {ref / v:.3f}")
     print(ratio_line("  ours / Opacus fastest (time)", "ours", ours, "Opacus", opacus_best), "(target ≤ 1.0)")
     out = {
+        "model": model,
+        "default_backend": auto,
         "batch_size": bs,
         "steps": n_batches,
         "seconds": timings,
@@ -264,7 +271,7 @@ def bench_dp(quick: bool) -> dict[str, object]:
         "ours_over_opacus_fastest_time": ours / opacus_best,
         "met": ours <= opacus_best * 1.02,
     }
-    save("dp_local_training", out)
+    save(name, out)
     return out
 
 
@@ -448,7 +455,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke check of the bench itself)")
     ap.add_argument("--main", action="store_true", help="also time the main job (about 4 minutes)")
-    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, game, p1, strategies")
+    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies")
     args = ap.parse_args()
     torch.manual_seed(0)
     np.random.seed(0)
@@ -457,6 +464,8 @@ def main() -> None:
         bench_engine(args.quick)
     if "dp" in only:
         bench_dp(args.quick)
+    if "dp_phs" in only:  # PHS issue: one DP-SGD step of the PHS MNIST CNN at batch 128
+        bench_dp(args.quick, model="phs_mnist_cnn", bs=128, name="dp_phs_mnist_cnn")
     if "game" in only:
         bench_game(args.quick)
     if "p1" in only:

@@ -111,7 +111,7 @@ class TrainCfg(_Frozen):
     clients_per_round: int = Field(10, ge=1, le=100_000)
     eval_every: int = Field(1, ge=1)
     local: LocalCfg = Field(default_factory=LocalCfg)
-    per_example: Literal["auto", "bk", "ghost", "functorch"] = "auto"
+    per_example: Literal["auto", "bk", "ghost", "functorch", "hooks"] = "auto"
     threads: int | None = Field(None, ge=1, le=256)
 
 
