@@ -219,14 +219,23 @@ def table4_cmd(
     runs: Annotated[Path, typer.Argument(help="a PHS grid folder written by `fedgame compare` (scripts/phs_table4.sh)")],
     dest: Annotated[Path, typer.Option(help="where table4.csv, table4.md, figures and configs go")],
     budget: Annotated[str, typer.Option(help="label for the training budget the grid used")] = "reduced",
+    fig5: Annotated[bool, typer.Option("--fig5", help="RUNS is a batch-size grid (scripts/phs_fig5.sh): write Fig. 5")] = False,
 ) -> None:
-    """PHS Tables III/IV: privacy-aware, unbiased and biased per similarity s, beside the paper's."""
-    from fedgame.experiments.table4 import write_table4
+    """PHS Tables III/IV: privacy-aware, unbiased and biased per similarity s, beside the paper's
+    (or, with --fig5, accuracy against the local batch size)."""
+    from fedgame.experiments.table4 import write_fig5, write_table4
 
     if not runs.is_dir():
         _fail(f"runs: not a folder: {runs}")
-    rows = write_table4(runs, dest, budget=budget)
-    console.print(f"table4: {len(rows)} cells → {dest / 'table4.md'}")
+    try:
+        if fig5:
+            rows = write_fig5(runs, dest, budget=budget)
+            console.print(f"fig5: {len(rows)} cells → {dest / 'fig5.md'}")
+        else:
+            rows = write_table4(runs, dest, budget=budget)
+            console.print(f"table4: {len(rows)} cells → {dest / 'table4.md'}")
+    except ValueError as e:
+        _fail(str(e))
 
 
 @app.command("table2")

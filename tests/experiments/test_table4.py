@@ -1,5 +1,6 @@
 """The PHS Table III/IV writer: grouping of run folders into (mechanism, s, dataset) cells,
-mean ± std over seeds, the paper's numbers in their cells, the orderings, and the figures."""
+mean ± std over seeds, the paper's numbers in their cells, the orderings, and the figures; and
+the Fig. 5 writer over (mechanism, local batch size B) cells."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from fedgame.experiments.table4 import PAPER_TABLE3_MNIST, PAPER_TABLE4_FMNIST, write_table4
+from fedgame.experiments.table4 import PAPER_TABLE3_MNIST, PAPER_TABLE4_FMNIST, fig5_ordering, main, write_fig5, write_table4
 from fedgame.privacy.analysis import phs_V
 from fedgame.selection.phs_problem import solve_p1
 
@@ -49,14 +50,20 @@ def _phs_json(mech: str) -> dict[str, Any]:
             "l1_from_p_u": float(np.abs(sol.p - p_u).sum()), "objective": sol.objective, "eta_star": sol.eta_star}
 
 
-def _run(root: Path, mech: str, s: int, seed: int, acc: float, *, dataset: str = "fashion_mnist", phs: bool = True) -> Path:
-    name = f"{RECIPES[mech]}[s={s}]"
-    d = root / f"{RECIPES[mech]}_s={s}" / f"seed_{seed}"
+def _run(
+    root: Path, mech: str, s: int, seed: int, acc: float, *, dataset: str = "fashion_mnist", phs: bool = True, batch: int | None = None
+) -> Path:
+    """One finished run folder as ``fedgame compare --grid`` writes it (grid over s, or over the
+    local batch size when ``batch`` is given)."""
+    grid = f"s={s}" if batch is None else f"batch_size={batch}"
+    name = f"{RECIPES[mech]}[{grid}]"
+    d = root / f"{RECIPES[mech]}_{grid}" / f"seed_{seed}"
     d.mkdir(parents=True)
     cfg = {
         "name": name, "seed": seed,
         "data": {"dataset": dataset, "partition": {"kind": "similarity", "n_clients": 5, "s": float(s), "size_spread": [0.5, 1.5]}},
-        "train": {"rounds": 10, "clients_per_round": 2, "eval_every": 5, "local": {"epochs": None, "steps": 5, "batch_size": B, "lr": 0.05}},
+        "train": {"rounds": 10, "clients_per_round": 2, "eval_every": 5,
+                  "local": {"epochs": None, "steps": 5, "batch_size": B if batch is None else batch, "lr": 0.05}},
     }
     (d / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     (d / "summary.json").write_text(json.dumps({
@@ -140,3 +147,73 @@ def test_mnist_uses_table_iii_and_older_runs_without_phs_json(tmp_path: Path) ->
     md = (out / "table4.md").read_text()
     assert "PHS Table III, MNIST" in md and "62.00±2.83 / 68.71%" in md
     assert (out / "fig4_accuracy_mnist.png").exists() and not (out / "fig3_selection.png").exists()
+
+
+# Fig. 5: (mechanism, B) → final accuracy per seed 0, 1 at s = 30. B beats P at B = 64 and 256;
+# U drops from B = 128 to 256 and B from 64 to 128.
+FIG5_ACC = {
+    ("P", 32): (0.40, 0.44), ("P", 64): (0.50, 0.52), ("P", 128): (0.55, 0.61), ("P", 256): (0.60, 0.60),
+    ("U", 32): (0.10, 0.12), ("U", 64): (0.15, 0.15), ("U", 128): (0.20, 0.22), ("U", 256): (0.18, 0.20),
+    ("B", 32): (0.30, 0.34), ("B", 64): (0.53, 0.57), ("B", 128): (0.40, 0.42), ("B", 256): (0.62, 0.66),
+}
+
+
+def _fig5_tree(root: Path, acc: dict[tuple[str, int], tuple[float, float]], s: int = 30) -> None:
+    for (mech, batch), accs in acc.items():
+        for seed, a in enumerate(accs):
+            _run(root, mech, s, seed, a, batch=batch)
+
+
+def test_fig5_cells_by_mechanism_and_batch_size(tmp_path: Path) -> None:
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    _fig5_tree(runs, FIG5_ACC)
+    (runs / "phs_biased_batch_size=128" / "seed_1" / "summary.json").unlink()  # an unfinished run: left out
+
+    rows = write_fig5(runs, out, budget="test")
+
+    assert [(r["mechanism"], r["batch_size"]) for r in rows] == [(m, b) for m in "PUB" for b in (32, 64, 128, 256)]
+    by = {(r["mechanism"], r["batch_size"]): r for r in rows}
+    assert by[("P", 32)]["mean"] == pytest.approx(42.0) and by[("P", 32)]["std"] == pytest.approx(2.83)  # sqrt(8)
+    assert by[("P", 128)]["mean"] == pytest.approx(58.0) and by[("P", 128)]["std"] == pytest.approx(4.24)  # sqrt(18)
+    assert by[("P", 256)]["std"] == 0.0 and by[("U", 64)]["mean"] == pytest.approx(15.0)
+    assert by[("B", 128)]["n_seeds"] == 1 and by[("B", 128)]["seeds"] == "0" and by[("B", 128)]["std"] == 0.0
+    assert by[("B", 128)]["mean"] == pytest.approx(40.0)
+    assert by[("U", 256)]["n_seeds"] == 2 and by[("U", 256)]["seeds"] == "0 1"
+    assert by[("P", 32)]["s"] == 30 and by[("P", 32)]["dataset"] == "fashion_mnist" and by[("P", 32)]["budget"] == "test"
+
+    with (out / "fig5.csv").open() as f:
+        csv_rows = list(csv.DictReader(f))
+    assert list(csv_rows[0])[:6] == ["mechanism", "batch_size", "n_seeds", "seeds", "mean", "std"]
+    assert len(csv_rows) == 12 and csv_rows[1]["batch_size"] == "64" and float(csv_rows[1]["mean"]) == pytest.approx(51.0)
+
+    md = (out / "fig5.md").read_text()
+    assert "PHS Fig. 5, FashionMNIST, s = 30" in md
+    assert "| mechanism | B = 32 | B = 64 | B = 128 | B = 256 |" in md
+    assert "| Privacy-aware | 42.00±2.83 (2) | 51.00±1.41 (2) | 58.00±4.24 (2) | 60.00±0.00 (2) |" in md
+    assert "| Biased | 32.00±2.83 (2) | 55.00±2.83 (2) | 40.00±0.00 (1) | 64.00±2.83 (2) |" in md
+    assert "P above U and B at every B: fails at B=64, 256." in md
+    assert "Accuracy rises with B: P holds; U fails (128 → 256); B fails (64 → 128)." in md
+    assert (out / "fig5_batch.png").stat().st_size > 0 and "](fig5_batch.png)" in md
+    assert len(list((out / "configs").glob("*.yaml"))) == 23
+
+
+def test_fig5_ordering_holds_and_the_module_entry_point(tmp_path: Path) -> None:
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    _fig5_tree(runs, {k: (v if k[0] != "B" else (v[0] / 2, v[1] / 2)) for k, v in FIG5_ACC.items()})
+    main(["--fig5", str(runs), "--dest", str(out), "--budget", "reduced"])
+    md = (out / "fig5.md").read_text()
+    assert "P above U and B at every B: holds." in md and "budget: reduced" in md
+    assert (out / "fig5_batch.png").exists() and (out / "fig5.csv").exists()
+    assert fig5_ordering([]) == "P above U and B at every B: undecided (no B with P and U or B beside it)."
+    only_p = [{"mechanism": "P", "batch_size": 32, "mean": 50.0}]
+    assert fig5_ordering(only_p).endswith("undecided (no B with P and U or B beside it).")
+    with pytest.raises(SystemExit):
+        main([str(runs), "--fig5", str(runs), "--dest", str(out)])  # one of the two, not both
+
+
+def test_fig5_refuses_runs_at_several_s(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    _run(runs / "a", "P", 30, 0, 0.5, batch=64)
+    _run(runs / "b", "P", 70, 0, 0.6, batch=64)
+    with pytest.raises(ValueError, match="mix fashion_mnist s=30, fashion_mnist s=70"):
+        write_fig5(runs, tmp_path / "out", budget="test")

@@ -15,6 +15,12 @@ writes into ``--dest``:
   ``privacy_spent.png`` (ε spent by PLD and by the paper's forward map vs ε_k, one run per
   mechanism), and ``configs/`` (the configs that produced the cells).
 
+``python -m fedgame.experiments.table4 --fig5 RUNS --dest results/... --budget reduced`` instead
+groups the runs by (mechanism, local batch size B) — a grid over ``train.local.batch_size`` at one
+s, e.g. ``scripts/phs_fig5.sh`` — and writes Fig. 5 (:func:`write_fig5`): ``fig5_batch.png``
+(final test accuracy vs B, mean ± std over seeds), ``fig5.csv`` and ``fig5.md`` (the table and
+whether P is above U and B at every B, as the paper claims).
+
 Runs are recognised by their recipe name (``phs_privacy_aware``, ``phs_unbiased``,
 ``phs_biased``, before any ``[grid]`` suffix) on a ``similarity`` partition.
 """
@@ -41,7 +47,10 @@ __all__ = [
     "PAPER_TABLE4_FMNIST",
     "S_COLUMNS",
     "collect",
+    "collect_batch",
+    "fig5_ordering",
     "paper_value",
+    "write_fig5",
     "write_table4",
 ]
 
@@ -78,6 +87,7 @@ COLOURS = {"P": "tab:blue", "U": "tab:orange", "B": "tab:green"}
 SPENT_KEYS = ("eps_pld_over_budget_mean", "eps_pld_over_budget_max", "eps_rdp_over_budget_mean", "eps_rdp_over_budget_max")
 
 Cells = dict[tuple[str, float, str], list[dict[str, Any]]]
+BatchCells = dict[tuple[str, int], list[dict[str, Any]]]
 
 
 def paper_value(dataset: str, mechanism: str, s: float) -> float:
@@ -86,25 +96,60 @@ def paper_value(dataset: str, mechanism: str, s: float) -> float:
     return float(table[1].get(mechanism, {}).get(float(s), math.nan)) if table else math.nan
 
 
-def collect(root: Path) -> Cells:
-    """Finished runs under ``root`` grouped by (mechanism P/U/B, s, dataset), each cell's runs
-    sorted by seed. A run is a dict with ``seed``, ``acc`` (final test accuracy in %),
-    ``summary``, ``cfg`` and ``dir``."""
-    cells: Cells = defaultdict(list)
+def _phs_runs(root: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Every finished PHS run under ``root`` as (mechanism P/U/B, run), in path order. A run is
+    a dict with ``seed``, ``acc`` (final test accuracy in %), ``summary``, ``cfg`` and ``dir``."""
+    out: list[tuple[str, dict[str, Any]]] = []
     for summary_path in sorted(root.rglob("summary.json")):
         if not (summary_path.parent / "config.yaml").exists():
             continue
         summary = json.loads(summary_path.read_text())
         cfg = yaml.safe_load((summary_path.parent / "config.yaml").read_text())
         mech = MECHANISMS.get(str(summary.get("name", cfg.get("name", ""))).split("[")[0])
-        part = cfg.get("data", {}).get("partition", {})
-        if mech is None or part.get("kind") != "similarity":
+        if mech is None or cfg.get("data", {}).get("partition", {}).get("kind") != "similarity":
             continue
         acc = summary.get("final_accuracy")
-        cells[(mech, float(part["s"]), str(cfg["data"].get("dataset", "fashion_mnist")))].append({
+        out.append((mech, {
             "seed": summary["seed"], "acc": math.nan if acc is None else 100.0 * float(acc),
             "summary": summary, "cfg": cfg, "dir": summary_path.parent,
-        })
+        }))
+    return out
+
+
+def _similarity(run: dict[str, Any]) -> float:
+    return float(run["cfg"]["data"]["partition"]["s"])
+
+
+def _dataset(run: dict[str, Any]) -> str:
+    return str(run["cfg"]["data"].get("dataset", "fashion_mnist"))
+
+
+def collect(root: Path) -> Cells:
+    """Finished runs under ``root`` grouped by (mechanism P/U/B, s, dataset), each cell's runs
+    sorted by seed. A run is a dict with ``seed``, ``acc`` (final test accuracy in %),
+    ``summary``, ``cfg`` and ``dir``."""
+    cells: Cells = defaultdict(list)
+    for mech, run in _phs_runs(root):
+        cells[(mech, _similarity(run), _dataset(run))].append(run)
+    for runs in cells.values():
+        runs.sort(key=lambda r: r["seed"])
+    return dict(cells)
+
+
+def collect_batch(root: Path) -> BatchCells:
+    """Finished runs under ``root`` grouped by (mechanism P/U/B, ``train.local.batch_size``) for
+    Fig. 5, each cell's runs sorted by seed (runs as in :func:`collect`).
+
+    Raises ``ValueError`` if the runs mix similarities s or datasets: Fig. 5 is read at one s
+    (30 in the paper) on one dataset, and averaging across them would hide that."""
+    cells: BatchCells = defaultdict(list)
+    settings: set[tuple[str, float | int]] = set()
+    for mech, run in _phs_runs(root):
+        cells[(mech, int(run["cfg"]["train"]["local"]["batch_size"]))].append(run)
+        settings.add((_dataset(run), _num(_similarity(run))))
+    if len(settings) > 1:
+        shown = ", ".join(f"{d} s={s}" for d, s in sorted(settings))
+        raise ValueError(f"fig5: the runs under {root} mix {shown}; give a folder holding one s and one dataset")
     for runs in cells.values():
         runs.sort(key=lambda r: r["seed"])
     return dict(cells)
@@ -140,6 +185,32 @@ def write_table4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
     write_rows_csv(dest / "table4.csv", rows, empty_header=["dataset", "mechanism", "s"])
     figures = _figures(cells, dest)
     atomic_write_text(dest / "table4.md", _markdown(rows, budget, figures))
+    copy_configs(cells.values(), dest)
+    return rows
+
+
+def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
+    """Fig. 5 of PHS for the runs under ``root`` (one s, one dataset; a grid over
+    ``train.local.batch_size``): write ``fig5.csv`` (one row per (mechanism, B): final test
+    accuracy in %, mean ± sample std over seeds), ``fig5.md`` (the table, whether P is above U and
+    B at every B and whether accuracy rises with B — the paper's two claims — decided from the
+    means) and ``fig5_batch.png`` (accuracy vs B on a log2 axis, error bars ± std) into ``dest``,
+    with ``configs/``; return the CSV rows."""
+    cells = collect_batch(root)
+    rows: list[dict[str, Any]] = []
+    for (mech, batch), runs in sorted(cells.items(), key=lambda kv: (ORDER.index(kv[0][0]), kv[0][1])):
+        mean, std = _mean_std([r["acc"] for r in runs])
+        cfg = runs[0]["cfg"]
+        rows.append({
+            "mechanism": mech, "batch_size": batch, "n_seeds": len(runs), "seeds": " ".join(str(r["seed"]) for r in runs),
+            "mean": round(mean, 2), "std": round(std, 2), "mechanism_name": LABELS[mech],
+            "dataset": _dataset(runs[0]), "s": _num(_similarity(runs[0])), "rounds": cfg["train"]["rounds"],
+            "local_steps": cfg["train"]["local"].get("steps"), "budget": budget,
+        })
+    dest.mkdir(parents=True, exist_ok=True)
+    write_rows_csv(dest / "fig5.csv", rows, empty_header=["mechanism", "batch_size", "n_seeds", "seeds", "mean", "std"])
+    drawn = _fig5(rows, dest / "fig5_batch.png")
+    atomic_write_text(dest / "fig5.md", _fig5_markdown(rows, budget, drawn))
     copy_configs(cells.values(), dest)
     return rows
 
@@ -247,6 +318,65 @@ def _gaps(by: dict[tuple[str, float], dict[str, Any]], cols: list[float], datase
         if g:
             parts.append(f"{_s_head(s)}: " + ", ".join(g))
     return "Gaps in points, ours (paper): " + ("; ".join(parts) if parts else "—") + "."
+
+
+def fig5_ordering(rows: list[dict[str, Any]]) -> str:
+    """The paper's Fig. 5 claim decided from our means: ``P above U and B at every B: holds``,
+    or ``... fails at B=64, 256``. Compared at every B that has P and at least one of U, B."""
+    by = {(r["mechanism"], r["batch_size"]): r["mean"] for r in rows}
+    compared, failed = [], []
+    for b in sorted({r["batch_size"] for r in rows}):
+        p = by.get(("P", b), math.nan)
+        others = [by[(o, b)] for o in ("U", "B") if (o, b) in by and np.isfinite(by[(o, b)])]
+        if not np.isfinite(p) or not others:
+            continue
+        compared.append(b)
+        if not all(p > o for o in others):
+            failed.append(b)
+    head = "P above U and B at every B: "
+    if not compared:
+        return head + "undecided (no B with P and U or B beside it)."
+    return head + ("holds." if not failed else "fails at B=" + ", ".join(map(str, failed)) + ".")
+
+
+def _fig5_markdown(rows: list[dict[str, Any]], budget: str, drawn: bool) -> str:
+    if not rows:
+        return f"# PHS Fig. 5 — no privacy-aware, unbiased or biased runs found (budget: {budget})\n"
+    r0 = rows[0]
+    name = PAPER_TABLES.get(r0["dataset"], ("", {}, r0["dataset"]))[2]
+    batches = sorted({r["batch_size"] for r in rows})
+    by = {(r["mechanism"], r["batch_size"]): r for r in rows}
+    out = [f"# PHS Fig. 5, {name}, s = {r0['s']} — test accuracy (%) vs local batch size B "
+           f"(mean ± std over seeds; budget: {budget})", "",
+           "| mechanism | " + " | ".join(f"B = {b}" for b in batches) + " |", "|---|" + "---|" * len(batches)]
+    for m in ORDER:
+        if not any(k[0] == m for k in by):
+            continue
+        cells = []
+        for b in batches:
+            r = by.get((m, b))
+            cells.append("—" if r is None or not np.isfinite(r["mean"]) else f"{r['mean']:.2f}±{r['std']:.2f} ({r['n_seeds']})")
+        out.append(f"| {LABELS[m]} | " + " | ".join(cells) + " |")
+    out += ["", fig5_ordering(rows), "", _fig5_rises(by, batches), "",
+            f"Each cell: final test accuracy, mean ± std over the seeds in brackets (list in fig5.csv); "
+            f"{r0['rounds']} rounds, {r0['local_steps']} local steps. The paper reads Fig. 5 on CIFAR-10 "
+            "(spec phs.md §5.5) and claims accuracy rises with B and P is above U and B at every B; "
+            "the configs are in configs/.", ""]
+    if drawn:
+        out.append("![Fig. 5](fig5_batch.png)")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _fig5_rises(by: dict[tuple[str, int], dict[str, Any]], batches: list[int]) -> str:
+    """Per mechanism: does the mean accuracy rise strictly from each B to the next one?"""
+    parts = []
+    for m in ORDER:
+        pts = [(b, by[(m, b)]["mean"]) for b in batches if (m, b) in by and np.isfinite(by[(m, b)]["mean"])]
+        if len(pts) < 2:
+            continue
+        drops = [f"{b0} → {b1}" for (b0, a0), (b1, a1) in zip(pts, pts[1:]) if not a1 > a0]
+        parts.append(f"{m} " + ("holds" if not drops else "fails (" + ", ".join(drops) + ")"))
+    return "Accuracy rises with B: " + ("; ".join(parts) if parts else "—") + "."
 
 
 # -- figures ---------------------------------------------------------------------------------
@@ -413,12 +543,56 @@ def _privacy_spent(plt: Any, cells: Cells, path: Path) -> bool:
     return drawn
 
 
+def _fig5(rows: list[dict[str, Any]], path: Path) -> bool:
+    """Fig. 5: final test accuracy vs local batch size B (log2 axis), P/U/B as mean ± std over
+    seeds (error bars; the three lines nudged apart along x so the bars do not overlap)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    batches = sorted({r["batch_size"] for r in rows})
+    fig, ax = plt.subplots(figsize=(4.8, 3.4))
+    drawn = False
+    for i, m in enumerate(ORDER):
+        pts = [r for r in sorted(rows, key=lambda r: r["batch_size"]) if r["mechanism"] == m and np.isfinite(r["mean"])]
+        if not pts:
+            continue
+        x = np.array([r["batch_size"] for r in pts], dtype=np.float64) * 2.0 ** (0.04 * (i - 1))
+        seeds = sorted({r["n_seeds"] for r in pts})
+        ax.errorbar(x, [r["mean"] for r in pts], yerr=[r["std"] for r in pts], marker="o", ms=4, capsize=3,
+                    color=COLOURS[m], label=f"{LABELS[m]} ({'/'.join(map(str, seeds))} seeds)")
+        drawn = True
+    if drawn:
+        r0 = rows[0]
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(batches, [str(b) for b in batches])
+        ax.minorticks_off()
+        ax.set_xlabel("local batch size B")
+        ax.set_ylabel("test accuracy (%)")
+        name = PAPER_TABLES.get(r0["dataset"], ("", {}, r0["dataset"]))[2]
+        ax.set_title(f"PHS Fig. 5 — {name}, s = {r0['s']}, {r0['rounds']} rounds", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return drawn
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", type=Path)
+    ap.add_argument("runs", type=Path, nargs="?", help="a Table III/IV grid folder")
+    ap.add_argument("--fig5", type=Path, metavar="RUNS", help="a grid folder over train.local.batch_size: write Fig. 5 instead")
     ap.add_argument("--dest", type=Path, required=True)
     ap.add_argument("--budget", default="reduced")
     a = ap.parse_args(argv)
+    if (a.runs is None) == (a.fig5 is None):
+        ap.error("give either RUNS (Tables III/IV) or --fig5 RUNS (Fig. 5)")
+    if a.fig5 is not None:
+        rows = write_fig5(a.fig5, a.dest, budget=a.budget)
+        print(f"{len(rows)} cells → {a.dest / 'fig5.md'}")
+        return
     rows = write_table4(a.runs, a.dest, budget=a.budget)
     print(f"{len(rows)} cells → {a.dest / 'table4.csv'}")
 
