@@ -1,6 +1,6 @@
 """fedgame benchmarks: speed ratios measured side by side in one run, results kept as JSON.
 
-    .venv/bin/python bench/run.py [--quick] [--main] [--only engine,dp,game,p1]
+    .venv/bin/python bench/run.py [--quick] [--main] [--only engine,dp,game,p1,qidpfl]
 
 1. engine overhead — one FedAvg round through ``Engine.round`` versus the same local training
    written as a bare PyTorch loop (same clients, same batches, same averaging). Target ≤ 1.10.
@@ -18,6 +18,11 @@
 5. PHS Problem 1 (``--only p1``): the structured solver versus CVXPY + Clarabel at N = 10⁴
    (sizes U(300, 900), ε ~ U(0, 1), δ = 1e-5, B = 128, D = 26 010, η = 44.72), best of 3 each.
    Target: the structured solver well under 1 s.
+6. QI-DPFL game maths (``--only qidpfl``): the Stage II equilibrium with drop-out for
+   N = 10⁵ clients (ν ~ U[1, 2], so most drop out; sorted prefix, with the dropping loop beside
+   it), the EMD screening of 10⁵ candidates × 62 classes, and the reward schedule over
+   T = 1000 rounds (N = 10 with constant ν, and N = 100 with ν varying per round). Target:
+   each under 1 s.
 
 Each figure is printed as a ratio with both absolute numbers beside it and written to
 ``bench/results/<name>.json`` with the machine's description. Run it alone: two trainings at
@@ -451,11 +456,62 @@ def bench_strategies(quick: bool) -> dict[str, object]:
     return out
 
 
+# -- 7. QI-DPFL game maths ------------------------------------------------------------------------
+def bench_qidpfl(quick: bool) -> dict[str, object]:
+    from fedgame.incentives.games.qidpfl import (
+        AccuracyCurve,
+        ServerParams,
+        client_equilibrium,
+        participation_loop,
+        reward_schedule,
+        screen,
+    )
+
+    reps = 2 if quick else 5
+    rng = np.random.default_rng(0)
+    n = 100_000
+    nu = rng.uniform(1.0, 2.0, n)
+    eq = client_equilibrium(nu, 10.0)
+    S_loop, passes = participation_loop(nu)
+    assert np.array_equal(S_loop, eq.participants)
+    t_eq = best_of(lambda: client_equilibrium(nu, 10.0), repeats=reps)
+    t_loop = best_of(lambda: participation_loop(nu), repeats=reps)
+    print(f"QI-DPFL equilibrium with drop-out, N = {n}: {t_eq:.4f} s (sorted prefix; {eq.participants.size} participate); "
+          f"dropping loop {t_loop:.4f} s ({passes} passes)  (target < 1 s)")
+    H, P = 100_000, 62
+    counts = rng.multinomial(600, rng.dirichlet(np.ones(P), size=H).mean(axis=0), size=H)
+    counts = (counts * rng.uniform(0.0, 2.0, (H, P))).astype(np.int64)
+    counts[counts.sum(axis=1) == 0, 0] = 1
+    scr = screen(counts, keep_fraction=0.5)
+    t_scr = best_of(lambda: screen(counts, keep_fraction=0.5), repeats=reps)
+    print(f"QI-DPFL screening, H = {H} candidates x P = {P} classes: {t_scr:.4f} s (kept {scr.n_selected}, "
+          f"theta_th = {scr.theta_th:.4g})  (target < 1 s)")
+    T = 1000
+    params = ServerParams(dim=7850, rounds=T, discount=0.9429)
+    curve = AccuracyCurve(I1=0.92, B=0.6, I3=50.0)
+    kw = dict(curve=curve, eps=0.86, eps_max=0.914, calibrate=True)
+    nu10, sizes10 = rng.uniform(0.9, 1.1, 10), rng.integers(300, 3000, 10).astype(float)
+    nu100, sizes100 = rng.uniform(0.9, 1.1, (100, T)), rng.integers(300, 3000, 100).astype(float)
+    t_const = best_of(lambda: reward_schedule(nu10, sizes10, params, **kw), repeats=reps)  # type: ignore[arg-type]
+    t_vary = best_of(lambda: reward_schedule(nu100, sizes100, params, **kw), repeats=reps)  # type: ignore[arg-type]
+    print(f"QI-DPFL reward schedule, T = {T} rounds: {t_const:.4f} s (N = 10, constant nu); "
+          f"{t_vary:.4f} s (N = 100, nu per round)  (target < 1 s)")
+    out = {
+        "equilibrium": {"N": n, "seconds": t_eq, "participants": int(eq.participants.size),
+                        "loop_seconds": t_loop, "loop_passes": passes},
+        "screening": {"H": H, "P": P, "seconds": t_scr, "kept": scr.n_selected},
+        "schedule": {"T": T, "seconds_constant_nu_N10": t_const, "seconds_varying_nu_N100": t_vary},
+        "met": max(t_eq, t_scr, t_const, t_vary) < 1.0,
+    }
+    save("qidpfl", out)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke check of the bench itself)")
     ap.add_argument("--main", action="store_true", help="also time the main job (about 4 minutes)")
-    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies")
+    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl")
     args = ap.parse_args()
     torch.manual_seed(0)
     np.random.seed(0)
@@ -472,6 +528,8 @@ def main() -> None:
         bench_p1(args.quick)
     if "strategies" in only:
         bench_strategies(args.quick)
+    if "qidpfl" in only:
+        bench_qidpfl(args.quick)
     if args.main:
         bench_main()
 

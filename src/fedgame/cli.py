@@ -257,7 +257,7 @@ def table2_cmd(
 
 @app.command("solve")
 def solve_cmd(
-    game: Annotated[str, typer.Argument(help="the game to solve: fedpcs | phs")],
+    game: Annotated[str, typer.Argument(help="the game to solve: fedpcs | phs | qidpfl")],
     input_: Annotated[str, typer.Option("--input", "-i", help="problem JSON file, or - for stdin")] = "-",
 ) -> None:
     """Solve a game on its own (no training) and print the solution as JSON."""
@@ -265,9 +265,9 @@ def solve_cmd(
     import sys
 
     from fedgame.experiments.phs_problem import solve_phs
-    from fedgame.incentives.problems import ProblemError, solve_fedpcs
+    from fedgame.incentives.problems import ProblemError, solve_fedpcs, solve_qidpfl
 
-    solvers = {"fedpcs": solve_fedpcs, "phs": solve_phs}
+    solvers = {"fedpcs": solve_fedpcs, "phs": solve_phs, "qidpfl": solve_qidpfl}
     if game not in solvers:
         _fail(f"solve: unknown game {game!r}; choose from {', '.join(solvers)}")
     try:

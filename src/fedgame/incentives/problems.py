@@ -1,15 +1,19 @@
 """Game problems posed as JSON and solved on their own, without training
-(``fedgame solve fedpcs --input problem.json``).
+(``fedgame solve fedpcs --input problem.json``, ``fedgame solve qidpfl ...``).
 
 A FedPCS problem (spec ``fedpcs.md`` §3.6-3.10) names the population (``N``, ``K``, ``T``),
 the clients' types (``clients``: ``{"rho0", "varphi"}`` each), the rewards ``R`` and either a
 given mean field ``phi`` (best responses to it) or ``"mean_field"`` (solve the fixed point);
 optionally Theorem 7 for homogeneous clients and a zCDP → (ε, δ) conversion. Every field is
 validated before any work; errors name the field, the value and the allowed range.
+
+A QI-DPFL problem (spec ``qidpfl.md`` §3.1, §3.5-3.8) is described at :func:`solve_qidpfl`.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any, Literal
 
 import numpy as np
@@ -23,9 +27,19 @@ from fedgame.incentives.games import (
     social_welfare,
     theorem7,
 )
+from fedgame.incentives.games.qidpfl import (
+    AccuracyCurve,
+    ServerParams,
+    deviation_gains,
+    equilibrium_slopes,
+    label_emd,
+    reward_range,
+    screen,
+    solve_qidpfl_game,
+)
 from fedgame.privacy.analysis import zcdp_to_eps
 
-__all__ = ["FedPCSProblem", "ProblemError", "solve_fedpcs"]
+__all__ = ["FedPCSProblem", "ProblemError", "QIDPFLProblem", "parse_qidpfl_problem", "solve_fedpcs", "solve_qidpfl"]
 
 
 class ProblemError(ValueError):
@@ -179,3 +193,291 @@ def solve_fedpcs(raw: Any) -> dict[str, Any]:
     if p.zcdp is not None:
         out["zcdp"] = {"eps": float(zcdp_to_eps(p.zcdp.rho, p.zcdp.delta))}
     return out
+
+
+# ============================================================================================
+# QI-DPFL (``fedgame solve qidpfl``; spec ``qidpfl.md`` §3.1, §3.5-3.8)
+# ============================================================================================
+
+
+_TYPE_TAG = re.compile(r"^(float|int|bool|str|none|list\[.*\]|literal\[.*\])$")
+
+
+class QIDPFLServer(_Strict):
+    """Stage I constants (§3.6): γ, β, λ, V, model dimension d, clip C, rounds T, discount π and
+    κ_acc (a number, or ``"calibrate"`` so that R_1* = R_min,1, §3.8; needs a curve)."""
+
+    gamma: float = 0.5
+    beta: float = 1.0
+    lam: float = 1.0
+    V: float = 1.0
+    d: int
+    C: float = 1.0
+    T: int
+    pi: float
+    acc_scale: float | Literal["calibrate"] = 1.0
+
+
+class QIDPFLCurve(_Strict):
+    """Accuracy curve I(ρ) = I1 − I2 e^{−I3 ρ − I4} and the targets ε ≤ ε_max < I1 (§3.7)."""
+
+    I1: float
+    I2: float
+    I3: float
+    I4: float = 0.0
+    eps: float
+    eps_max: float
+
+
+class QIDPFLProblem(_Strict):
+    """A QI-DPFL game instance (see :func:`solve_qidpfl`). Types are checked by pydantic, ranges
+    by :meth:`_ranges`, which reports every bad entry on its own line."""
+
+    nu: list[float]
+    phi1: float = 1.0
+    fixed_cost: float | list[float] = 0.0
+    R: float | list[float]
+    sizes: list[int]
+    label_counts: list[list[int]] | None = None
+    reference: Literal["pooled", "uniform"] | list[float] = "pooled"
+    theta_th: float | None = None
+    keep_fraction: float | None = None
+    server: QIDPFLServer | None = None
+    curve: QIDPFLCurve | None = None
+
+    @property
+    def H(self) -> int:
+        return len(self.nu)
+
+    def rewards(self) -> list[float]:
+        return list(self.R) if isinstance(self.R, list) else [float(self.R)]
+
+    @model_validator(mode="after")
+    def _ranges(self) -> QIDPFLProblem:  # noqa: C901 - one flat list of checks reads best
+        bad: list[str] = []
+        H = self.H
+
+        def finite(x: float) -> bool:
+            return math.isfinite(x)
+
+        if H < 2:
+            bad.append(f"nu: must list at least 2 clients (one privacy value each), got {H}")
+        for i, v in enumerate(self.nu):
+            if not (v > 0 and finite(v)):
+                bad.append(f"nu.{i}: must be > 0 and finite (privacy value), got {v!r}")
+        if not (self.phi1 > 0 and finite(self.phi1)):
+            bad.append(f"phi1: must be > 0 and finite, got {self.phi1!r}")
+        costs = self.fixed_cost if isinstance(self.fixed_cost, list) else [self.fixed_cost]
+        if isinstance(self.fixed_cost, list) and len(self.fixed_cost) != H:
+            bad.append(f"fixed_cost: a list must have one value per client (H = {H}, as nu), got {len(self.fixed_cost)}")
+        for i, c in enumerate(costs):
+            name = f"fixed_cost.{i}" if isinstance(self.fixed_cost, list) else "fixed_cost"
+            if not (c >= 0 and finite(c)):
+                bad.append(f"{name}: must be >= 0 and finite, got {c!r}")
+        if isinstance(self.R, list) and not self.R:
+            bad.append("R: must list at least one reward, got []")
+        for i, r in enumerate(self.rewards()):
+            name = f"R.{i}" if isinstance(self.R, list) else "R"
+            if not (r >= 0 and finite(r)):
+                bad.append(f"{name}: must be >= 0 and finite (a total reward), got {r!r}")
+        if len(self.sizes) != H:
+            bad.append(f"sizes: must have one value per client (H = {H}, as nu), got {len(self.sizes)}")
+        for i, m in enumerate(self.sizes):
+            if m <= 0:
+                bad.append(f"sizes.{i}: must be > 0 (examples held by client {i}), got {m}")
+        screening_fields = [n for n in ("theta_th", "keep_fraction") if getattr(self, n) is not None]
+        lc = self.label_counts
+        if lc is None:
+            for n in screening_fields + (["reference"] if self.reference != "pooled" else []):
+                bad.append(f"{n}: only used with label_counts (screening), got {getattr(self, n)!r}")
+        else:
+            P = len(lc[0]) if lc else 0
+            ref_P = len(self.reference) if isinstance(self.reference, list) else None
+            if len(lc) != H:
+                bad.append(f"label_counts: must have one histogram per client (H = {H}, as nu), got {len(lc)}")
+            if ref_P is not None:
+                if ref_P < 2:
+                    bad.append(f"reference: must have at least 2 classes, got {ref_P}")
+                for j, q in enumerate(self.reference):  # type: ignore[arg-type]
+                    if not (q >= 0 and finite(q)):
+                        bad.append(f"reference.{j}: must be >= 0 and finite, got {q!r}")
+                if all(q == 0 for q in self.reference):  # type: ignore[union-attr]
+                    bad.append("reference: must have a positive total, got all zeros")
+            want = ref_P if ref_P is not None else P
+            like = "the reference" if ref_P is not None else "label_counts.0"
+            if want < 2:
+                bad.append(f"label_counts.0: must have at least 2 classes, got {P}")
+            for h, row in enumerate(lc):
+                if len(row) != want:
+                    bad.append(f"label_counts.{h}: must have P = {want} class counts (as {like}), got {len(row)}")
+                for j, m in enumerate(row):
+                    if m < 0:
+                        bad.append(f"label_counts.{h}.{j}: must be a count >= 0, got {m}")
+                if row and all(m == 0 for m in row):
+                    bad.append(f"label_counts.{h}: must have a positive total (|D_h| > 0), got all zeros")
+                elif h < len(self.sizes) and all(m >= 0 for m in row) and sum(row) != self.sizes[h]:
+                    bad.append(f"sizes.{h}: must equal the total of label_counts.{h} (|D_h| = {sum(row)}), got {self.sizes[h]}")
+            if len(screening_fields) != 1:
+                bad.append("theta_th, keep_fraction: with label_counts give exactly one of them")
+            if self.theta_th is not None and not self.theta_th >= 0:
+                bad.append(f"theta_th: must be >= 0 (inf keeps everyone), got {self.theta_th!r}")
+            if self.keep_fraction is not None and not 0 < self.keep_fraction <= 1:
+                bad.append(f"keep_fraction: must be in (0, 1], got {self.keep_fraction!r}")
+        if self.curve is not None:
+            c = self.curve
+            for n in ("I1", "I2", "I3"):
+                x = getattr(c, n)
+                if not (x > 0 and finite(x)):
+                    bad.append(f"curve.{n}: must be > 0 and finite, got {x!r}")
+            if not finite(c.I4):
+                bad.append(f"curve.I4: must be finite, got {c.I4!r}")
+            if finite(c.I1):
+                for n in ("eps", "eps_max"):
+                    x = getattr(c, n)
+                    if not (finite(x) and x < c.I1):
+                        bad.append(f"curve.{n}: must be < I1 = {c.I1:g} (the curve's ceiling), got {x!r}")
+            if c.eps > c.eps_max:
+                bad.append(f"curve.eps: must be <= eps_max = {c.eps_max:g}, got {c.eps!r}")
+        if self.server is not None:
+            s = self.server
+            for n in ("gamma", "pi"):
+                x = getattr(s, n)
+                if not 0 < x < 1:
+                    bad.append(f"server.{n}: must be in (0, 1), got {x!r}")
+            for n in ("beta", "lam", "V", "C"):
+                x = getattr(s, n)
+                if not (x > 0 and finite(x)):
+                    bad.append(f"server.{n}: must be > 0 and finite, got {x!r}")
+            for n, hi in (("d", 10**12), ("T", 10**6)):
+                x = getattr(s, n)
+                if not 1 <= x <= hi:
+                    bad.append(f"server.{n}: must be an integer in [1, {hi}], got {x}")
+            if isinstance(s.acc_scale, float) and not (s.acc_scale > 0 and finite(s.acc_scale)):
+                bad.append(f'server.acc_scale: must be > 0 and finite (or "calibrate"), got {s.acc_scale!r}')
+            if s.acc_scale == "calibrate" and self.curve is None:
+                bad.append('server.acc_scale: "calibrate" needs a curve (R_min,1), got no curve')
+        if not bad and lc is not None:  # screening is cheap: refuse N < 2 before any game work
+            try:
+                screen(lc, reference=self.reference, theta_th=self.theta_th, keep_fraction=self.keep_fraction)
+            except ValueError as e:
+                if self.theta_th is not None:
+                    second = float(np.sort(label_emd(lc, self.reference))[1])
+                    bad.append(f"theta_th: {e} (allowed: theta_th >= {second:.10g}, the second smallest EMD), "
+                               f"got {self.theta_th!r}")
+                else:
+                    bad.append(f"keep_fraction: {e} (allowed: keep_fraction > {1 / H:.10g} with H = {H}), "
+                               f"got {self.keep_fraction!r}")
+        if bad:
+            raise ValueError("\n".join(bad))
+        return self
+
+
+def parse_qidpfl_problem(raw: Any) -> QIDPFLProblem:
+    """Validate a JSON value as a :class:`QIDPFLProblem`; :class:`ProblemError` lists every bad
+    field, one per line."""
+    if not isinstance(raw, dict):
+        raise ProblemError(f"problem: expected a JSON object, got {type(raw).__name__}")
+    tag = _TYPE_TAG
+    try:
+        return QIDPFLProblem.model_validate(raw)
+    except ValidationError as e:
+        lines: list[str] = []
+        for err in e.errors():
+            loc = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and tag.match(p)))
+            msg = err["msg"].removeprefix("Value error, ")
+            got = err.get("input")
+            shown = "" if isinstance(got, (dict, list)) or not loc else f", got {got!r}"
+            line = f"{loc}: {msg}{shown}" if loc else msg
+            if line not in lines:
+                lines.append(line)
+        raise ProblemError("\n".join(lines)) from None
+
+
+def solve_qidpfl(raw: Any) -> dict[str, Any]:
+    """Solve a QI-DPFL game instance without training (``fedgame solve qidpfl``).
+
+    Input: ``nu`` (privacy values, one per client), ``phi1`` (default 1), ``fixed_cost``
+    (number or one per client, default 0), ``R`` (a reward or a list of rewards at which to
+    report the Stage II equilibrium), ``sizes`` |D_h|; optionally ``label_counts`` (H × P) with
+    ``reference`` (``"pooled"``, ``"uniform"`` or P weights) and ``theta_th`` or
+    ``keep_fraction`` (screening, §3.1); ``server`` {gamma, beta, lam, V, d, C, T, pi,
+    acc_scale} (Stage I, §3.6); ``curve`` {I1, I2, I3, I4, eps, eps_max} (range, §3.7).
+
+    Output: ``emd`` per candidate (null without label counts), ``kept`` (candidate indices);
+    per reward: ``participants`` (candidate indices), ``rho``, ``shares``, ``payments``,
+    ``utilities`` (one per candidate, 0 for the screened-out and the non-participants),
+    ``rho_total`` and ``max_gain`` (largest gain of a unilateral deviation, by direct bounded
+    1-D maximisation: ~0); with a curve, ``reward_range``; with a server, per round t = 1..T
+    ``R_star``, ``R_min``, ``R_max`` (null without a curve), ``R_applied`` (QI-DPFL:
+    clip(R*, R_min, R_max)) and ``cost`` u_t, plus ``acc_scale`` and ``total_cost``."""
+    p = parse_qidpfl_problem(raw)
+    H = p.H
+    curve = None if p.curve is None else AccuracyCurve.from_paper(p.curve.I1, p.curve.I2, p.curve.I3, p.curve.I4)
+    server = None
+    if p.server is not None:
+        s = p.server
+        server = ServerParams(dim=s.d, rounds=s.T, discount=s.pi, gamma=s.gamma, beta=s.beta, lam=s.lam,
+                              grad_bound=s.V, clip=s.C,
+                              acc_scale=1.0 if s.acc_scale == "calibrate" else float(s.acc_scale))
+    try:
+        out = solve_qidpfl_game(
+            np.asarray(p.nu), np.asarray(p.sizes, dtype=float), phi1=p.phi1,
+            fixed_cost=np.asarray(p.fixed_cost, dtype=float), rewards=p.rewards(),
+            label_counts=p.label_counts, reference=p.reference, theta_th=p.theta_th,
+            keep_fraction=p.keep_fraction, server=server, curve=curve,
+            eps=None if p.curve is None else p.curve.eps, eps_max=None if p.curve is None else p.curve.eps_max,
+            calibrate=p.server is not None and p.server.acc_scale == "calibrate",
+        )
+    except ValueError as e:
+        raise ProblemError(str(e)) from None
+    kept = np.asarray(out.kept)
+
+    def full(x: np.ndarray) -> list[float]:
+        v = np.zeros(H)
+        v[kept] = x
+        return v.tolist()
+
+    result: dict[str, Any] = {
+        "H": H,
+        "emd": None if out.screening is None else np.asarray(out.screening.emd).tolist(),
+        "theta_th": None if out.screening is None else _finite(out.screening.theta_th),
+        "kept": kept.tolist(),
+        "rewards": [
+            {
+                "R": eq.reward,
+                "participants": kept[eq.participants].tolist(),
+                "rho": full(eq.rho),
+                "shares": full(eq.share),
+                "payments": full(eq.payment),
+                "utilities": full(eq.utility),
+                "rho_total": eq.rho_total,
+                "max_gain": float(deviation_gains(eq.rho, eq.reward, out.kappa).max()),
+            }
+            for eq in out.equilibria
+        ],
+    }
+    if curve is not None and p.curve is not None:
+        G, _ = equilibrium_slopes(out.kappa)
+        lo, hi = reward_range(G.sum(), curve, p.curve.eps, p.curve.eps_max)
+        result["reward_range"] = {"R_min": float(lo), "R_max": float(hi),
+                                  "rho_lo_eps": curve.rho_lo(p.curve.eps),
+                                  "rho_lo_eps_max": curve.rho_lo(p.curve.eps_max, "eps_max")}
+    sched = out.schedule
+    if sched is not None:
+        ranged = curve is not None
+        result["acc_scale"] = sched.acc_scale
+        result["total_cost"] = sched.total_cost
+        result["rounds"] = [
+            {
+                "t": int(sched.t[j]),
+                "A": float(sched.A[j]),
+                "R_star": float(sched.R_star[j]),
+                "R_min": float(sched.R_min[j]) if ranged else None,
+                "R_max": float(sched.R_max[j]) if ranged else None,
+                "R_applied": float(sched.R_applied[j]),
+                "cost": float(sched.cost[j]),
+                "n_participants": int(sched.n_part[j]),
+            }
+            for j in range(sched.t.size)
+        ]
+    return result
