@@ -33,6 +33,7 @@ CASES = [
     ("fedcbs", {"label_counts": LABEL_COUNTS}),  # 720 sequences: exact inclusion
     ("delta", {}),
     ("phs", {"p": SIZES / SIZES.sum(), "rounds": 4, "k": K, "rng": 0}),  # schedule drawn up front
+    ("fixed_sets", {"members": np.array([True, False, True, True, False, False, True, False, True, False])}),
 ]
 IDS = [n + "".join(f"-{k}={v if np.isscalar(v) else 'array'}" for k, v in kw.items()) for n, kw in CASES]
 

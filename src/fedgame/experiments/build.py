@@ -18,14 +18,28 @@ from fedgame.experiments.config import (
     DPSGDCfg,
     FedCBSSel,
     FedPCSCfg,
+    ParticipantsSel,
     PHSPrivacyCfg,
     PHSSel,
+    QIDPFLCfg,
+    ScreenedSel,
     PowerOfChoiceSel,
     PrivacyAwareSel,
     RunConfig,
     ZCDPUploadCfg,
 )
-from fedgame.incentives import INCENTIVES, FedPCSGame, FedPCSIncentive, FedPCSPlan, Incentive, solve_plan
+from fedgame.incentives import (
+    INCENTIVES,
+    FedPCSGame,
+    FedPCSIncentive,
+    FedPCSPlan,
+    Incentive,
+    QIDPFLIncentive,
+    QIDPFLPlan,
+    plan_qidpfl,
+    solve_plan,
+)
+from fedgame.incentives.games.qidpfl import AccuracyCurve, screen
 from fedgame.models import build_model, count_params
 from fedgame.privacy.analysis.phs import phs_V
 from fedgame.privacy.budgets import draw_budgets
@@ -45,7 +59,7 @@ class Built:
     engine: Engine
     data: FederatedDataset
     model: torch.nn.Module
-    plan: FedPCSPlan | None = None
+    plan: FedPCSPlan | QIDPFLPlan | None = None
     phs: PHSSetup | None = None
 
 
@@ -155,10 +169,33 @@ def build_game(cfg: RunConfig) -> FedPCSPlan | None:
     return None if game is None else solve_plan(game)
 
 
+def build_qidpfl(cfg: RunConfig, data: FederatedDataset, streams: Streams, dim: int) -> QIDPFLPlan | None:
+    """Screen the partition's candidates and solve the QI-DPFL reward game for every round
+    (ν_i ~ U(incentive.nu) from the ``nu`` stream, C = privacy.clip, d = model size); None
+    without ``incentive.kind: qidpfl``."""
+    ic = cfg.incentive
+    if not isinstance(ic, QIDPFLCfg):
+        return None
+    sizes = np.asarray(data.sizes, dtype=np.float64)
+    nu = streams.numpy("nu").uniform(ic.nu[0], ic.nu[1], sizes.size)
+    clip = cfg.privacy.clip if isinstance(cfg.privacy, ZCDPUploadCfg) else 1.0
+    curve = eps = eps_max = None
+    if ic.curve is not None:
+        c = ic.curve
+        curve = AccuracyCurve(I1=c.I1, B=c.B, I3=c.I3)
+        eps, eps_max = c.I1 - c.eps_drop * c.B, c.I1 - c.eps_max_drop * c.B
+    return plan_qidpfl(
+        sizes=sizes, label_counts=data.label_counts(), nu=nu, dim=dim, rounds=cfg.train.rounds, discount=ic.discount,
+        clip=clip, screening=ic.screening, keep_fraction=ic.keep_fraction, theta_th=ic.theta_th, reference=ic.reference,
+        phi1=ic.phi1, gamma=ic.gamma, beta=ic.beta, lam=ic.lam, grad_bound=ic.grad_bound, acc_scale=ic.acc_scale,
+        curve=curve, eps=eps, eps_max=eps_max, policy=ic.policy, rng=streams.numpy("reward_policy"),
+    )
+
+
 def build_privacy(
     cfg: RunConfig,
     data: FederatedDataset,
-    plan: FedPCSPlan | None = None,
+    plan: FedPCSPlan | QIDPFLPlan | None = None,
     *,
     phs: PHSSetup | None = None,
     selection: SelectionStrategy | None = None,
@@ -204,7 +241,7 @@ def build_privacy(
     if isinstance(pc, ZCDPUploadCfg):
         if pc.rho == "game":
             if plan is None:
-                raise ValueError("privacy.rho: 'game' needs incentive.kind 'fedpcs'")
+                raise ValueError("privacy.rho: 'game' needs incentive.kind 'fedpcs' or 'qidpfl'")
             rho: float | np.ndarray = plan.rho
         else:
             rho = float(pc.rho)
@@ -224,7 +261,7 @@ def build_privacy(
 
 def build_selection(
     cfg: RunConfig,
-    plan: FedPCSPlan | None = None,
+    plan: FedPCSPlan | QIDPFLPlan | None = None,
     data: FederatedDataset | None = None,
     *,
     phs: PHSSetup | None = None,
@@ -242,8 +279,17 @@ def build_selection(
         if data is None:
             raise ValueError("selection.kind: 'fedcbs' needs the partition's label counts (pass data)")
         return SELECTIONS.create("fedcbs", label_counts=data.label_counts())
+    if isinstance(sel, ParticipantsSel):
+        if not isinstance(plan, QIDPFLPlan):
+            raise ValueError("selection.kind: 'participants' needs incentive.kind 'qidpfl'")
+        return SELECTIONS.create("fixed_sets", members=plan.rho > 0)
+    if isinstance(sel, ScreenedSel):
+        if data is None:
+            raise ValueError("selection.kind: 'screened' needs the partition's label counts (pass data)")
+        kept = screen(data.label_counts(), reference=sel.reference, theta_th=sel.theta_th, keep_fraction=sel.keep_fraction).kept
+        return SELECTIONS.create("fixed_sets", members=np.isin(np.arange(data.n_clients), kept))
     if isinstance(sel, PrivacyAwareSel):
-        if plan is None:
+        if not isinstance(plan, FedPCSPlan):
             raise ValueError("selection.kind: 'privacy_aware' needs incentive.kind 'fedpcs'")
         return SELECTIONS.create("privacy_aware", rho=plan.rho, sampler=sel.sampler)
     if isinstance(sel, PowerOfChoiceSel):
@@ -257,7 +303,9 @@ def build_selection(
     return SELECTIONS.create(sel.kind, **sel.model_dump(exclude={"kind"}))
 
 
-def build_incentive(cfg: RunConfig, plan: FedPCSPlan | None = None) -> Incentive:
+def build_incentive(cfg: RunConfig, plan: FedPCSPlan | QIDPFLPlan | None = None) -> Incentive:
+    if isinstance(plan, QIDPFLPlan):
+        return QIDPFLIncentive(plan)
     if plan is not None:
         return FedPCSIncentive(plan)
     return INCENTIVES.create(cfg.incentive.kind)
@@ -273,7 +321,7 @@ def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None) -> Bui
         torch.set_num_threads(cfg.train.threads)
     streams = Streams(seed=cfg.seed)
     data = data if data is not None else build_data(cfg, streams)
-    plan = build_game(cfg)
+    plan: FedPCSPlan | QIDPFLPlan | None = build_game(cfg)
     train = data.train
     model = build_model(
         cfg.model.name, in_shape=tuple(train.x.shape[1:]), num_classes=train.classes, seed=streams.integer("init")
@@ -289,7 +337,9 @@ def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None) -> Bui
         ),
         per_example=cfg.train.per_example,
     )
-    phs = build_phs(cfg, data, streams, count_params(model))
+    dim = count_params(model)
+    phs = build_phs(cfg, data, streams, dim)
+    plan = plan if plan is not None else build_qidpfl(cfg, data, streams, dim)
     selection = build_selection(cfg, plan, data, phs=phs, streams=streams)
     engine = Engine(
         model=model,

@@ -194,8 +194,33 @@ class PHSSel(_Frozen):
         return self
 
 
+class ParticipantsSel(_Frozen):
+    """QI-DPFL (qidpfl.md §3.5): round t takes the participation set S_t of the reward game
+    (``incentive.kind: qidpfl``); aggregate with ``mean`` (Eq. 12)."""
+
+    kind: Literal["participants"] = "participants"
+
+
+class ScreenedSel(_Frozen):
+    """FedAvg-select (qidpfl.md §5.4-2): the candidates the label-EMD screening keeps (§3.1),
+    all of them every round; ``keep_fraction`` q keeps the ⌈qH⌉ closest, ``theta_th`` those with
+    θ ≤ θ_th."""
+
+    kind: Literal["screened"] = "screened"
+    keep_fraction: float | None = Field(0.5, gt=0, le=1)
+    theta_th: float | None = Field(None, ge=0)
+    reference: Literal["pooled", "uniform"] = "pooled"
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> ScreenedSel:
+        if (self.keep_fraction is None) == (self.theta_th is None):
+            raise ValueError("selection.keep_fraction, selection.theta_th: give exactly one (set the other to null)")
+        return self
+
+
 Selection = Annotated[
-    UniformSel | FullSel | DataSizeSel | PrivacyAwareSel | PowerOfChoiceSel | AOCSSel | FedCBSSel | DeltaSel | PHSSel,
+    UniformSel | FullSel | DataSizeSel | PrivacyAwareSel | PowerOfChoiceSel | AOCSSel | FedCBSSel | DeltaSel | PHSSel
+    | ParticipantsSel | ScreenedSel,
     Field(discriminator="kind"),
 ]
 
@@ -370,7 +395,61 @@ class FedPCSCfg(_Frozen):
         return self
 
 
-IncentiveCfg = Annotated[NoIncentiveCfg | FedPCSCfg, Field(discriminator="kind")]
+class QICurveCfg(_Frozen):
+    """The fitted accuracy curve I(ρ) = I1 − B e^{−I3 ρ} (qidpfl.md §3.7) and the targets
+    ε = I1 − eps_drop·B, ε_max = I1 − eps_max_drop·B that bound the reward (Eq. 33)."""
+
+    I1: float = Field(gt=0, le=1)
+    B: float = Field(gt=0, le=10)
+    I3: float = Field(gt=0, le=1e6)
+    eps_drop: float = Field(0.10, gt=0, lt=1)
+    eps_max_drop: float = Field(0.01, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _order(self) -> QICurveCfg:
+        if not self.eps_max_drop <= self.eps_drop:
+            raise ValueError(f"incentive.curve.eps_max_drop: must be <= eps_drop ({self.eps_drop}), got {self.eps_max_drop}")
+        return self
+
+
+class QIDPFLCfg(_Frozen):
+    """The QI-DPFL reward game solved before training (qidpfl.md §3.1-3.8, §5.3 defaults):
+    label-EMD ``screening`` (``keep_fraction`` | ``theta_th`` | ``none`` = FedAvg-DP), privacy
+    values ν_i ~ U(``nu``) per candidate, reward ``policy`` qidpfl | max | random, server
+    constants (``discount`` π of Table I), κ_acc (``acc_scale``: a number or ``calibrate``,
+    which needs ``curve``)."""
+
+    kind: Literal["qidpfl"] = "qidpfl"
+    policy: Literal["qidpfl", "max", "random"] = "qidpfl"
+    screening: Literal["keep_fraction", "theta_th", "none"] = "keep_fraction"
+    keep_fraction: float = Field(0.5, gt=0, le=1)
+    theta_th: float | None = Field(None, ge=0)
+    reference: Literal["pooled", "uniform"] = "pooled"
+    phi1: float = Field(1.0, gt=0, le=1e6)
+    nu: tuple[float, float] = (0.9, 1.1)
+    discount: float = Field(0.9429, gt=0, lt=1)
+    gamma: float = Field(0.5, gt=0, lt=1)
+    beta: float = Field(1.0, gt=0, le=1e6)
+    lam: float = Field(1.0, gt=0, le=1e6)
+    grad_bound: float = Field(1.0, gt=0, le=1e6)
+    acc_scale: float | Literal["calibrate"] = 1.0
+    curve: QICurveCfg | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> QIDPFLCfg:
+        lo, hi = self.nu
+        if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi):
+            raise ValueError(f"incentive.nu: must be [a, b] with 0 < a <= b, got {list(self.nu)}")
+        if self.screening == "theta_th" and self.theta_th is None:
+            raise ValueError("incentive.theta_th: screening 'theta_th' needs a threshold")
+        if self.acc_scale == "calibrate" and self.curve is None:
+            raise ValueError("incentive.acc_scale: 'calibrate' needs incentive.curve (R_min,1 comes from it)")
+        if not isinstance(self.acc_scale, str) and not 0 < self.acc_scale <= 1e12:
+            raise ValueError(f"incentive.acc_scale: must be in (0, 1e12] or 'calibrate', got {self.acc_scale}")
+        return self
+
+
+IncentiveCfg = Annotated[NoIncentiveCfg | FedPCSCfg | QIDPFLCfg, Field(discriminator="kind")]
 
 
 class RunConfig(_Frozen):
@@ -424,14 +503,19 @@ class RunConfig(_Frozen):
         if isinstance(sel, DeltaSel) and sel.alpha1 == 0 and sel.alpha2 == 0:
             raise ValueError("selection.alpha1, selection.alpha2: must not both be 0, got 0 and 0")
         game = isinstance(self.incentive, FedPCSCfg)
+        qi = isinstance(self.incentive, QIDPFLCfg)
+        if isinstance(sel, ParticipantsSel) and not qi:
+            raise ValueError("selection.kind: 'participants' needs incentive.kind 'qidpfl' (its participation sets)")
+        if qi and not isinstance(sel, ParticipantsSel):
+            raise ValueError(f"selection.kind: incentive 'qidpfl' decides who trains: use 'participants', got '{sel.kind}'")
         if isinstance(sel, PrivacyAwareSel) and not game:
             raise ValueError("selection.kind: 'privacy_aware' needs incentive.kind 'fedpcs' (its rho schedule)")
         if isinstance(sel, PrivacyAwareSel) and sel.sampler == "pips" and k > n:
             raise ValueError(
                 f"train.clients_per_round: must be <= data.partition.n_clients ({n}) with sampler 'pips', got {k}"
             )
-        if isinstance(self.privacy, ZCDPUploadCfg) and self.privacy.rho == "game" and not game:
-            raise ValueError("privacy.rho: 'game' needs incentive.kind 'fedpcs'")
+        if isinstance(self.privacy, ZCDPUploadCfg) and self.privacy.rho == "game" and not (game or qi):
+            raise ValueError("privacy.rho: 'game' needs incentive.kind 'fedpcs' or 'qidpfl'")
         if isinstance(self.privacy, ZCDPUploadCfg) and self.privacy.mode == "exact" and self.train.local.steps != 1:
             raise ValueError(
                 f"train.local.steps: privacy.mode 'exact' is one full-batch step per round, must be 1, "
@@ -477,6 +561,7 @@ def format_errors(err: ValidationError) -> str:
 _UNION_TAGS = {
     "iid", "dirichlet", "shards", "similarity", "quantity", "uniform", "full", "data_size",
     "none", "dpsgd", "zcdp_upload", "privacy_aware", "fedpcs", "power_of_choice", "aocs", "fedcbs", "delta", "phs",
+    "participants", "screened", "qidpfl",
     "mixture", "constant", "list",
 }
 #: fields holding a discriminated union: only the tag right after one is dropped from an error's

@@ -25,6 +25,7 @@ from fedgame.data import save_partition
 from fedgame.experiments.build import build_engine
 from fedgame.experiments.config import RunConfig
 from fedgame.experiments.store import ResultStore
+from fedgame.incentives.qidpfl import QIDPFLPlan
 
 __all__ = ["RunFolderMismatch", "run_one", "run_grid", "GridCell", "summarise_grid", "versions"]
 
@@ -83,7 +84,10 @@ def run_one(
     if built.phs is not None:
         counts = built.engine.selection.participation_bound()
         store.write_json("phs.json", {**built.phs.summary(), "T_k": None if counts is None else counts.tolist()})
-    if built.plan is not None:
+    if isinstance(built.plan, QIDPFLPlan):
+        np.savez(store.path("qidpfl.npz"), rho=built.plan.rho, payment=built.plan.payment, reward=built.plan.reward)
+        store.write_json("qidpfl.json", built.plan.summary())
+    elif built.plan is not None:
         built.plan.save(store.path("game.npz"))
         store.write_json("game.json", built.plan.summary())
     if on_start is not None:
@@ -119,7 +123,7 @@ def run_one(
         **spent,
         "partition_fingerprint": data.fingerprint,
         "resumed_from_round": result.resumed_from,
-        "game_solve_seconds": None if built.plan is None else built.plan.solve_seconds,
+        "game_solve_seconds": getattr(built.plan, "solve_seconds", None),
         "versions": versions(),
     }
     store.write_json("summary.json", summary)

@@ -8,5 +8,17 @@ strategy and a privacy plan.
 
 from fedgame.incentives.base import INCENTIVES, Incentive, NoIncentive
 from fedgame.incentives.fedpcs import FedPCSGame, FedPCSIncentive, FedPCSPlan, solve_plan
+from fedgame.incentives.qidpfl import QIDPFLIncentive, QIDPFLPlan, plan_qidpfl
 
-__all__ = ["INCENTIVES", "FedPCSGame", "FedPCSIncentive", "FedPCSPlan", "Incentive", "NoIncentive", "solve_plan"]
+__all__ = [
+    "INCENTIVES",
+    "FedPCSGame",
+    "FedPCSIncentive",
+    "FedPCSPlan",
+    "Incentive",
+    "NoIncentive",
+    "QIDPFLIncentive",
+    "QIDPFLPlan",
+    "plan_qidpfl",
+    "solve_plan",
+]

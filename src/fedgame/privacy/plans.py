@@ -345,8 +345,8 @@ class ZCDPUpload(ClientPrivacy):
         mode: Literal["paper_update", "exact"] = "paper_update",
     ) -> None:
         r = np.asarray(rho, dtype=np.float64)
-        if np.any(~np.isfinite(r)) or np.any(r <= 0):
-            raise ValueError(f"privacy.rho: must be > 0, got min {r.min()}")
+        if np.any(~np.isfinite(r)) or np.any(r < 0) or (r.ndim < 2 and np.any(r == 0)):
+            raise ValueError(f"privacy.rho: must be > 0 (0 only in a schedule, for a client sitting a round out), got min {r.min()}")
         if not clip > 0:
             raise ValueError(f"privacy.clip: must be > 0, got {clip}")
         if mode not in ("paper_update", "exact"):
@@ -378,6 +378,8 @@ class ZCDPUpload(ClientPrivacy):
         return math.sqrt(2.0) * self.clip / (n_examples * math.sqrt(self.rho_of(client, t)))
 
     def upload(self, client: int, t: int, n_examples: int) -> GaussianMechanism:
+        if self.rho_of(client, t) <= 0:
+            raise ValueError(f"privacy.rho: client {client} has rho = 0 in round {t} (it sits the round out) but was selected")
         s = float(self.scale[client])
         return GaussianMechanism.for_zcdp(
             self.rho_of(client, t), clip=s * self.clip, sensitivity=2.0 * s * self.clip / n_examples

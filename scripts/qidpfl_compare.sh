@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# QI-DPFL and its five comparison methods (issue 8; spec qidpfl.md §5.4) on Fashion-MNIST with the
+# paper's MNIST settings, IID and Dirichlet(1.0), SEEDS seeds (default 3):
+#   1. the accuracy-vs-rho sweep per partition (§3.7, Fig. 2): 11 fixed budgets, one seed each;
+#   2. the curve fit I(rho) = I1 - B exp(-I3 rho) per partition -> results/qidpfl_fmnist/curve.json;
+#   3. QI-DPFL, Max, Random, FedAvg-DP with that curve (reward range, kappa_acc calibrated), and
+#      FedAvg, FedAvg-select;
+#   4. the comparison table, claims C1-C4 and the four panels per partition -> results/qidpfl_fmnist/.
+# Resumable: every step skips finished cells.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh >/dev/null
+seeds="${SEEDS:-3}"
+dest="results/qidpfl_fmnist"
+rhos=$(.venv/bin/python -c "print(','.join(f'{10 ** (k / 2):.4e}' for k in range(-12, -1)))")
+partition() {
+  case "$1" in
+    iid) echo 'data.partition={kind: iid, n_clients: 20}' ;;
+    dirichlet) echo 'data.partition={kind: dirichlet, n_clients: 20, alpha: 1.0}' ;;
+  esac
+}
+for part in iid dirichlet; do
+  .venv/bin/fedgame compare recipes/qidpfl/sweep.yaml --seeds 1 --out "runs/qidpfl_sweep/$part" \
+    --set "$(partition "$part")" --grid "privacy.rho=$rhos" --no-report
+done
+.venv/bin/fedgame qidpfl-report runs/qidpfl_sweep --curve --dest "$dest"
+for part in iid dirichlet; do
+  curve=$(.venv/bin/python -c "import json; c = json.load(open('$dest/curve.json'))['$part']; print('{I1: %r, B: %r, I3: %r}' % (c['I1'], c['B'], c['I3']))")
+  .venv/bin/fedgame compare recipes/qidpfl/fmnist.yaml recipes/qidpfl/max.yaml recipes/qidpfl/random.yaml \
+    recipes/qidpfl/fedavg_dp.yaml --seeds "$seeds" --out "runs/qidpfl/$part" --set "$(partition "$part")" \
+    --set "incentive.curve=$curve" --set incentive.acc_scale=calibrate --no-report
+  .venv/bin/fedgame compare recipes/qidpfl/fedavg.yaml recipes/qidpfl/fedavg_select.yaml --seeds "$seeds" \
+    --out "runs/qidpfl/$part" --set "$(partition "$part")" --no-report
+done
+.venv/bin/fedgame qidpfl-report runs/qidpfl --dest "$dest"

@@ -1,0 +1,178 @@
+"""QI-DPFL's training plug-ins (W. Yuan, X. Wang, "QI-DPFL: quality-aware and incentive-boosted
+federated learning with differential privacy"; spec ``qidpfl.md`` §3.10).
+
+Before training the server screens the candidates by label EMD and plays the reward game for
+every round (:func:`fedgame.incentives.games.qidpfl.solve_qidpfl_game`, public quantities only).
+The result, a :class:`QIDPFLPlan` over *all* H candidates of the partition (non-kept candidates
+and clients sitting a round out have ρ_i^t = 0), drives three plug-ins:
+
+* selection ``participants`` — round t's participation set S_t (every client with ρ_i^t > 0);
+* privacy ``zcdp_upload`` with ``rho: game`` — ρ_i^t-zCDP noise on each upload (Eq. 10);
+* incentive ``qidpfl`` — pays r_i^t = R_t ρ_i^t / Σ_{S_t} ρ^t and logs R_t, its range, u_t.
+
+The Max and Random policies (§3.8) and FedAvg-DP (no screening, A16) are the same plan with
+another ``policy`` / ``screening``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from fedgame.core.types import Selection
+from fedgame.incentives.base import INCENTIVES, Incentive
+from fedgame.incentives.games.qidpfl import (
+    AccuracyCurve,
+    ServerParams,
+    max_reward,
+    qidpfl_reward,
+    random_reward,
+    screen,
+    solve_qidpfl_game,
+)
+
+__all__ = ["QIDPFLPlan", "QIDPFLIncentive", "plan_qidpfl", "POLICIES"]
+
+POLICIES = {"qidpfl": qidpfl_reward, "max": max_reward, "random": random_reward}
+Policy = Literal["qidpfl", "max", "random"]
+
+
+@dataclass(frozen=True)
+class QIDPFLPlan:
+    """The offline game over the H candidates and T rounds: ``rho`` (H, T) with zeros for
+    non-kept candidates and non-participants, ``payment`` (H, T), per round ``reward`` R_t,
+    ``R_star``, ``R_min``, ``R_max``, ``cost`` u_t, ``n_part``; ``kept`` candidate indices,
+    ``emd`` per candidate (NaN without screening), ``nu`` per candidate, ``acc_scale`` κ_acc."""
+
+    rho: np.ndarray
+    payment: np.ndarray
+    reward: np.ndarray
+    R_star: np.ndarray
+    R_min: np.ndarray
+    R_max: np.ndarray
+    cost: np.ndarray
+    n_part: np.ndarray
+    kept: np.ndarray
+    emd: np.ndarray
+    nu: np.ndarray
+    acc_scale: float
+    policy: str
+
+    def participants(self, t: int) -> np.ndarray:
+        """S_t: the candidates with ρ_i^t > 0, ascending."""
+        return np.flatnonzero(self.rho[:, min(t, self.rho.shape[1] - 1)] > 0)
+
+    def summary(self) -> dict[str, Any]:
+        def fin(a: np.ndarray) -> list[float | None]:
+            return [float(v) if np.isfinite(v) else None for v in np.asarray(a, dtype=np.float64)]
+
+        return {
+            "policy": self.policy,
+            "kept": self.kept.tolist(),
+            "emd": fin(self.emd),
+            "nu": self.nu.tolist(),
+            "acc_scale": self.acc_scale,
+            "reward": fin(self.reward),
+            "R_star": fin(self.R_star),
+            "R_min": fin(self.R_min),
+            "R_max": fin(self.R_max),
+            "cost": fin(self.cost),
+            "total_cost": float(np.sum(self.cost)),
+            "total_reward": float(np.sum(self.reward)),
+            "n_part": self.n_part.tolist(),
+        }
+
+
+
+def plan_qidpfl(
+    *,
+    sizes: np.ndarray,
+    label_counts: np.ndarray,
+    nu: np.ndarray,
+    dim: int,
+    rounds: int,
+    discount: float,
+    clip: float,
+    screening: Literal["keep_fraction", "theta_th", "none"] = "keep_fraction",
+    keep_fraction: float = 0.5,
+    theta_th: float | None = None,
+    reference: Literal["pooled", "uniform"] = "pooled",
+    phi1: float = 1.0,
+    gamma: float = 0.5,
+    beta: float = 1.0,
+    lam: float = 1.0,
+    grad_bound: float = 1.0,
+    acc_scale: float | Literal["calibrate"] = 1.0,
+    curve: AccuracyCurve | None = None,
+    eps: float | None = None,
+    eps_max: float | None = None,
+    policy: Policy = "qidpfl",
+    rng: np.random.Generator | None = None,
+) -> QIDPFLPlan:
+    """Screen (§3.1), play the game for T rounds (§3.5-3.8) and lay the result out over all H
+    candidates. ``screening: none`` keeps every candidate (FedAvg-DP, A16)."""
+    h = int(np.asarray(sizes).size)
+    if screening == "none":
+        kept = np.arange(h)
+        emd = np.full(h, np.nan)
+    else:
+        scr = screen(
+            label_counts,
+            reference=reference,
+            theta_th=theta_th if screening == "theta_th" else None,
+            keep_fraction=keep_fraction if screening == "keep_fraction" else None,
+        )
+        kept, emd = np.asarray(scr.kept), np.asarray(scr.emd)
+    server = ServerParams(
+        dim=int(dim), rounds=int(rounds), discount=float(discount), gamma=gamma, beta=beta, lam=lam,
+        grad_bound=grad_bound, clip=clip, acc_scale=1.0 if acc_scale == "calibrate" else float(acc_scale),
+    )
+    out = solve_qidpfl_game(
+        np.asarray(nu, dtype=np.float64)[kept], np.asarray(sizes, dtype=np.float64)[kept], phi1=phi1,
+        server=server, curve=curve, eps=eps, eps_max=eps_max, calibrate=acc_scale == "calibrate",
+        policy=POLICIES[policy], rng=rng,
+    )
+    sched = out.schedule
+    assert sched is not None
+    rho = np.zeros((h, rounds))
+    pay = np.zeros((h, rounds))
+    rho[kept] = out.rho
+    pay[kept] = out.payment
+    return QIDPFLPlan(
+        rho=rho, payment=pay, reward=np.asarray(sched.R_applied), R_star=np.asarray(sched.R_star),
+        R_min=np.asarray(sched.R_min), R_max=np.asarray(sched.R_max), cost=np.asarray(sched.cost),
+        n_part=np.asarray(sched.n_part), kept=kept, emd=emd, nu=np.asarray(nu, dtype=np.float64),
+        acc_scale=sched.acc_scale, policy=policy,
+    )
+
+
+@INCENTIVES.register("qidpfl")
+class QIDPFLIncentive(Incentive):
+    """Pays each participant r_i^t = R_t ρ_i^t / Σ_{S_t} ρ^t (Σ r = R_t) and logs the round's
+    reward, its range, Theorem 2's R_t* and the server cost u_t (spec §3.10)."""
+
+    name = "qidpfl"
+
+    def __init__(self, plan: QIDPFLPlan) -> None:
+        self.plan = plan
+
+    def _t(self, t: int) -> int:
+        return min(t, self.plan.reward.size - 1)
+
+    def settle(self, t: int, selection: Selection) -> np.ndarray:
+        return self.plan.payment[selection.clients, self._t(t)]
+
+    def metrics(self, t: int, selection: Selection) -> dict[str, float]:
+        p, s = self.plan, self._t(t)
+        rho = p.rho[selection.clients, s]
+        return {
+            "reward": float(p.reward[s]),
+            "R_star": float(p.R_star[s]),
+            "R_min": float(p.R_min[s]),
+            "R_max": float(p.R_max[s]) if np.isfinite(p.R_max[s]) else float("nan"),
+            "cost_u_t": float(p.cost[s]),
+            "rho_global": float(rho.sum()),
+            "n_part": float(p.n_part[s]),
+        }
