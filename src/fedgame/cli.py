@@ -238,6 +238,29 @@ def table4_cmd(
         _fail(str(e))
 
 
+@app.command("qidpfl-report")
+def qidpfl_report_cmd(
+    runs: Annotated[Path, typer.Argument(help="the QI-DPFL comparison runs (or, with --curve, the sweep runs)")],
+    dest: Annotated[Path, typer.Option(help="where the tables, claims, figures and configs go")],
+    curve: Annotated[bool, typer.Option("--curve", help="RUNS is the accuracy-vs-rho sweep: fit the curve (curve.json, Fig. 2)")] = False,
+    budget: Annotated[str, typer.Option(help="label for the training budget")] = "paper",
+) -> None:
+    """QI-DPFL vs its five baselines per partition: accuracy, reward, cost, claims C1-C4, Figs. 3-6 panels."""
+    from fedgame.experiments.qidpfl_report import write_comparison, write_curve
+
+    if not runs.is_dir():
+        _fail(f"runs: not a folder: {runs}")
+    try:
+        if curve:
+            fits = write_curve(runs, dest)
+            console.print(f"curve: {', '.join(fits)} → {dest / 'curve.json'}")
+        else:
+            rows = write_comparison(runs, dest, budget=budget)
+            console.print(f"qidpfl: {len(rows)} cells → {dest / 'comparison.md'}")
+    except ValueError as e:
+        _fail(str(e))
+
+
 @app.command("table2")
 def table2_cmd(
     runs: Annotated[Path, typer.Argument(help="a grid folder written by `fedgame compare`")],

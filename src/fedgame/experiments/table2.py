@@ -93,12 +93,15 @@ def write_table2(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
     return rows
 
 
-def copy_configs(cells: Iterable[Iterable[dict[str, Any]]], dest: Path) -> None:
+def copy_configs(cells: Iterable[Iterable[dict[str, Any]]], dest: Path, *, root: Path | None = None) -> None:
     """Copy the ``config.yaml`` of every run (a dict with its folder under ``"dir"``) that
-    produced a table cell into ``dest/configs/<cell folder>__<seed folder>.yaml``."""
+    produced a table cell into ``dest/configs/<cell folder>__<seed folder>.yaml``; with ``root``,
+    into ``dest/configs/<run folder relative to root, parts joined by __>.yaml`` instead, so runs
+    of several grids under one root (``grid_a/x/seed_0``, ``grid_b/x/seed_0``) keep apart."""
     for runs in cells:
         for r in runs:
-            name = f"{r['dir'].parent.name}__{r['dir'].name}"
+            parts = Path(r["dir"]).relative_to(root).parts if root is not None else ()
+            name = "__".join(parts) if parts else f"{r['dir'].parent.name}__{r['dir'].name}"
             (dest / "configs").mkdir(parents=True, exist_ok=True)
             shutil.copyfile(r["dir"] / "config.yaml", dest / "configs" / f"{name}.yaml")
 

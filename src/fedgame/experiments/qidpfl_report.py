@@ -1,0 +1,583 @@
+"""QI-DPFL results (spec qidpfl.md §3.7, §5.4, §5.5): the accuracy curve of Fig. 2, and the
+six-method comparison of Figs. 3-6 with the claims C1-C4.
+
+``python -m fedgame.experiments.qidpfl_report RUNS --dest results/... --budget reduced`` reads every
+finished run under RUNS (``summary.json`` + ``config.yaml`` + ``metrics.csv``) of the six recipes
+of ``recipes/qidpfl/`` (names ``fedavg``, ``fedavg_select``, ``fedavg_dp``, ``qidpfl``,
+``qidpfl_max``, ``qidpfl_random``, before any ``[grid]`` suffix), groups them by (partition kind of
+``data.partition.kind``, method) and writes into ``--dest`` (:func:`write_comparison`):
+
+- ``comparison.csv``: one row per cell — final test accuracy (%) mean ± std over seeds, the mean
+  accuracy over the first third of the rounds, the total reward Σ_t R_t and the total server cost
+  U_T = Σ_t u_t (game methods), the ε of the ledger (``epsilon_max`` of the summaries), each a mean
+  over seeds;
+- ``comparison.md``: a table per partition and the claims C1-C4 of §5.5, each decided from those
+  numbers (holds / fails / undecided when a method is missing);
+- ``fig_<partition>.png``: the four panels of the paper's Figs. 3-6 (mean over seeds ± std), and
+  ``configs/`` (the configs of every run used).
+
+``python -m fedgame.experiments.qidpfl_report --curve RUNS --dest ...`` instead reads the runs of
+the accuracy sweep (recipe ``qidpfl_sweep`` over a grid of ``privacy.rho``), computes
+ρ_glob = n·ρ_i (n = clients per round, from ``metrics.csv`` ``n_selected``; ``privacy.rho`` is the
+per-client ρ_i) and fits I(ρ) = I_1 − B e^{−I_3 ρ} per partition kind (:func:`write_curve`):
+``curve.json`` and ``fig2_curve.png``.
+
+Both grids are folders written by ``fedgame compare`` (``<out>/<recipe folder>/seed_<k>``); a root
+may hold several (e.g. ``runs/`` over ``runs/qidpfl_iid`` and ``runs/qidpfl_dirichlet``, which
+C3 needs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from fedgame.experiments.store import atomic_write_text, read_metrics
+from fedgame.experiments.table2 import copy_configs, write_rows_csv
+from fedgame.incentives.games.qidpfl import fit_accuracy_curve
+
+__all__ = [
+    "ClaimCheck",
+    "METHODS",
+    "SWEEP",
+    "collect",
+    "collect_sweep",
+    "evaluate_claims",
+    "main",
+    "write_comparison",
+    "write_curve",
+]
+
+log = logging.getLogger(__name__)
+
+#: recipe name (before any "[grid]" suffix) → method, in the order of the tables
+METHODS: dict[str, str] = {
+    "fedavg": "FedAvg",
+    "fedavg_select": "FedAvg-select",
+    "fedavg_dp": "FedAvg-DP",
+    "qidpfl": "QI-DPFL",
+    "qidpfl_max": "Max",
+    "qidpfl_random": "Random",
+}
+ORDER: tuple[str, ...] = tuple(METHODS.values())
+PANEL_A: tuple[str, ...] = ("FedAvg", "FedAvg-select", "FedAvg-DP", "QI-DPFL")
+POLICIES: tuple[str, ...] = ("QI-DPFL", "Max", "Random")
+COLOURS = {
+    "FedAvg": "tab:gray", "FedAvg-select": "tab:green", "FedAvg-DP": "tab:red",
+    "QI-DPFL": "tab:blue", "Max": "tab:orange", "Random": "tab:purple",
+}
+PARTITION_LABELS = {"iid": "IID", "dirichlet": "Non-IID"}
+#: the recipe name of the accuracy-curve sweep (spec §3.7)
+SWEEP = "qidpfl_sweep"
+#: gaps (a − b, final accuracy) that C3 expects larger under Non-IID than IID
+C3_GAPS: tuple[tuple[str, str], ...] = (("QI-DPFL", "FedAvg-DP"), ("FedAvg-select", "FedAvg"), ("QI-DPFL", "FedAvg"))
+_TOL = 1e-9
+
+Cells = dict[tuple[str, str], list[dict[str, Any]]]
+
+
+# -- collecting runs -------------------------------------------------------------------------
+def _runs(root: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(recipe name without its grid suffix, run) for every finished run under ``root`` in path
+    order; a run is a dict with ``seed``, ``summary``, ``cfg``, ``metrics`` (rows of
+    ``metrics.csv``, empty without one) and ``dir``."""
+    for path in sorted(root.rglob("summary.json")):
+        d = path.parent
+        if not (d / "config.yaml").exists():
+            continue
+        summary = json.loads(path.read_text())
+        cfg = yaml.safe_load((d / "config.yaml").read_text())
+        name = str(summary.get("name", cfg.get("name", ""))).split("[")[0]
+        metrics = read_metrics(d / "metrics.csv") if (d / "metrics.csv").exists() else []
+        yield name, {"seed": summary.get("seed", cfg.get("seed")), "summary": summary, "cfg": cfg, "metrics": metrics, "dir": d}
+
+
+def _kind(run: dict[str, Any]) -> str:
+    return str(run["cfg"]["data"]["partition"]["kind"])
+
+
+def _dataset(run: dict[str, Any]) -> str:
+    return str(run["cfg"]["data"].get("dataset", "?"))
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def _one_dataset(runs: list[dict[str, Any]], root: Path, what: str) -> None:
+    found = sorted({_dataset(r) for r in runs})
+    if len(found) > 1:
+        raise ValueError(f"{what}: the runs under {root} mix datasets {', '.join(found)}; give a folder holding one dataset")
+
+
+def collect(root: Path) -> Cells:
+    """Finished runs of the six methods under ``root`` grouped by (partition kind, method), each
+    cell's runs sorted by seed. Raises ``ValueError`` if the runs mix datasets or a cell's runs
+    differ in anything but their seed and name (averaging them would hide it)."""
+    cells: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for name, run in _runs(root):
+        method = METHODS.get(name)
+        if method is not None:
+            cells[(_kind(run), method)].append(run)
+    _one_dataset([r for runs in cells.values() for r in runs], root, "comparison")
+    for (kind, method), runs in cells.items():
+        runs.sort(key=lambda r: r["seed"])
+        ref = _flat({k: v for k, v in runs[0]["cfg"].items() if k not in ("seed", "name")})
+        for r in runs[1:]:
+            other = _flat({k: v for k, v in r["cfg"].items() if k not in ("seed", "name")})
+            diff = sorted(k for k in ref.keys() | other.keys() if ref.get(k) != other.get(k))
+            if diff:
+                raise ValueError(
+                    f"comparison: the {method} runs on partition {kind} under {root} differ in "
+                    f"{', '.join(diff[:5])} ({runs[0]['dir']} vs {r['dir']}); give a folder holding one grid"
+                )
+    return dict(cells)
+
+
+def collect_sweep(root: Path) -> dict[str, list[dict[str, Any]]]:
+    """The finished ``qidpfl_sweep`` runs under ``root`` by partition kind, sorted by ρ_glob; each
+    run also has ``rho_i`` (config ``privacy.rho``), ``n`` (mean of ``n_selected`` over the
+    rounds), ``rho_glob`` = n·ρ_i and ``acc`` (final test accuracy in [0, 1])."""
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for name, run in _runs(root):
+        if name != SWEEP:
+            continue
+        rho_i = _float(run["cfg"].get("privacy", {}).get("rho"))
+        has_n = bool(run["metrics"]) and "n_selected" in run["metrics"][0]
+        n = _float(np.mean([row["n_selected"] for row in run["metrics"]])) if has_n else math.nan
+        acc = _float(run["summary"].get("final_accuracy"))
+        if not (np.isfinite(rho_i) and np.isfinite(n) and np.isfinite(acc)):
+            log.warning("curve: skipped %s (privacy.rho, n_selected or final_accuracy missing)", run["dir"])
+            continue
+        out[_kind(run)].append({**run, "rho_i": rho_i, "n": n, "rho_glob": n * rho_i, "acc": acc})
+    _one_dataset([r for runs in out.values() for r in runs], root, "curve")
+    for runs in out.values():
+        runs.sort(key=lambda r: (r["rho_glob"], r["seed"]))
+    return dict(out)
+
+
+# -- numbers ---------------------------------------------------------------------------------
+def _float(v: Any) -> float:
+    """A number from JSON (None for a non-finite value) or a CSV cell; NaN if there is none."""
+    try:
+        return math.nan if v is None else float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _mean_std(xs: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (ddof = 1; 0 for one value) of the finite values."""
+    a = np.array([x for x in xs if np.isfinite(x)], dtype=np.float64)
+    if a.size == 0:
+        return math.nan, math.nan
+    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
+
+
+def _column(run: dict[str, Any], key: str) -> np.ndarray:
+    """``key`` per round of one run, in round order (NaN where missing)."""
+    rows = sorted(run["metrics"], key=lambda r: r["round"])
+    return np.array([_float(r.get(key)) for r in rows], dtype=np.float64)
+
+
+def _total(run: dict[str, Any], key: str) -> float:
+    """Σ over rounds of ``key`` (NaN if the run has no such column)."""
+    if not run["metrics"] or key not in run["metrics"][0]:
+        return math.nan
+    col = _column(run, key)
+    return float(np.sum(col[np.isfinite(col)]))
+
+
+def _early_acc(run: dict[str, Any]) -> float:
+    """Mean test accuracy (%) over the first third of the rounds, t < ⌈T/3⌉ (finite values)."""
+    rounds = int(run["cfg"].get("train", {}).get("rounds", len(run["metrics"])))
+    head = [_float(r.get("test_acc")) for r in run["metrics"] if r["round"] < math.ceil(rounds / 3)]
+    head = [x for x in head if np.isfinite(x)]
+    return 100.0 * float(np.mean(head)) if head else math.nan
+
+
+def _sig(x: float, digits: int = 6) -> float:
+    return float(f"{x:.{digits}g}") if np.isfinite(x) else math.nan
+
+
+def _partitions(keys: Any) -> list[str]:
+    """Partition kinds, IID first."""
+    return sorted(set(keys), key=lambda k: (k != "iid", k))
+
+
+def _label(kind: str) -> str:
+    return PARTITION_LABELS.get(kind, kind)
+
+
+# -- the accuracy curve (Fig. 2) ---------------------------------------------------------------
+def write_curve(root: Path, dest: Path) -> dict[str, Any]:
+    """Fit I(ρ_glob) = I_1 − B e^{−I_3 ρ_glob} (spec §3.7) per partition kind to the sweep runs under
+    ``root``; write ``curve.json`` — ``{partition: {I1, B, I3, stderr: {I1, B, I3}, rmse,
+    points: [[rho_glob, acc], ...], n_participants, dataset}}`` (accuracies in [0, 1]; the fit
+    fields null when the fit fails, with ``error``) — and ``fig2_curve.png`` into ``dest``;
+    return the dict."""
+    sweep = collect_sweep(root)
+    out: dict[str, Any] = {}
+    for kind in _partitions(sweep):
+        runs = sweep[kind]
+        rho = np.array([r["rho_glob"] for r in runs])
+        acc = np.array([r["acc"] for r in runs])
+        entry: dict[str, Any] = {"I1": None, "B": None, "I3": None, "stderr": None, "rmse": None}
+        try:
+            fit = fit_accuracy_curve(rho, acc)
+        except (ValueError, RuntimeError) as e:
+            log.warning("curve: no fit for partition %s: %s", kind, e)
+            entry["error"] = str(e)
+        else:
+            c = fit.curve
+            se = [v if np.isfinite(v) else None for v in map(float, fit.stderr)]
+            entry.update(I1=c.I1, B=c.B, I3=c.I3, stderr=dict(zip(("I1", "B", "I3"), se)), rmse=fit.rmse)
+        entry["points"] = [[float(x), float(y)] for x, y in zip(rho, acc)]
+        entry["n_participants"] = sorted({_num(r["n"]) for r in runs})
+        entry["dataset"] = _dataset(runs[0])
+        out[kind] = entry
+    dest.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(dest / "curve.json", json.dumps(out, indent=2) + "\n")
+    _fig2(out, dest / "fig2_curve.png")
+    copy_configs(sweep.values(), dest, root=root)
+    return out
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def _fig2(curves: dict[str, Any], path: Path) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.0, 3.6))
+    for i, (kind, c) in enumerate(curves.items()):
+        colour = f"C{i}"
+        pts = np.array(c["points"], dtype=np.float64).reshape(-1, 2)
+        ax.scatter(pts[:, 0], 100 * pts[:, 1], s=14, color=colour, label=f"{_label(kind)} runs")
+        if c["I1"] is not None and pts.size:
+            x = np.logspace(np.log10(pts[:, 0].min()), np.log10(pts[:, 0].max()), 200)
+            y = c["I1"] - c["B"] * np.exp(-c["I3"] * x)
+            ax.plot(x, 100 * y, color=colour,
+                    label=f"{_label(kind)} fit: {c['I1']:.3f} − {c['B']:.3f}·exp(−{c['I3']:.3g} ρ)")
+    ax.set_xscale("log")
+    ax.set_xlabel(r"global per-round budget $\rho_{glob} = n\,\rho_i$")
+    ax.set_ylabel("final test accuracy (%)")
+    dataset = next((c["dataset"] for c in curves.values()), "")
+    ax.set_title(f"QI-DPFL Fig. 2 — accuracy vs ρ ({dataset})", fontsize=9)
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# -- the comparison (Figs. 3-6, claims C1-C4) ------------------------------------------------------
+def write_comparison(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
+    """Write ``comparison.csv``, ``comparison.md`` (tables and claims C1-C4), one
+    ``fig_<partition>.png`` per partition kind and ``configs/`` for the six methods' runs under
+    ``root``; return the CSV rows (accuracies in %, rounded to 2 decimals; reward, cost and ε to 6
+    significant digits; the claims are decided from these rounded numbers)."""
+    cells = collect(root)
+    rows: list[dict[str, Any]] = []
+    for kind in _partitions(k for k, _ in cells):
+        for method in ORDER:
+            runs = cells.get((kind, method))
+            if not runs:
+                continue
+            acc = _mean_std([100.0 * _float(r["summary"].get("final_accuracy")) for r in runs])
+            rows.append({
+                "partition": kind,
+                "method": method,
+                "n_seeds": len(runs),
+                "seeds": " ".join(str(r["seed"]) for r in runs),
+                "final_acc_mean": round(acc[0], 2),
+                "final_acc_std": round(acc[1], 2),
+                "total_reward_mean": _sig(_mean_std([_total(r, "reward") for r in runs])[0]),
+                "total_cost_mean": _sig(_mean_std([_total(r, "cost_u_t") for r in runs])[0]),
+                "epsilon_max_mean": _sig(_mean_std([_float(r["summary"].get("epsilon_max")) for r in runs])[0]),
+                "early_acc_mean": round(_mean_std([_early_acc(r) for r in runs])[0], 2),
+                "rounds": runs[0]["cfg"].get("train", {}).get("rounds"),
+                "dataset": _dataset(runs[0]),
+                "budget": budget,
+            })
+    dest.mkdir(parents=True, exist_ok=True)
+    write_rows_csv(dest / "comparison.csv", rows, empty_header=["partition", "method", "n_seeds", "seeds"])
+    checks = evaluate_claims(rows, cells)
+    kinds = _partitions(k for k, _ in cells)
+    figures = [(kind, f"fig_{kind}.png") for kind in kinds if _fig_partition(cells, kind, dest / f"fig_{kind}.png")]
+    atomic_write_text(dest / "comparison.md", _markdown(rows, checks, figures, budget, cells))
+    copy_configs(cells.values(), dest, root=root)
+    return rows
+
+
+@dataclass(frozen=True)
+class ClaimCheck:
+    """One statement of a claim of spec §5.5 decided from the numbers: ``holds`` is None when a
+    method it needs is missing. ``partition`` is a kind, or ``"<kind> vs iid"`` for C3's gaps."""
+
+    claim: str
+    partition: str
+    statement: str
+    holds: bool | None
+    numbers: str
+
+    @property
+    def verdict(self) -> str:
+        return "undecided" if self.holds is None else ("holds" if self.holds else "fails")
+
+    def line(self) -> str:
+        return f"{self.statement}: {self.verdict} ({self.numbers})"
+
+
+def _verdict(checks: list[ClaimCheck]) -> str:
+    if any(c.holds is False for c in checks):
+        return "fails"
+    return "undecided" if any(c.holds is None for c in checks) else "holds"
+
+
+def evaluate_claims(rows: list[dict[str, Any]], cells: Cells) -> list[ClaimCheck]:
+    """C1-C4 of spec §5.5 from the CSV ``rows`` (C1-C3) and the QI-DPFL runs' ``metrics.csv``
+    (C4), in the order C1, C2, C3, C4 per partition, then C3's gaps across partitions."""
+    by = {(r["partition"], r["method"]): r for r in rows}
+    kinds = _partitions(r["partition"] for r in rows)
+    out: list[ClaimCheck] = []
+
+    def get(kind: str, method: str, key: str) -> float:
+        r = by.get((kind, method))
+        return _float(r[key]) if r is not None else math.nan
+
+    def check(claim: str, kind: str, statement: str, needs: dict[str, float], test: Callable[[], bool], numbers: Callable[[], str]) -> None:
+        missing = [m for m, v in needs.items() if not np.isfinite(v)]
+        if missing:
+            out.append(ClaimCheck(claim, kind, statement, None, "no number for " + ", ".join(missing)))
+        else:
+            out.append(ClaimCheck(claim, kind, statement, bool(test()), numbers()))
+
+    for kind in kinds:
+        fin = {m: get(kind, m, "final_acc_mean") for m in ORDER}
+        early = {m: get(kind, m, "early_acc_mean") for m in ORDER}
+        reward = {m: get(kind, m, "total_reward_mean") for m in POLICIES}
+        cost = {m: get(kind, m, "total_cost_mean") for m in POLICIES}
+        # C1 (panel a)
+        others = {m: fin[m] for m in PANEL_A if m != "FedAvg-DP" and np.isfinite(fin[m])}
+        check("C1", kind, "FedAvg-DP has the lowest final accuracy of FedAvg, FedAvg-select, FedAvg-DP, QI-DPFL",
+              {"FedAvg-DP": fin["FedAvg-DP"], "another method": min(others.values(), default=math.nan)},
+              lambda: fin["FedAvg-DP"] < min(others.values()),
+              lambda: f"FedAvg-DP {fin['FedAvg-DP']:.2f} %; " + ", ".join(f"{m} {v:.2f}" for m, v in others.items()))
+        for m in ("FedAvg-select", "QI-DPFL"):
+            check("C1", kind, f"{m} above FedAvg at the end", {m: fin[m], "FedAvg": fin["FedAvg"]},
+                  lambda m=m: fin[m] > fin["FedAvg"], lambda m=m: f"final {fin[m]:.2f} vs {fin['FedAvg']:.2f} %")
+            check("C1", kind, f"{m} above FedAvg over the first third of rounds (faster convergence)",
+                  {m: early[m], "FedAvg": early["FedAvg"]},
+                  lambda m=m: early[m] > early["FedAvg"], lambda m=m: f"mean {early[m]:.2f} vs {early['FedAvg']:.2f} %")
+        check("C1", kind, "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point)",
+              {"QI-DPFL": fin["QI-DPFL"], "FedAvg-select": fin["FedAvg-select"]},
+              lambda: abs(fin["QI-DPFL"] - fin["FedAvg-select"]) <= 1.0 + _TOL,
+              lambda: f"{fin['QI-DPFL']:.2f} vs {fin['FedAvg-select']:.2f} %, |difference| {abs(fin['QI-DPFL'] - fin['FedAvg-select']):.2f}")
+        # C2 (panels b-d)
+        check("C2", kind, "QI-DPFL final accuracy within 1 point of Max", {"QI-DPFL": fin["QI-DPFL"], "Max": fin["Max"]},
+              lambda: abs(fin["QI-DPFL"] - fin["Max"]) <= 1.0 + _TOL,
+              lambda: f"{fin['QI-DPFL']:.2f} vs {fin['Max']:.2f} %, |difference| {abs(fin['QI-DPFL'] - fin['Max']):.2f}")
+        for what, vals, label in (("total cost U_T", cost, "has the lowest"), ("total reward", reward, "pays the lowest")):
+            check("C2", kind, f"QI-DPFL {label} {what} of QI-DPFL, Max, Random", vals,
+                  lambda vals=vals: vals["QI-DPFL"] <= min(vals["Max"], vals["Random"]) * (1 + _TOL),
+                  lambda vals=vals: ", ".join(f"{m} {v:.6g}" for m, v in vals.items()))
+        check("C2", kind, "Random's total reward lies between QI-DPFL's and Max's (mean over seeds)", reward,
+              lambda: reward["QI-DPFL"] <= reward["Random"] * (1 + _TOL) and reward["Random"] <= reward["Max"] * (1 + _TOL),
+              lambda: f"QI-DPFL {reward['QI-DPFL']:.6g}, Random {reward['Random']:.6g}, Max {reward['Max']:.6g}")
+        # C3 (per partition)
+        check("C3", kind, "QI-DPFL above FedAvg-DP at the end (effect of screening)",
+              {"QI-DPFL": fin["QI-DPFL"], "FedAvg-DP": fin["FedAvg-DP"]},
+              lambda: fin["QI-DPFL"] > fin["FedAvg-DP"], lambda: f"{fin['QI-DPFL']:.2f} vs {fin['FedAvg-DP']:.2f} %")
+        # C4
+        out.append(_c4(kind, cells.get((kind, "QI-DPFL"), [])))
+    # C3: the gaps, every non-IID partition against IID
+    if "iid" in kinds:
+        for kind in (k for k in kinds if k != "iid"):
+            for a, b in C3_GAPS:
+                g_iid = get("iid", a, "final_acc_mean") - get("iid", b, "final_acc_mean")
+                g_non = get(kind, a, "final_acc_mean") - get(kind, b, "final_acc_mean")
+                check("C3", f"{kind} vs iid", f"gap {a} − {b} larger under {_label(kind)} than IID",
+                      {f"{a} − {b} ({_label(kind)})": g_non, f"{a} − {b} (IID)": g_iid},
+                      lambda g_non=g_non, g_iid=g_iid: g_non > g_iid,
+                      lambda g_non=g_non, g_iid=g_iid: f"{g_non:.2f} vs {g_iid:.2f} points")
+    return out
+
+
+def _c4(kind: str, runs: list[dict[str, Any]]) -> ClaimCheck:
+    """C4 on every QI-DPFL run: R_t ≥ R_{t−1} for every t before the first round with
+    R_t ≥ R_max,t (relative tolerance 1e-9); rounds are numbered from 1."""
+    statement = "QI-DPFL reward R_t non-decreasing in t until it reaches R_max,t"
+    runs = [r for r in runs if r["metrics"] and "reward" in r["metrics"][0]]
+    if not runs:
+        return ClaimCheck("C4", kind, statement, None, "no QI-DPFL run with a reward column")
+    ok, parts = True, []
+    for r in runs:
+        R, R_max = _column(r, "reward"), _column(r, "R_max")
+        reached = np.flatnonzero(np.isfinite(R_max) & (R >= R_max * (1 - _TOL)))
+        stop = int(reached[0]) if reached.size else R.size
+        falls = [t for t in range(1, min(stop + 1, R.size)) if R[t] < R[t - 1] * (1 - _TOL)]
+        where = f"R_max reached at round {stop + 1}" if reached.size else "R_max not reached"
+        if falls:
+            ok = False
+            t = falls[0]
+            parts.append(f"seed {r['seed']}: falls at round {t + 1} ({R[t - 1]:.4g} → {R[t]:.4g}), {where}")
+        else:
+            parts.append(f"seed {r['seed']}: non-decreasing, {where}")
+    return ClaimCheck("C4", kind, statement, ok, "; ".join(parts))
+
+
+# -- markdown --------------------------------------------------------------------------------
+def _fmt(x: Any, spec: str) -> str:
+    v = _float(x)
+    return "—" if not np.isfinite(v) else format(v, spec)
+
+
+def _markdown(rows: list[dict[str, Any]], checks: list[ClaimCheck], figures: list[tuple[str, str]], budget: str, cells: Cells) -> str:
+    if not rows:
+        return f"# QI-DPFL comparison — no runs of the six methods found (budget: {budget})\n"
+    dataset = rows[0]["dataset"]
+    out = [f"# QI-DPFL comparison, {dataset} (spec qidpfl.md §5.4-5.5; mean ± std over seeds; budget: {budget})", ""]
+    pictures = dict(figures)
+    for kind in _partitions(r["partition"] for r in rows):
+        cfg = next(runs[0]["cfg"] for (k, _), runs in cells.items() if k == kind)
+        part = cfg["data"]["partition"]
+        extra = ", ".join(f"{k}={v}" for k, v in part.items() if k not in ("kind",))
+        out += [f"## {_label(kind)} (`{kind}`{', ' + extra if extra else ''})", "",
+                "| method | seeds | final accuracy (%) | accuracy over first third of rounds (%) | total reward Σ R_t | "
+                "total cost U_T | ε max (δ) |",
+                "|---|---|---|---|---|---|---|"]
+        for r in (r for r in rows if r["partition"] == kind):
+            out.append(f"| {r['method']} | {r['n_seeds']} | {_fmt(r['final_acc_mean'], '.2f')} ± {_fmt(r['final_acc_std'], '.2f')} | "
+                       f"{_fmt(r['early_acc_mean'], '.2f')} | {_fmt(r['total_reward_mean'], '.6g')} | "
+                       f"{_fmt(r['total_cost_mean'], '.6g')} | {_fmt(r['epsilon_max_mean'], '.4g')} |")
+        out += ["", "### Claims (spec §5.5)", ""]
+        for claim in ("C1", "C2", "C3", "C4"):
+            mine = [c for c in checks if c.claim == claim and c.partition == kind]
+            if mine:
+                out.append(f"- **{claim}: {_verdict(mine)}.**")
+                out += [f"  - {c.line()}" for c in mine]
+        if kind in pictures:
+            out += ["", f"![QI-DPFL, {_label(kind)}]({pictures[kind]})"]
+        out.append("")
+    across = [c for c in checks if " vs " in c.partition]
+    if across:
+        out += ["## Across partitions", "", f"- **C3 (gaps larger under Non-IID): {_verdict(across)}.**"]
+        out += [f"  - {c.line()}" for c in across]
+        out.append("")
+    r0 = rows[0]
+    out += [f"Final accuracy: the last round's test accuracy; the first third of rounds: rounds 1 to ⌈{r0['rounds']}/3⌉ "
+            f"= {math.ceil(int(r0['rounds']) / 3)}. "
+            "Total reward and cost are sums over the rounds of each run's `reward` and `cost_u_t` "
+            "(server cost u_t, spec §3.6), then means over seeds; ε max is the summaries' `epsilon_max`. "
+            "Accuracies compare at 2 decimals as in comparison.csv; ties count as lowest. Seeds per cell "
+            "are in comparison.csv; the configs are in configs/.", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+# -- figures ---------------------------------------------------------------------------------
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _series(runs: list[dict[str, Any]], key: str, *, cumulative: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(round + 1, mean, std over seeds) of ``key`` (of its running sum when ``cumulative``),
+    skipping NaN rounds run by run."""
+    per_round: dict[int, list[float]] = defaultdict(list)
+    for r in runs:
+        if not r["metrics"] or key not in r["metrics"][0]:
+            continue
+        rounds = [int(row["round"]) for row in sorted(r["metrics"], key=lambda row: row["round"])]
+        vals = _column(r, key)
+        if cumulative:
+            vals = np.cumsum(np.where(np.isfinite(vals), vals, 0.0))
+        for t, v in zip(rounds, vals):
+            if np.isfinite(v):
+                per_round[t].append(float(v))
+    xs = sorted(per_round)
+    stats = [_mean_std(per_round[x]) for x in xs]
+    return np.array(xs, dtype=np.float64) + 1, np.array([m for m, _ in stats]), np.array([s for _, s in stats])
+
+
+def _fig_partition(cells: Cells, kind: str, path: Path) -> bool:
+    """The four panels of Figs. 3-6 for one partition kind; False (nothing written) without data."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(9.0, 6.4))
+    panels = (
+        (axes[0][0], PANEL_A, "test_acc", False, 100.0, "(a) test accuracy (%)"),
+        (axes[0][1], POLICIES, "test_acc", False, 100.0, "(b) test accuracy (%)"),
+        (axes[1][0], POLICIES, "cost_u_t", True, 1.0, r"(c) server cost $U_t = \sum_{s \leq t} u_s$"),
+        (axes[1][1], POLICIES, "reward", False, 1.0, r"(d) reward $R_t$"),
+    )
+    drawn = False
+    for ax, methods, key, cumulative, scale, title in panels:
+        for m in methods:
+            runs = cells.get((kind, m), [])
+            x, mean, std = _series(runs, key, cumulative=cumulative)
+            if x.size == 0:
+                continue
+            ax.plot(x, scale * mean, marker="o", ms=2, color=COLOURS[m], label=f"{m} ({len(runs)} seeds)")
+            ax.fill_between(x, scale * (mean - std), scale * (mean + std), color=COLOURS[m], alpha=0.2, lw=0)
+            drawn = True
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("round t")
+        ax.grid(alpha=0.3)
+    # R_min,t / R_max,t of the QI-DPFL runs (the three policies share them), where finite
+    ax = axes[1][1]
+    runs = cells.get((kind, "QI-DPFL"), [])
+    x_max, r_max, _ = _series(runs, "R_max")
+    if x_max.size:
+        x_min, r_min, _ = _series(runs, "R_min")
+        ax.plot(x_min, r_min, ls="--", lw=1, color="k", label=r"$R_{min,t}$, $R_{max,t}$")
+        ax.plot(x_max, r_max, ls="--", lw=1, color="k")
+    for ax in axes.flat:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6)
+    dataset = next((_dataset(runs[0]) for (k, _), runs in cells.items() if k == kind and runs), "")
+    fig.suptitle(f"QI-DPFL, {dataset}, {_label(kind)}: mean ± std over seeds", fontsize=10)
+    fig.tight_layout()
+    if drawn:
+        fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return drawn
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", type=Path, nargs="?", help="a folder of the six methods' runs (one or more `fedgame compare` grids)")
+    ap.add_argument("--curve", type=Path, metavar="RUNS", help="a folder of qidpfl_sweep runs: fit the accuracy curve instead")
+    ap.add_argument("--dest", type=Path, required=True)
+    ap.add_argument("--budget", default="reduced")
+    a = ap.parse_args(argv)
+    if (a.runs is None) == (a.curve is None):
+        ap.error("give either RUNS (the comparison) or --curve RUNS (the accuracy curve)")
+    if a.curve is not None:
+        curves = write_curve(a.curve, a.dest)
+        print(f"{len(curves)} partition(s) → {a.dest / 'curve.json'}")
+        return
+    rows = write_comparison(a.runs, a.dest, budget=a.budget)
+    print(f"{len(rows)} cells → {a.dest / 'comparison.md'}")
+
+
+if __name__ == "__main__":
+    main()
