@@ -50,6 +50,6 @@ def test_cli_writes_the_page_and_refuses_an_empty_folder(tmp_path: Path) -> None
     assert (tmp_path / "page.md").read_text().startswith("# Reproduction")
     (tmp_path / "empty").mkdir()
     res = runner.invoke(app, ["report", str(tmp_path / "empty"), "--reproduction", "--out", str(tmp_path / "x.md")])
-    assert res.exit_code != 0 and "no table2.csv or table4.csv" in res.output
+    assert res.exit_code != 0 and "no table2.csv, table4.csv or QI-DPFL comparison.md" in res.output
     with pytest.raises(FileNotFoundError, match="results: not a folder"):
         write_reproduction(tmp_path / "missing", tmp_path / "y.md")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from collections import defaultdict
 from pathlib import Path
 from fedgame.experiments.store import atomic_write_text
@@ -149,8 +150,16 @@ def write_reproduction(results: Path, dest: Path) -> Path:
     for path in sorted(results.glob("phs_table*_*/table4.csv")):
         lines += _table4_section(path)
         found = True
+    for path in sorted(results.glob("qidpfl_*/comparison.md")):
+        # the paper reports curves only (qidpfl.md §5.5): its claims C1-C4, decided by the report
+        body = path.read_text().splitlines()
+        lines += [f"## QI-DPFL claims C1-C4 (`{path.parent.as_posix()}`)", ""]
+        rel = Path(os.path.relpath(path.parent, dest.parent)).as_posix()
+        lines += [ln.replace("](", f"]({rel}/", 1) if ln.startswith("![") else ln for ln in body if not ln.startswith("# ")]
+        lines += [""]
+        found = True
     if not found:
-        raise FileNotFoundError(f"results: no table2.csv or table4.csv under {results}")
+        raise FileNotFoundError(f"results: no table2.csv, table4.csv or QI-DPFL comparison.md under {results}")
     dest.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(dest, "\n".join(lines).rstrip() + "\n")
     return dest
