@@ -1,6 +1,6 @@
 """fedgame benchmarks: speed ratios measured side by side in one run, results kept as JSON.
 
-    .venv/bin/python bench/run.py [--quick] [--main] [--only engine,dp,game,p1,qidpfl]
+    .venv/bin/python bench/run.py [--quick] [--main] [--only engine,dp,game,p1,qidpfl,auctions]
 
 1. engine overhead — one FedAvg round through ``Engine.round`` versus the same local training
    written as a bare PyTorch loop (same clients, same batches, same averaging). Target ≤ 1.10.
@@ -23,6 +23,11 @@
    it), the EMD screening of 10⁵ candidates × 62 classes, and the reward schedule over
    T = 1000 rounds (N = 10 with constant ν, and N = 100 with ν varying per round). Target:
    each under 1 s.
+7. JDP-FL recruitment auctions (``--only auctions``): M1 (allocation + its unit-price payments)
+   and M2's allocation for n = 10⁵ candidates, and all of M2's critical-bid payments for
+   n = 10³ (B = Σc/2, and B = Σc where every candidate wins: the worst case), with n = 10⁴ and a
+   one-client truthfulness audit at n = 10³ beside them. c, d ~ U{1..1000}. Target: each
+   required figure under 1 s.
 
 Each figure is printed as a ratio with both absolute numbers beside it and written to
 ``bench/results/<name>.json`` with the machine's description. Run it alone: two trainings at
@@ -507,11 +512,67 @@ def bench_qidpfl(quick: bool) -> dict[str, object]:
     return out
 
 
+# -- 8. JDP-FL recruitment auctions ----------------------------------------------------------------
+def bench_auctions(quick: bool) -> dict[str, object]:
+    from fedgame.incentives.auctions import (
+        KnapsackAuction,
+        UnitPriceAuction,
+        knapsack_allocation,
+        truthfulness_audit,
+        unit_price_allocation,
+    )
+
+    reps = 2 if quick else 5
+    m1, m2 = UnitPriceAuction(), KnapsackAuction(warn_over_budget=False)
+
+    def draw(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        return rng.integers(1, 1001, n).astype(np.float64), rng.integers(1, 1001, n).astype(np.float64)
+
+    n = 100_000
+    c, d = draw(n, 0)
+    B = 0.25 * float(c.sum())
+    t_m1_alloc = best_of(lambda: unit_price_allocation(c, d, B), repeats=reps)
+    t_m1_run = best_of(lambda: m1.run(c, budget=B, data_sizes=d), repeats=reps)
+    t_m2_alloc = best_of(lambda: knapsack_allocation(c, d, B), repeats=reps)
+    w1, w2 = unit_price_allocation(c, d, B).m, knapsack_allocation(c, d, B).winners.size
+    print(f"JDP auctions, n = {n}, B = Σc/4: M1 allocation {t_m1_alloc:.4f} s, M1 with payments {t_m1_run:.4f} s "
+          f"({w1} winners); M2 allocation {t_m2_alloc:.4f} s ({w2} winners)  (target < 1 s)")
+    pay: dict[str, dict[str, float]] = {}
+    for n_p, frac in ((1000, 0.5), (1000, 1.0), (10_000, 0.5)):
+        c, d = draw(n_p, 1)
+        B = frac * float(c.sum())
+        out = m2.run(c, budget=B, data_sizes=d)
+        t = best_of(lambda: m2.run(c, budget=B, data_sizes=d), repeats=reps if n_p <= 1000 else max(1, reps // 2))
+        label = f"n={n_p}, B={frac:g}*sum(c)"
+        pay[label] = {"seconds": t, "winners": int(out.winners.size), "payment_over_budget": out.total_payment / B}
+        print(f"JDP M2 all payments, {label}: {t:.4f} s for {out.winners.size} winners "
+              f"(Σp/B = {out.total_payment / B:.2f}){'  (target < 1 s)' if n_p == 1000 else ''}")
+    c, d = draw(1000, 2)
+    B = 0.5 * float(c.sum())
+    client = int(m2.run(c, budget=B, data_sizes=d).winners[0])
+    audit_t = {a.name: best_of(lambda a=a: truthfulness_audit(a, c, d, B, clients=[client]), repeats=1 if quick else 2)  # type: ignore[misc]
+               for a in (m1, m2)}
+    grid = int(truthfulness_audit(m2, c, d, B, clients=[client]).grid_points[0])
+    print(f"JDP truthfulness audit of one client, n = 1000 ({grid} misreports, full grid): "
+          f"M1 {audit_t['M1']:.3f} s, M2 {audit_t['M2']:.3f} s")
+    required = [t_m1_run, t_m2_alloc] + [v["seconds"] for k, v in pay.items() if k.startswith("n=1000,")]
+    out_d: dict[str, object] = {
+        "allocation_n100000": {"B": "sum(c)/4", "m1_allocation_seconds": t_m1_alloc, "m1_run_seconds": t_m1_run,
+                               "m2_allocation_seconds": t_m2_alloc, "m1_winners": int(w1), "m2_winners": int(w2)},
+        "m2_payments": pay,
+        "audit_one_client_n1000": {"misreports": grid, "seconds": audit_t},
+        "met": max(required) < 1.0,
+    }
+    save("auctions", out_d)
+    return out_d
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke check of the bench itself)")
     ap.add_argument("--main", action="store_true", help="also time the main job (about 4 minutes)")
-    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl")
+    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl, auctions")
     args = ap.parse_args()
     torch.manual_seed(0)
     np.random.seed(0)
@@ -530,6 +591,8 @@ def main() -> None:
         bench_strategies(args.quick)
     if "qidpfl" in only:
         bench_qidpfl(args.quick)
+    if "auctions" in only:
+        bench_auctions(args.quick)
     if args.main:
         bench_main()
 

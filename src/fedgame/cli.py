@@ -280,7 +280,7 @@ def table2_cmd(
 
 @app.command("solve")
 def solve_cmd(
-    game: Annotated[str, typer.Argument(help="the game to solve: fedpcs | phs | qidpfl")],
+    game: Annotated[str, typer.Argument(help="the game to solve: fedpcs | phs | qidpfl | jdp")],
     input_: Annotated[str, typer.Option("--input", "-i", help="problem JSON file, or - for stdin")] = "-",
 ) -> None:
     """Solve a game on its own (no training) and print the solution as JSON."""
@@ -288,9 +288,9 @@ def solve_cmd(
     import sys
 
     from fedgame.experiments.phs_problem import solve_phs
-    from fedgame.incentives.problems import ProblemError, solve_fedpcs, solve_qidpfl
+    from fedgame.incentives.problems import ProblemError, solve_fedpcs, solve_jdp, solve_qidpfl
 
-    solvers = {"fedpcs": solve_fedpcs, "phs": solve_phs, "qidpfl": solve_qidpfl}
+    solvers = {"fedpcs": solve_fedpcs, "phs": solve_phs, "qidpfl": solve_qidpfl, "jdp": solve_jdp}
     if game not in solvers:
         _fail(f"solve: unknown game {game!r}; choose from {', '.join(solvers)}")
     try:

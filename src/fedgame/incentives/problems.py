@@ -7,7 +7,8 @@ given mean field ``phi`` (best responses to it) or ``"mean_field"`` (solve the f
 optionally Theorem 7 for homogeneous clients and a zCDP → (ε, δ) conversion. Every field is
 validated before any work; errors name the field, the value and the allowed range.
 
-A QI-DPFL problem (spec ``qidpfl.md`` §3.1, §3.5-3.8) is described at :func:`solve_qidpfl`.
+A QI-DPFL problem (spec ``qidpfl.md`` §3.1, §3.5-3.8) is described at :func:`solve_qidpfl`; a
+JDP-FL recruitment auction (spec ``jdp.md`` §3.1-3.3) at :func:`solve_jdp`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fedgame.incentives.auctions import (
+    Auction,
+    KnapsackAuction,
+    UnitPriceAuction,
+    individual_rationality,
+    truthfulness_audit,
+)
 from fedgame.incentives.games import (
     best_response,
     mean_field,
@@ -39,7 +47,17 @@ from fedgame.incentives.games.qidpfl import (
 )
 from fedgame.privacy.analysis import zcdp_to_eps
 
-__all__ = ["FedPCSProblem", "ProblemError", "QIDPFLProblem", "parse_qidpfl_problem", "solve_fedpcs", "solve_qidpfl"]
+__all__ = [
+    "FedPCSProblem",
+    "JDPProblem",
+    "ProblemError",
+    "QIDPFLProblem",
+    "parse_jdp_problem",
+    "parse_qidpfl_problem",
+    "solve_fedpcs",
+    "solve_jdp",
+    "solve_qidpfl",
+]
 
 
 class ProblemError(ValueError):
@@ -480,4 +498,149 @@ def solve_qidpfl(raw: Any) -> dict[str, Any]:
             }
             for j in range(sched.t.size)
         ]
+    return result
+
+
+# ============================================================================================
+# JDP-FL recruitment auctions (``fedgame solve jdp``; spec ``jdp.md`` §3.1-3.3, §6 checks 1-12)
+# ============================================================================================
+
+#: at most this many bad entries of one list are spelled out (then a count of the rest)
+_MAX_LISTED = 10
+#: above this many candidates, the audit grid keeps a seeded sample of this many structural points
+_AUDIT_FULL_GRID_N = 200
+_AUDIT_STRUCTURAL = 600
+
+
+class JDPProblem(_Strict):
+    """A recruitment auction instance (see :func:`solve_jdp`). Types are checked by pydantic,
+    ranges by :meth:`_ranges`, which reports every bad entry on its own line."""
+
+    costs: list[float]
+    data: list[float]
+    budget: float
+    mechanism: str = "both"
+    audit_clients: list[int] | None = None
+
+    @model_validator(mode="after")
+    def _ranges(self) -> JDPProblem:
+        bad: list[str] = []
+        n = len(self.costs)
+
+        def entries(name: str, values: list[float], what: str) -> None:
+            wrong = [(i, v) for i, v in enumerate(values) if not (v > 0 and math.isfinite(v))]
+            bad.extend(f"{name}.{i}: must be > 0 and finite ({what}), got {v!r}" for i, v in wrong[:_MAX_LISTED])
+            if len(wrong) > _MAX_LISTED:
+                bad.append(f"{name}: {len(wrong) - _MAX_LISTED} more entries are not > 0 and finite")
+
+        if n == 0:
+            bad.append("costs: must list at least 1 candidate (n >= 1), got []")
+        entries("costs", self.costs, "a reported cost c_i")
+        entries("data", self.data, "a data size d_i")
+        if len(self.data) != n:
+            bad.append(f"data: must have one value per candidate (n = {n}, as costs), got {len(self.data)}")
+        if not (self.budget > 0 and math.isfinite(self.budget)):
+            bad.append(f"budget: must be > 0 and finite, got {self.budget!r}")
+        if self.mechanism not in ("M1", "M2", "both"):
+            bad.append(f"mechanism: must be one of 'M1', 'M2', 'both', got {self.mechanism!r}")
+        if self.audit_clients is not None:
+            seen: set[int] = set()
+            for k, j in enumerate(self.audit_clients):
+                if not 0 <= j < n:
+                    bad.append(f"audit_clients.{k}: must be a candidate index in [0, {n - 1}], got {j}")
+                elif j in seen:
+                    bad.append(f"audit_clients.{k}: candidate {j} is listed twice, got {j}")
+                seen.add(j)
+        if bad:
+            raise ValueError("\n".join(bad))
+        return self
+
+
+def parse_jdp_problem(raw: Any) -> JDPProblem:
+    """Validate a JSON value as a :class:`JDPProblem`; :class:`ProblemError` lists every bad
+    field, one per line (before any auction work)."""
+    if not isinstance(raw, dict):
+        raise ProblemError(f"problem: expected a JSON object, got {type(raw).__name__}")
+    try:
+        return JDPProblem.model_validate(raw)
+    except ValidationError as e:
+        lines: list[str] = []
+        for err in e.errors():
+            loc = ".".join(str(p) for p in err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            got = err.get("input")
+            shown = "" if isinstance(got, (dict, list)) or not loc else f", got {got!r}"
+            for line in (f"{loc}: {msg}{shown}" if loc else msg).splitlines():
+                if line not in lines:
+                    lines.append(line)
+        raise ProblemError("\n".join(lines)) from None
+
+
+def solve_jdp(raw: Any) -> dict[str, Any]:
+    """Run JDP-FL's recruitment auctions on one instance (``fedgame solve jdp``).
+
+    Input: ``costs`` (reported costs c_i > 0, one per candidate), ``data`` (data sizes d_i > 0),
+    ``budget`` B > 0; optionally ``mechanism`` (``"M1"``, ``"M2"`` or ``"both"``, the default)
+    and ``audit_clients`` (0-based candidates whose truthfulness is audited by brute force).
+
+    Output: ``n``, ``budget`` and, per mechanism under ``"M1"`` / ``"M2"``: ``winners``
+    (0-based, ascending), ``payments`` (one per candidate, 0 for losers), ``total_payment``,
+    ``data_bought`` (Σ_{i∈W} d_i), ``winners_cost`` (Σ_{i∈W} c_i), ``payments_within_budget``
+    (Σp ≤ B; false for M2 whenever its critical bids overspend, spec A21 — payments are never
+    rescaled), ``costs_within_budget`` (Σ_{i∈W} c_i ≤ B); M1 adds ``price`` (ρ, null without
+    winners), M2 ``fallback`` (whether it output {i*}). With ``audit_clients``, ``audit``:
+    per audited client the largest utility gain from misreporting its cost on the spec §4.1 grid
+    (``max_gain``, with ``best_misreport``, ``truthful_utility`` and ``grid_points``; for
+    n > 200 the grid keeps a seeded sample of 600 of its O(n) structural points),
+    ``worst_gain``, ``tolerance`` = 1e-9·max(1, B) and ``truthful`` (worst_gain ≤ tolerance),
+    and ``individual_rationality`` over all candidates (``holds``, ``min_winner_utility``,
+    ``paid_losers``), the costs being taken as true."""
+    p = parse_jdp_problem(raw)
+    c = np.asarray(p.costs, dtype=np.float64)
+    d = np.asarray(p.data, dtype=np.float64)
+    B = float(p.budget)
+    auctions: list[Auction] = []
+    if p.mechanism in ("M1", "both"):
+        auctions.append(UnitPriceAuction())
+    if p.mechanism in ("M2", "both"):
+        auctions.append(KnapsackAuction(warn_over_budget=False))  # the flag below reports it
+    result: dict[str, Any] = {"n": int(c.size), "budget": B}
+    for auction in auctions:
+        out = auction.run(c, budget=B, data_sizes=d)
+        entry: dict[str, Any] = {
+            "winners": out.winners.tolist(),
+            "payments": out.payment_vector().tolist(),
+            "total_payment": out.total_payment,
+            "data_bought": out.data_bought,
+            "winners_cost": out.winners_cost,
+            "payments_within_budget": out.payments_within_budget,
+            "costs_within_budget": out.costs_within_budget,
+        }
+        if auction.name == "M1":
+            entry["price"] = out.price
+        else:
+            entry["fallback"] = out.fallback
+        if p.audit_clients is not None:
+            audit = truthfulness_audit(
+                auction, c, d, B, clients=p.audit_clients,
+                max_structural=None if c.size <= _AUDIT_FULL_GRID_N else _AUDIT_STRUCTURAL,
+            )
+            ir = individual_rationality(out, c)
+            tol = 1e-9 * max(1.0, B)
+            entry["audit"] = {
+                "clients": audit.clients.tolist(),
+                "max_gain": audit.max_gain.tolist(),
+                "best_misreport": audit.best_misreport.tolist(),
+                "truthful_utility": audit.truthful_utility.tolist(),
+                "grid_points": audit.grid_points.tolist(),
+                "worst_gain": audit.worst_gain,
+                "tolerance": tol,
+                "truthful": audit.truthful(tol),
+                "individual_rationality": {
+                    "holds": ir.holds(tol),
+                    "min_winner_utility": _finite(ir.min_winner_utility),
+                    "paid_losers": ir.paid_losers,
+                },
+            }
+        result[auction.name] = entry
     return result
