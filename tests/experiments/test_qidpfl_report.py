@@ -213,8 +213,8 @@ def test_claim_verdicts_per_claim(report: tuple[Path, Path, list[dict[str, Any]]
     assert "- **C1: fails.**" in non and "- **C2: fails.**" in non and "- **C3: holds.**" in non and "- **C4: fails.**" in non
     assert "- **C3 (gaps larger under Non-IID): fails.**" in across
     assert "![QI-DPFL, IID](fig_iid.png)" in iid and "![QI-DPFL, Non-IID](fig_dirichlet.png)" in non
-    assert "| QI-DPFL | 2 | 78.50 ± 0.71 | 53.00 | 15.5 | 3 | 2.5 |" in iid
-    assert "| FedAvg | 2 | 75.00 ± 0.71 | 45.00 | — | — | — |" in iid
+    assert "| QI-DPFL | 2 | 78.50 ± 0.71 | 53.00 | 15.5 | 3 | 10.00 | — | 2.5 |" in iid  # no qidpfl.npz: ρ_tot —
+    assert "| FedAvg | 2 | 75.00 ± 0.71 | 45.00 | — | — | 20.00 | — | — |" in iid
 
 
 def test_figures_and_configs(report: tuple[Path, Path, list[dict[str, Any]]]) -> None:

@@ -202,6 +202,16 @@ def _total(run: dict[str, Any], key: str) -> float:
     return float(np.sum(col[np.isfinite(col)]))
 
 
+def _rho_tot(run: dict[str, Any]) -> float:
+    """Mean over the clients that ever uploaded of ρ_i^tot = Σ_t ρ_i^t (spec §3.4, R3); NaN
+    for runs without a QI-DPFL plan (no noise)."""
+    path = run["dir"] / "qidpfl.npz"
+    if not path.exists():
+        return math.nan
+    tot = np.load(path)["rho"].sum(axis=1)
+    return float(tot[tot > 0].mean()) if np.any(tot > 0) else math.nan
+
+
 def _early_acc(run: dict[str, Any]) -> float:
     """Mean test accuracy (%) over the first third of the rounds, t < ⌈T/3⌉ (finite values)."""
     rounds = int(run["cfg"].get("train", {}).get("rounds", len(run["metrics"])))
@@ -246,6 +256,9 @@ def write_curve(root: Path, dest: Path) -> dict[str, Any]:
             c = fit.curve
             se = [v if np.isfinite(v) else None for v in map(float, fit.stderr)]
             entry.update(I1=c.I1, B=c.B, I3=c.I3, stderr=dict(zip(("I1", "B", "I3"), se)), rmse=fit.rmse)
+            # R1: the global budgets the recipes' targets need, ε = I1 − 0.1 B and ε_max = I1 − 0.01 B
+            entry["rho_lo_eps"] = c.rho_lo(c.I1 - 0.10 * c.B)
+            entry["rho_lo_eps_max"] = c.rho_lo(c.I1 - 0.01 * c.B, "eps_max")
         entry["points"] = [[float(x), float(y)] for x, y in zip(rho, acc)]
         entry["n_participants"] = sorted({_num(r["n"]) for r in runs})
         entry["dataset"] = _dataset(runs[0])
@@ -311,6 +324,8 @@ def write_comparison(root: Path, dest: Path, *, budget: str) -> list[dict[str, A
                 "total_cost_mean": _sig(_mean_std([_total(r, "cost_u_t") for r in runs])[0]),
                 "epsilon_max_mean": _sig(_mean_std([_float(r["summary"].get("epsilon_max")) for r in runs])[0]),
                 "early_acc_mean": round(_mean_std([_early_acc(r) for r in runs])[0], 2),
+                "participants_mean": round(_mean_std([float(np.mean(_column(r, "n_selected"))) for r in runs])[0], 2),
+                "rho_tot_mean": _sig(_mean_std([_rho_tot(r) for r in runs])[0]),
                 "rounds": runs[0]["cfg"].get("train", {}).get("rounds"),
                 "dataset": _dataset(runs[0]),
                 "budget": budget,
@@ -460,12 +475,13 @@ def _markdown(rows: list[dict[str, Any]], checks: list[ClaimCheck], figures: lis
         extra = ", ".join(f"{k}={v}" for k, v in part.items() if k not in ("kind",))
         out += [f"## {_label(kind)} (`{kind}`{', ' + extra if extra else ''})", "",
                 "| method | seeds | final accuracy (%) | accuracy over first third of rounds (%) | total reward Σ R_t | "
-                "total cost U_T | ε max (δ) |",
-                "|---|---|---|---|---|---|---|"]
+                "total cost U_T | participants per round | mean ρ_i^tot | ε max (δ) |",
+                "|---|---|---|---|---|---|---|---|---|"]
         for r in (r for r in rows if r["partition"] == kind):
             out.append(f"| {r['method']} | {r['n_seeds']} | {_fmt(r['final_acc_mean'], '.2f')} ± {_fmt(r['final_acc_std'], '.2f')} | "
                        f"{_fmt(r['early_acc_mean'], '.2f')} | {_fmt(r['total_reward_mean'], '.6g')} | "
-                       f"{_fmt(r['total_cost_mean'], '.6g')} | {_fmt(r['epsilon_max_mean'], '.4g')} |")
+                       f"{_fmt(r['total_cost_mean'], '.6g')} | {_fmt(r['participants_mean'], '.2f')} | "
+                       f"{_fmt(r['rho_tot_mean'], '.4g')} | {_fmt(r['epsilon_max_mean'], '.4g')} |")
         out += ["", "### Claims (spec §5.5)", ""]
         for claim in ("C1", "C2", "C3", "C4"):
             mine = [c for c in checks if c.claim == claim and c.partition == kind]
@@ -474,6 +490,7 @@ def _markdown(rows: list[dict[str, Any]], checks: list[ClaimCheck], figures: lis
                 out += [f"  - {c.line()}" for c in mine]
         if kind in pictures:
             out += ["", f"![QI-DPFL, {_label(kind)}]({pictures[kind]})"]
+        out += _game_report(cells, kind)
         out.append("")
     across = [c for c in checks if " vs " in c.partition]
     if across:
@@ -488,6 +505,35 @@ def _markdown(rows: list[dict[str, Any]], checks: list[ClaimCheck], figures: lis
             "Accuracies compare at 2 decimals as in comparison.csv; ties count as lowest. Seeds per cell "
             "are in comparison.csv; the configs are in configs/.", ""]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _game_report(cells: Cells, kind: str) -> list[str]:
+    """R4: the screening (θ per candidate, θ_th, kept) and the game per round (|S_t|, R_t*,
+    R_min, R_max, applied R_t, the slopes G_i = ρ_i^t/R_t) of the first QI-DPFL seed."""
+    runs = cells.get((kind, "QI-DPFL"))
+    if not runs or not (runs[0]["dir"] / "qidpfl.json").exists():
+        return []
+    plan = json.loads((runs[0]["dir"] / "qidpfl.json").read_text())
+    emd = [e for e in plan["emd"] if e is not None]
+    kept = plan["kept"]
+    th = max(plan["emd"][i] for i in kept) if emd else math.nan
+    out = ["", f"#### Screening and game report (seed {runs[0]['seed']}; spec R4)", "",
+           f"θ per candidate (EMD to the pooled label distribution): "
+           + ", ".join(f"{i}: {e:.3f}" for i, e in enumerate(plan["emd"]) if e is not None)
+           + f". θ_th = {th:.3f}; kept {len(kept)} of {len(plan['emd'])}: {kept}.", ""]
+    npz = runs[0]["dir"] / "qidpfl.npz"
+    if npz.exists():
+        arr = np.load(npz)
+        g = arr["rho"][:, 0] / arr["reward"][0]
+        out += ["Slopes G_i = ρ_i^t / R_t (round 1; constant ν): "
+                + ", ".join(f"{i}: {v:.4g}" for i, v in enumerate(g) if v > 0) + ".", ""]
+    out += ["| t | S_t | R_t* | R_min,t | R_max,t | R_t applied | u_t |", "|---|---|---|---|---|---|---|"]
+    for t in range(len(plan["reward"])):
+        def f(key: str) -> str:
+            v = plan[key][t]
+            return "∞" if v is None else f"{v:.5g}"
+        out.append(f"| {t + 1} | {plan['n_part'][t]} | {f('R_star')} | {f('R_min')} | {f('R_max')} | {f('reward')} | {f('cost')} |")
+    return out
 
 
 # -- figures ---------------------------------------------------------------------------------
