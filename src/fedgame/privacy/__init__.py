@@ -3,7 +3,7 @@ accountants, per-client budget distributions (:mod:`fedgame.privacy.budgets`), a
 maths in :mod:`fedgame.privacy.analysis`.
 
 Client privacy *plans* (which mechanism a client applies in a round) live in
-:mod:`fedgame.privacy.plans`. Attributes are imported lazily, so ``import
+:mod:`fedgame.privacy.plans`; JDP-FL's client-side M3/M5 in :mod:`fedgame.privacy.jdp`. Attributes are imported lazily, so ``import
 fedgame.privacy.analysis`` stays free of torch.
 """
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     )
     from fedgame.privacy.budgets import draw_budgets
     from fedgame.privacy.events import PrivacyEvent
+    from fedgame.privacy.jdp import Perturbed, jdp_events, jdp_local_update, local_perturbation, perturb
     from fedgame.privacy.mechanisms import GaussianMechanism, NoPrivacy, clip_by_l2, per_example_clip_factors
 
 _WHERE = {
@@ -40,6 +41,11 @@ _WHERE = {
     "clip_by_l2": "mechanisms",
     "per_example_clip_factors": "mechanisms",
     "draw_budgets": "budgets",
+    "Perturbed": "jdp",
+    "local_perturbation": "jdp",
+    "perturb": "jdp",
+    "jdp_local_update": "jdp",
+    "jdp_events": "jdp",
 }
 
 __all__ = [
@@ -56,6 +62,11 @@ __all__ = [
     "clip_by_l2",
     "per_example_clip_factors",
     "draw_budgets",
+    "Perturbed",
+    "local_perturbation",
+    "perturb",
+    "jdp_local_update",
+    "jdp_events",
 ]
 
 

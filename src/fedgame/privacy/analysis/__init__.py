@@ -1,9 +1,20 @@
 """Pure privacy maths (NumPy/SciPy only, no torch): zCDP, Gaussian calibration, the PHS paper's
-calibration and tight DP-SGD accounting through dp-accounting."""
+calibration, tight DP-SGD accounting through dp-accounting, and JDP-FL's ledger."""
 
 from __future__ import annotations
 
 from fedgame.privacy.analysis.gaussian import analytic_gaussian_std, classic_gaussian_std, gaussian_delta
+from fedgame.privacy.analysis.jdp import (
+    JDPTotals,
+    exponential_epsilon,
+    gaussian_rdp_epsilon,
+    jdp_paper_total,
+    jdp_rdp_total,
+    jdp_round_guarantee,
+    jdp_totals,
+    m3_noise_std,
+    m3_sensitivity,
+)
 from fedgame.privacy.analysis.phs import (
     phs_epsilon_prime,
     phs_epsilon_spent,
@@ -39,4 +50,13 @@ __all__ = [
     "dpsgd_epsilon",
     "dpsgd_noise_multiplier",
     "dpsgd_noise_multipliers",
+    "JDPTotals",
+    "m3_sensitivity",
+    "m3_noise_std",
+    "exponential_epsilon",
+    "jdp_round_guarantee",
+    "jdp_paper_total",
+    "gaussian_rdp_epsilon",
+    "jdp_rdp_total",
+    "jdp_totals",
 ]
