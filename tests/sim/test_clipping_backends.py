@@ -42,4 +42,5 @@ def test_backend_clipped_sum_equals_the_loop(name: str, backend: str) -> None:
     res = tr.train(start, torch.arange(b), torch.Generator().manual_seed(0), DPSGD(max_grad_norm=c, noise_multiplier=0.0, sampling="shuffle"))
     got = (start - res.params).double() * b  # one step of lr 1 on (clipped sum)/B
     torch.testing.assert_close(got, expect, rtol=1e-4, atol=1e-5 * float(expect.abs().max()))
-    assert res.clipped_fraction == pytest.approx(float((norms > c).float().mean()), abs=1 / b)
+    # examples within float error of c may land on either side: allow one example
+    assert res.clipped_fraction == pytest.approx(float((norms > c).float().mean()), abs=1.5 / b)
