@@ -21,13 +21,12 @@ Every field is validated before any work; errors name the field, the value and t
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
-from fedgame.incentives.problems import ProblemError
+from fedgame.incentives.problems import ProblemError, validate_problem
 from fedgame.privacy.analysis.phs import phs_V
 from fedgame.selection.phs_problem import P1Solution, solve_p1
 
@@ -149,28 +148,10 @@ class PHSProblem(_Strict):
         return self
 
 
-_TYPE_TAG = re.compile(r"^(float|int|bool|str|none|list\[.*\]|literal\[.*\])$")
-
-
 def parse_phs_problem(raw: Any) -> PHSProblem:
     """Validate a JSON value as a :class:`PHSProblem`; :class:`ProblemError` lists every bad
     field, one per line."""
-    if not isinstance(raw, dict):
-        raise ProblemError(f"problem: expected a JSON object, got {type(raw).__name__}")
-    try:
-        return PHSProblem.model_validate(raw)
-    except ValidationError as e:
-        lines = []
-        for err in e.errors():
-            # pydantic names the union member that failed ("delta.float"); the field is enough
-            loc = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and _TYPE_TAG.match(p)))
-            msg = err["msg"].removeprefix("Value error, ")
-            got = err.get("input")
-            shown = "" if isinstance(got, (dict, list)) or not loc else f", got {got!r}"
-            line = f"{loc}: {msg}{shown}" if loc else msg
-            if line not in lines:
-                lines.append(line)
-        raise ProblemError("\n".join(lines)) from None
+    return validate_problem(PHSProblem, raw)
 
 
 def _finite(x: float) -> float | None:

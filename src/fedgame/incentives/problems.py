@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -220,6 +220,29 @@ def solve_fedpcs(raw: Any) -> dict[str, Any]:
 
 _TYPE_TAG = re.compile(r"^(float|int|bool|str|none|list\[.*\]|literal\[.*\])$")
 
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def validate_problem(model: type[_M], raw: Any) -> _M:
+    """``model.model_validate(raw)``, or :class:`ProblemError` with one line per bad field:
+    the field's path (without pydantic's union-member tags such as ``float``), the message and
+    the value given; repeated lines once."""
+    if not isinstance(raw, dict):
+        raise ProblemError(f"problem: expected a JSON object, got {type(raw).__name__}")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        lines: list[str] = []
+        for err in e.errors():
+            loc = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and _TYPE_TAG.match(p)))
+            msg = err["msg"].removeprefix("Value error, ")
+            got = err.get("input")
+            shown = "" if isinstance(got, (dict, list)) or not loc else f", got {got!r}"
+            for line in (f"{loc}: {msg}{shown}" if loc else msg).splitlines():
+                if line not in lines:
+                    lines.append(line)
+        raise ProblemError("\n".join(lines)) from None
+
 
 class QIDPFLServer(_Strict):
     """Stage I constants (§3.6): γ, β, λ, V, model dimension d, clip C, rounds T, discount π and
@@ -393,22 +416,7 @@ class QIDPFLProblem(_Strict):
 def parse_qidpfl_problem(raw: Any) -> QIDPFLProblem:
     """Validate a JSON value as a :class:`QIDPFLProblem`; :class:`ProblemError` lists every bad
     field, one per line."""
-    if not isinstance(raw, dict):
-        raise ProblemError(f"problem: expected a JSON object, got {type(raw).__name__}")
-    tag = _TYPE_TAG
-    try:
-        return QIDPFLProblem.model_validate(raw)
-    except ValidationError as e:
-        lines: list[str] = []
-        for err in e.errors():
-            loc = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and tag.match(p)))
-            msg = err["msg"].removeprefix("Value error, ")
-            got = err.get("input")
-            shown = "" if isinstance(got, (dict, list)) or not loc else f", got {got!r}"
-            line = f"{loc}: {msg}{shown}" if loc else msg
-            if line not in lines:
-                lines.append(line)
-        raise ProblemError("\n".join(lines)) from None
+    return validate_problem(QIDPFLProblem, raw)
 
 
 def solve_qidpfl(raw: Any) -> dict[str, Any]:
@@ -559,21 +567,7 @@ class JDPProblem(_Strict):
 def parse_jdp_problem(raw: Any) -> JDPProblem:
     """Validate a JSON value as a :class:`JDPProblem`; :class:`ProblemError` lists every bad
     field, one per line (before any auction work)."""
-    if not isinstance(raw, dict):
-        raise ProblemError(f"problem: expected a JSON object, got {type(raw).__name__}")
-    try:
-        return JDPProblem.model_validate(raw)
-    except ValidationError as e:
-        lines: list[str] = []
-        for err in e.errors():
-            loc = ".".join(str(p) for p in err["loc"])
-            msg = err["msg"].removeprefix("Value error, ")
-            got = err.get("input")
-            shown = "" if isinstance(got, (dict, list)) or not loc else f", got {got!r}"
-            for line in (f"{loc}: {msg}{shown}" if loc else msg).splitlines():
-                if line not in lines:
-                    lines.append(line)
-        raise ProblemError("\n".join(lines)) from None
+    return validate_problem(JDPProblem, raw)
 
 
 def solve_jdp(raw: Any) -> dict[str, Any]:
