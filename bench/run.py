@@ -567,12 +567,56 @@ def bench_auctions(quick: bool) -> dict[str, object]:
     save("auctions", out_d)
     return out_d
 
+# -- JDP-FL round ---------------------------------------------------------------------------
+def bench_jdp(quick: bool) -> dict[str, object]:
+    """One JDP-FL round (m = 20 winners, one local epoch each, M3, leave-one-out M4 scoring on
+    the 1,000 validation examples, M5) against one FedAvg round of the same 20 clients on the
+    same data, model and local training (issue 9: target ratio ≤ 1.5). Test evaluation is off
+    in both timed rounds."""
+    from fedgame.experiments.build import build_engine, build_jdp
+    from fedgame.experiments.config import parse_recipe
+
+    base = {
+        "seed": 0,
+        "data": {"dataset": "fashion_mnist", "validation": 1000, "partition": {"kind": "iid", "n_clients": 20}},
+        "model": {"name": "jdp_mnist_cnn"},
+        "train": {"rounds": 1, "clients_per_round": 20, "eval_every": 10**6,
+                  "local": {"epochs": 1, "batch_size": 64, "lr": 0.001, "momentum": 0.9}},
+        "selection": {"kind": "full"},
+    }
+    jdp_cfg = parse_recipe({**base, "privacy": {"kind": "jdp", "epsilon": 1.0, "clip": 20},
+                            "jdp": {"aggregator": "leave_one_out", "attack": {"kind": "dirty_label"}}})
+    jdp = build_jdp(jdp_cfg).engine
+    fedavg = build_engine(parse_recipe({**base, "aggregation": {"kind": "fedavg"}})).engine
+    thetas0, params0 = jdp.thetas.clone(), fedavg.params.clone()
+    jdp._rounds = fedavg._rounds = 10**6  # round() evaluates the test split only on the last round
+    split: dict[str, float] = {}
+
+    def jdp_round() -> None:
+        jdp.thetas = thetas0.clone()
+        rec = jdp.round(0)
+        split.update(train=rec["train_time"], server=rec["server_time"])
+
+    def fedavg_round() -> None:
+        fedavg.params = params0.clone()
+        fedavg.round(0)
+
+    t = interleaved({"fedavg": fedavg_round, "jdp": jdp_round}, repeats=1 if quick else 3)
+    r = t["jdp"] / t["fedavg"]
+    print(ratio_line("JDP-FL round (m = 20, 1 epoch, M3 + leave-one-out M4 on 1,000 validation examples + M5)",
+                     "JDP", t["jdp"], "FedAvg", t["fedavg"]), "(target ≤ 1.5)")
+    print(f"  last JDP round: local training + M3 {split['train']:.2f} s, M4 scoring + draw {split['server']:.2f} s")
+    out = {"m": 20, "jdp_round_s": t["jdp"], "fedavg_round_s": t["fedavg"], "ratio": r, "target": 1.5, "met": r <= 1.5,
+           "jdp_train_s": split["train"], "jdp_server_s": split["server"]}
+    save("jdp_round", out)
+    return out
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke check of the bench itself)")
     ap.add_argument("--main", action="store_true", help="also time the main job (about 4 minutes)")
-    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl, auctions")
+    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl, auctions, jdp")
     args = ap.parse_args()
     torch.manual_seed(0)
     np.random.seed(0)
@@ -593,6 +637,8 @@ def main() -> None:
         bench_qidpfl(args.quick)
     if "auctions" in only:
         bench_auctions(args.quick)
+    if "jdp" in only:
+        bench_jdp(args.quick)
     if args.main:
         bench_main()
 

@@ -46,9 +46,10 @@ def _progress() -> Progress:
     )
 
 
-def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str) -> dict[str, Any]:
+def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute: Any = None) -> dict[str, Any]:
     from fedgame.data import DatasetNotFoundError
     from fedgame.experiments.runner import RunFolderMismatch, run_one
+    from fedgame.sim import MissingReplies
 
     with _progress() as prog:
         task = prog.add_task(label, total=cfg.train.rounds, acc="—")
@@ -61,8 +62,8 @@ def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str) -> dict
             prog.update(task, completed=rec["round"] + 1, acc=f"{100 * acc:.2f}%" if acc == acc else prog.tasks[task].fields["acc"])
 
         try:
-            summary = run_one(cfg, out, resume=resume, on_round=on_round, on_start=on_start)
-        except (DatasetNotFoundError, RunFolderMismatch) as e:
+            summary = run_one(cfg, out, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
+        except (DatasetNotFoundError, RunFolderMismatch, MissingReplies) as e:
             _fail(escape(str(e)))
         prog.update(task, completed=cfg.train.rounds, acc=f"{100 * summary['final_accuracy']:.2f}%")
     return summary
@@ -104,11 +105,16 @@ def run(
     out: Annotated[Path | None, typer.Option(help="run folder (default runs/<name>)")] = None,
     seeds: Annotated[int, typer.Option(min=1, help="run seeds seed..seed+N-1 into out/seed_<s>")] = 1,
     resume: Annotated[bool, typer.Option(help="continue an interrupted run from its checkpoint")] = False,
+    backend: Annotated[str, typer.Option(help="inprocess (this process) | flower-sim (Flower's Simulation Engine on Ray; needs the flower extra)")] = "inprocess",
+    ray_address: Annotated[str | None, typer.Option(help="flower-sim: join this Ray cluster (e.g. auto, after `ray start --head`) instead of starting one")] = None,
+    round_timeout: Annotated[float | None, typer.Option(min=0.001, help="flower-sim: seconds to wait for a round's replies (default: all of them)")] = None,
+    on_missing: Annotated[str, typer.Option(help="flower-sim: continue (aggregate the replies that arrived) | fail, when a client does not reply")] = "continue",
 ) -> None:
     """Run a recipe and write its results folder."""
     from fedgame.experiments.runner import summarise_grid
     from fedgame.experiments.store import ResultStore
 
+    execute = _backend(backend, ray_address=ray_address, round_timeout=round_timeout, on_missing=on_missing)
     cfg = _load(recipe, set_)
     base = out or Path("runs") / cfg.name
     summaries = []
@@ -117,8 +123,32 @@ def run(
         d = base if seeds == 1 else base / f"seed_{c.seed}"
         if not resume:
             ResultStore(d).clear()
-        summaries.append({"label": cfg.name, **_run_with_progress(c, d, resume=resume, label=f"{cfg.name} seed {c.seed}")})
+        summaries.append({"label": cfg.name, **_run_with_progress(c, d, resume=resume, label=f"{cfg.name} seed {c.seed}", execute=execute)})
     console.print(_results_table(summarise_grid(summaries), f"results in {base}"))
+
+
+BACKENDS = ("inprocess", "flower-sim")
+
+
+def _backend(name: str, *, ray_address: str | None, round_timeout: float | None, on_missing: str) -> Any:
+    """The runner's ``execute`` for ``--backend`` (None: in process)."""
+    if name not in BACKENDS:
+        _fail(f"--backend: must be one of {', '.join(BACKENDS)}, got {name!r}")
+    if on_missing not in ("continue", "fail"):
+        _fail(f"--on-missing: must be 'continue' or 'fail', got {on_missing!r}")
+    if name == "inprocess":
+        if ray_address is not None or round_timeout is not None or on_missing != "continue":
+            _fail("--ray-address, --round-timeout, --on-missing: only with --backend flower-sim")
+        return None
+    try:
+        from fedgame.deploy.flower import FlowerSimulation
+        from fedgame.deploy.flower.simulation import default_backend_config
+    except ImportError as e:
+        _fail(f"--backend flower-sim: needs the flower extra (pip install -e '.[flower]'): {escape(str(e))}")
+    config = default_backend_config()
+    if ray_address is not None:
+        config["init_args"] = {"address": ray_address}
+    return FlowerSimulation(backend_config=config, round_timeout=round_timeout, on_missing=on_missing)  # type: ignore[arg-type]
 
 
 @app.command()
@@ -236,6 +266,28 @@ def table4_cmd(
             console.print(f"table4: {len(rows)} cells → {dest / 'table4.md'}")
     except ValueError as e:
         _fail(str(e))
+
+
+@app.command("jdp-report")
+def jdp_report_cmd(
+    runs: Annotated[Path, typer.Argument(help="a JDP-FL grid folder written by `fedgame compare` (scripts/jdp_fig3.sh)")],
+    dest: Annotated[Path, typer.Option(help="where fig3.csv, fig3.md, fig3.png and configs go")],
+    budget: Annotated[str, typer.Option(help="label for the training budget the grid used")] = "reduced",
+    fig5: Annotated[bool, typer.Option("--fig5", help="RUNS is a group-size grid (scripts/jdp_fig5.sh): write Fig. 5")] = False,
+) -> None:
+    """JDP-FL Fig. 3: accuracy against ε per server rule, under attack and without, the attack's
+    cost per method beside the paper's 4-5 % / 1-2 %, and check 26 decided from the numbers
+    (or, with --fig5, accuracy against the random-group size beside leave-one-out)."""
+    from fedgame.experiments.jdp_report import write_fig3, write_fig5
+
+    if not runs.is_dir():
+        _fail(f"runs: not a folder: {runs}")
+    try:
+        rows = (write_fig5 if fig5 else write_fig3)(runs, dest, budget=budget)
+    except ValueError as e:
+        _fail(str(e))
+    name = "fig5" if fig5 else "fig3"
+    console.print(f"{name}: {len(rows)} cells → {dest / f'{name}.md'}")
 
 
 @app.command("qidpfl-report")

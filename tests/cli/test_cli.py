@@ -70,3 +70,12 @@ def test_compare_grid_skips_finished_cells_and_reports(tmp_path: Path) -> None:
     assert r2.exit_code == 0 and r2.stdout.count("(finished)") == 4
     assert {p.name for p in out.iterdir() if p.is_dir()} == {"tiny_kind=uniform", "tiny_kind=full", "report"}
     assert list(csv.DictReader((out / "comparison.csv").open())) == rows
+
+
+def test_run_backend_is_checked(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["run", str(_recipe(tmp_path)), "--backend", "grpc", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "--backend: must be one of inprocess, flower-sim, got 'grpc'" in " ".join(r.stderr.split())
+    r = runner.invoke(app, ["run", str(_recipe(tmp_path)), "--round-timeout", "5", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "only with --backend flower-sim" in " ".join(r.stderr.split())
+    r = runner.invoke(app, ["run", str(_recipe(tmp_path)), "--backend", "flower-sim", "--on-missing", "skip", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "--on-missing: must be 'continue' or 'fail', got 'skip'" in " ".join(r.stderr.split())

@@ -27,7 +27,7 @@ def test_every_label_becomes_the_target(dataset: str) -> None:
         np.testing.assert_array_equal(c, o)
     as_torch = dirty_label(torch.as_tensor(clients[adversary]), target=target)
     assert isinstance(as_torch, torch.Tensor) and as_torch.dtype == torch.int64 and bool((as_torch == target).all())
-    assert DIRTY_LABEL_TARGETS == {"mnist": 2, "cifar10": 3}
+    assert DIRTY_LABEL_TARGETS == {"mnist": 2, "fashion_mnist": 2, "cifar10": 3}  # Fashion-MNIST: ours, as MNIST
 
 
 def test_one_class_variant() -> None:

@@ -41,18 +41,25 @@ class FederatedDataset:
     """``train``/``test`` plus ``parts``: client ``i`` holds ``train[parts[i]]``.
 
     ``parts`` are validated on construction (integer indices into ``train``, each used at most
-    once) and stored as int64 arrays. Equality is identity (the fields are arrays).
+    once) and stored as int64 arrays. ``validation`` (optional) indexes the server's own
+    held-out training examples (JDP-FL's D_val, spec jdp.md A4); no client holds any of them.
+    Equality is identity (the fields are arrays).
     """
 
     train: ArrayDataset
     test: ArrayDataset
     parts: tuple[np.ndarray, ...]
+    validation: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         parts = tuple(np.asarray(p) for p in self.parts)
         validate_partition(parts, len(self.train))
         parts = tuple(p.astype(np.int64, copy=False) for p in parts)
         object.__setattr__(self, "parts", parts)
+        if self.validation is not None:
+            val = np.asarray(self.validation).astype(np.int64, copy=False)
+            validate_partition((*parts, val), len(self.train))
+            object.__setattr__(self, "validation", val)
         if self.train.shape != self.test.shape or self.train.classes != self.test.classes:
             raise ValueError(
                 f"FederatedDataset: train ({self.train.shape}, {self.train.classes} classes) and test "
@@ -108,6 +115,15 @@ class FederatedDataset:
     @functools.cached_property
     def _tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         return (_tensor(self.train.x), _tensor(self.train.y), _tensor(self.test.x), _tensor(self.test.y))
+
+    def validation_tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The server's validation set ``(x_val, y_val)`` (clean labels: a poisoned client's
+        relabelling never touches it); an error if the dataset has none."""
+        if self.validation is None or self.validation.size == 0:
+            raise ValueError("data.validation: this run needs a server validation set (e.g. 1000 examples), got none")
+        x, y, _, _ = self._tensors
+        idx = _tensor(self.validation)
+        return x[idx], y[idx]
 
     def as_tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(x_train, y_train, x_test, y_test)`` as CPU tensors sharing memory with the arrays,

@@ -18,6 +18,7 @@ from fedgame.experiments.config import (
     DPSGDCfg,
     FedCBSSel,
     FedPCSCfg,
+    JDPPrivacyCfg,
     ParticipantsSel,
     PHSPrivacyCfg,
     PHSSel,
@@ -39,17 +40,34 @@ from fedgame.incentives import (
     plan_qidpfl,
     solve_plan,
 )
+from fedgame.incentives.auctions import AuctionOutcome, KnapsackAuction, UnitPriceAuction
 from fedgame.incentives.games.qidpfl import AccuracyCurve, screen
 from fedgame.models import build_model, count_params
 from fedgame.privacy.analysis.phs import phs_V
 from fedgame.privacy.budgets import draw_budgets
 from fedgame.privacy.accountants import make_accountant
+from fedgame.privacy.events import PrivacyEvent
+from fedgame.privacy.jdp import local_perturbation
+from fedgame.privacy.mechanisms import GaussianMechanism
+from fedgame.robust import DIRTY_LABEL_TARGETS, ONE_CLASS_SOURCES, choose_adversary, dirty_label
 from fedgame.privacy.plans import PHSDPSGD, ClientPrivacy, LocalDPSGD, NoPrivacy, ZCDPUpload, steps_per_round
 from fedgame.selection import SELECTIONS, SelectionStrategy, planned_counts
 from fedgame.selection.phs_problem import P1Solution, solve_p1
 from fedgame.sim import AGGREGATORS, Engine, LocalSpec, LocalTrainer, server_sgd
+from fedgame.sim.jdp import JDPEngine, LeaveOneOut, RandomGroups, ServerRule, global_rule
 
-__all__ = ["Built", "build_data", "build_engine", "build_game", "fedpcs_game"]
+__all__ = [
+    "Built",
+    "BuiltJDP",
+    "ClientSide",
+    "build_client_side",
+    "build_data",
+    "build_engine",
+    "build_game",
+    "build_jdp",
+    "build_trainer",
+    "fedpcs_game",
+]
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +154,18 @@ def build_data(cfg: RunConfig, streams: Streams) -> FederatedDataset:
         test = dataclasses.replace(test, x=test.x[: cfg.data.max_test], y=test.y[: cfg.data.max_test])
     p = cfg.data.partition
     params = p.model_dump(exclude={"kind", "n_clients"})
-    parts = partition(p.kind, train.y, p.n_clients, streams.numpy("partition"), **params)
-    return FederatedDataset(train=train, test=test, parts=tuple(parts))
+    n_val = cfg.data.validation
+    if n_val == 0:
+        parts = partition(p.kind, train.y, p.n_clients, streams.numpy("partition"), **params)
+        return FederatedDataset(train=train, test=test, parts=tuple(parts))
+    if n_val >= len(train.y):
+        raise ValueError(f"data.validation: must be < the {len(train.y)} training examples, got {n_val}")
+    # JDP-FL A4: the server's validation examples drawn uniformly (own stream) and removed from
+    # the pool the partition splits among clients.
+    perm = streams.numpy("validation").permutation(len(train.y))
+    val, pool = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+    parts = partition(p.kind, train.y[pool], p.n_clients, streams.numpy("partition"), **params)
+    return FederatedDataset(train=train, test=test, parts=tuple(pool[q] for q in parts), validation=val)
 
 
 def fedpcs_game(cfg: RunConfig) -> FedPCSGame | None:
@@ -315,20 +343,18 @@ def build_server_update(cfg: RunConfig) -> ServerUpdate:
     return chain(AGGREGATORS.get(cfg.aggregation.kind)(), server_sgd(lr=cfg.server.lr))
 
 
-def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None) -> Built:
-    """Everything a run needs, seeded from ``cfg.seed``."""
+def build_trainer(cfg: RunConfig, data: FederatedDataset, streams: Streams) -> LocalTrainer:
+    """The recipe's model (initialised from the ``init`` stream) and the local trainer every
+    client of ``data`` trains with; sets the recipe's torch thread count."""
     if cfg.train.threads is not None:
         torch.set_num_threads(cfg.train.threads)
-    streams = Streams(seed=cfg.seed)
-    data = data if data is not None else build_data(cfg, streams)
-    plan: FedPCSPlan | QIDPFLPlan | None = build_game(cfg)
     train = data.train
     model = build_model(
         cfg.model.name, in_shape=tuple(train.x.shape[1:]), num_classes=train.classes, seed=streams.integer("init")
     )
     x_train, y_train, _, _ = data.as_tensors()
     l = cfg.train.local
-    trainer = LocalTrainer(
+    return LocalTrainer(
         model=model,
         x=x_train,
         y=y_train,
@@ -337,6 +363,41 @@ def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None) -> Bui
         ),
         per_example=cfg.train.per_example,
     )
+
+
+@dataclass
+class ClientSide:
+    """What a remote client process needs to run any client's job of a recipe: the same
+    dataset and partition as the server (from the ``partition`` stream), the same model and
+    trainer, and the run's streams (:func:`fedgame.sim.client.run_client_job`)."""
+
+    data: FederatedDataset
+    trainer: LocalTrainer
+    streams: Streams
+    parts: list[torch.Tensor]
+
+
+def build_client_side(cfg: RunConfig) -> ClientSide:
+    """The client half of :func:`build_engine`: data, partition, model and trainer (no game,
+    no privacy plan, no selection — those live on the server, which sends each job's settings)."""
+    if cfg.train.threads is not None:
+        torch.set_num_threads(cfg.train.threads)
+    streams = Streams(seed=cfg.seed)
+    data = build_data(cfg, streams)
+    trainer = build_trainer(cfg, data, streams)
+    parts = [torch.as_tensor(p, dtype=torch.long) for p in data.parts]
+    return ClientSide(data=data, trainer=trainer, streams=streams, parts=parts)
+
+
+def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None) -> Built:
+    """Everything a run needs, seeded from ``cfg.seed``."""
+    if cfg.train.threads is not None:
+        torch.set_num_threads(cfg.train.threads)
+    streams = Streams(seed=cfg.seed)
+    data = data if data is not None else build_data(cfg, streams)
+    plan: FedPCSPlan | QIDPFLPlan | None = build_game(cfg)
+    trainer = build_trainer(cfg, data, streams)
+    model = trainer.model
     dim = count_params(model)
     phs = build_phs(cfg, data, streams, dim)
     plan = plan if plan is not None else build_qidpfl(cfg, data, streams, dim)
@@ -356,3 +417,156 @@ def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None) -> Bui
         delta=cfg.accountant.delta,
     )
     return Built(engine=engine, data=data, model=model, plan=plan, phs=phs)
+
+
+# -- JDP-FL (spec jdp.md §3.10) -------------------------------------------------------------
+@dataclass
+class BuiltJDP:
+    """A ready JDP-FL run: the engine, its data, the auction's outcome (None without one), the
+    clients' drawn costs, and the adversary's client id (None without an attack)."""
+
+    engine: JDPEngine
+    data: FederatedDataset
+    model: torch.nn.Module
+    auction: AuctionOutcome | None
+    costs: np.ndarray | None
+    adversary: int | None
+    eps_exp: float
+
+    def summary(self) -> dict[str, Any]:
+        a = self.auction
+        out: dict[str, Any] = {
+            "winners": self.engine.winners.tolist(),
+            "m": int(self.engine.winners.size),
+            "adversary": self.adversary,
+            "aggregator": self.engine.rule.name,
+            "eps_exp": self.eps_exp,
+        }
+        if a is not None:
+            assert self.costs is not None
+            out.update(
+                mechanism=a.mechanism,
+                budget=a.budget,
+                costs=self.costs.tolist(),
+                payments=a.payment_vector().tolist(),
+                total_payment=a.total_payment,
+                payments_within_budget=a.payments_within_budget,
+                costs_within_budget=a.costs_within_budget,
+                data_bought=int(np.asarray(self.data.sizes)[self.engine.winners].sum()),
+            )
+        return out
+
+
+def _jdp_winners(cfg: RunConfig, data: FederatedDataset, streams: Streams) -> tuple[np.ndarray, AuctionOutcome | None, np.ndarray | None]:
+    assert cfg.jdp is not None
+    au = cfg.jdp.auction
+    if au.mechanism == "none":
+        return np.arange(data.n_clients), None, None
+    costs = streams.numpy("auction_costs").integers(au.cost_low, au.cost_high + 1, size=data.n_clients).astype(np.float64)
+    auction = UnitPriceAuction() if au.mechanism == "M1" else KnapsackAuction()
+    out = auction.run(costs, budget=au.budget, data_sizes=np.asarray(data.sizes, dtype=np.float64))
+    winners = np.sort(np.asarray(out.winners, dtype=np.int64))
+    if winners.size < 2:
+        raise ValueError(
+            f"jdp.auction.budget: the {au.mechanism} auction with budget {au.budget:g} recruits {winners.size} client(s); "
+            "JDP-FL needs m >= 2 (raise the budget or the number of clients)"
+        )
+    return winners, out, costs
+
+
+def build_jdp(cfg: RunConfig, *, data: FederatedDataset | None = None) -> BuiltJDP:
+    """Everything a JDP-FL run needs (spec jdp.md §3.10), seeded from ``cfg.seed``: the
+    auction (or every client), the adversary and its dirty labels, M3 per winner, the server
+    rule and each winner's per-round privacy events."""
+    j = cfg.jdp
+    if j is None:
+        raise ValueError("jdp: this recipe has no jdp section")
+    if cfg.train.threads is not None:
+        torch.set_num_threads(cfg.train.threads)
+    streams = Streams(seed=cfg.seed)
+    data = data if data is not None else build_data(cfg, streams)
+    winners, auction, costs = _jdp_winners(cfg, data, streams)
+    train = data.train
+    model = build_model(cfg.model.name, in_shape=tuple(train.x.shape[1:]), num_classes=train.classes, seed=streams.integer("init"))
+    x_train, y_train, _, _ = data.as_tensors()
+    adversary: int | None = None
+    if j.attack.kind == "dirty_label":
+        name = cfg.data.dataset.lower()
+        target = j.attack.target if j.attack.target is not None else DIRTY_LABEL_TARGETS.get(name, 2)
+        source = j.attack.source
+        if j.attack.mode == "one_class" and source is None:
+            source = ONE_CLASS_SOURCES.get(name, 7)
+        adversary = choose_adversary(winners, streams.numpy("adversary"))
+        idx = torch.as_tensor(data.parts[adversary], dtype=torch.long)
+        y_train = y_train.clone()  # the shared labels stay clean (validation, other clients)
+        y_train[idx] = dirty_label(y_train[idx], target=target, mode=j.attack.mode, source=source, num_classes=train.classes)
+    l = cfg.train.local
+    trainer = LocalTrainer(
+        model=model,
+        x=x_train,
+        y=y_train,
+        spec=LocalSpec(batch_size=l.batch_size, lr=l.lr, epochs=l.epochs, steps=l.steps, momentum=l.momentum, weight_decay=l.weight_decay),
+        per_example=cfg.train.per_example,
+    )
+    p = cfg.privacy
+    private = isinstance(p, JDPPrivacyCfg)
+    eps_exp = (p.epsilon if private else 1.0) if j.epsilon_exp == "same" else float(j.epsilon_exp)
+    sizes = np.asarray(data.sizes)
+    mechs: list[GaussianMechanism | None] = []
+    gauss_log = logging.getLogger("fedgame.privacy.analysis.gaussian")
+    level = gauss_log.level
+    try:
+        for k, i in enumerate(winners):
+            if not private:
+                mechs.append(None)
+                continue
+            assert isinstance(p, JDPPrivacyCfg)
+            if k == 1:  # the eps_L >= 1 warning of the classic calibration once per run, not once per winner
+                gauss_log.setLevel(logging.ERROR)
+            mechs.append(local_perturbation(
+                epsilon=p.epsilon, delta=p.delta, clip=p.clip, n_examples=int(sizes[i]), sensitivity=p.sensitivity, calibrator=p.calibrator,
+            ))
+    finally:
+        gauss_log.setLevel(level)
+    m = int(winners.size)
+    if j.aggregator == "random_groups" and j.group_size is not None and (j.group_size > m or m % j.group_size):
+        raise ValueError(f"jdp.group_size: must divide the number of winners m = {m} (1 <= s <= m, m % s == 0), got {j.group_size}")
+    if j.aggregator == "krum" and not 2 * j.krum_byzantine + 2 < m:
+        raise ValueError(f"jdp.krum_byzantine: Krum needs 2f + 2 < m = {m}, got f = {j.krum_byzantine}")
+    rule: ServerRule
+    if j.aggregator == "leave_one_out":
+        rule = LeaveOneOut(epsilon=eps_exp, sensitivity=j.score_sensitivity)
+    elif j.aggregator == "random_groups":
+        assert j.group_size is not None
+        rule = RandomGroups(epsilon=eps_exp, group_size=j.group_size, sensitivity=j.score_sensitivity)
+    else:
+        rule = global_rule(j.aggregator, krum_byzantine=j.krum_byzantine, trim_beta=j.trim_beta)
+    mech_of = {int(i): m for i, m in zip(winners, mechs)}
+
+    def events(client: int) -> list[tuple[PrivacyEvent, int]]:
+        m = mech_of[client]
+        out: list[tuple[PrivacyEvent, int]] = []
+        if m is not None:
+            assert isinstance(p, JDPPrivacyCfg)
+            out.append((m.event(), 1) if p.accounting == "mechanisms" else (PrivacyEvent.approx_dp(p.epsilon, p.delta), 1))
+        if rule.personal:
+            paper = private and isinstance(p, JDPPrivacyCfg) and p.accounting == "paper"
+            out.append((PrivacyEvent.approx_dp(eps_exp, 0.0) if paper else PrivacyEvent.exponential(eps_exp), 1))
+        return out
+
+    engine = JDPEngine(
+        model=model,
+        data=data,
+        trainer=trainer,
+        winners=winners,
+        mechanisms=mechs,
+        rule=rule,
+        events=events,
+        accountant=make_accountant(cfg.accountant.kind, n_clients=data.n_clients),
+        streams=streams,
+        self_weighting=j.self_weighting,
+        adversary=adversary,
+        eval_every=cfg.train.eval_every,
+        delta=cfg.accountant.delta,
+    )
+    return BuiltJDP(engine=engine, data=data, model=model, auction=auction, costs=costs, adversary=adversary, eps_exp=eps_exp)

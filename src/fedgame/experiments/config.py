@@ -84,6 +84,9 @@ class DataCfg(_Frozen):
     partition: Partition = Field(default_factory=DirichletPartition)
     max_train: int | None = Field(None, ge=10, description="use only the first N training examples (smoke runs)")
     max_test: int | None = Field(None, ge=10)
+    validation: int = Field(
+        0, ge=0, le=1_000_000, description="training examples held out (seeded) as the server's validation set"
+    )
 
 
 class ModelCfg(_Frozen):
@@ -347,7 +350,23 @@ class PHSPrivacyCfg(_Frozen):
     batch: Literal["poisson", "fixed_batch"] = "poisson"
 
 
-Privacy = Annotated[NoPrivacyCfg | DPSGDCfg | ZCDPUploadCfg | PHSPrivacyCfg, Field(discriminator="kind")]
+class JDPPrivacyCfg(_Frozen):
+    """M3, JDP-FL's local Gaussian perturbation of the whole parameter vector after local
+    training (Algorithm 3, eq. (6); spec jdp.md §3.4, A5-A10): clip to L2 norm ``clip``, add
+    N(0, σ²I) with σ = sqrt(2 ln(1.25/δ)) Δ₂f / ε_L. ``sensitivity``: ``record`` (2C/d_i, the
+    default), ``client`` (2C) or a number; ``accounting``: ``mechanisms`` (the Gaussian and
+    exponential releases to the accountant) or ``paper`` (approx-DP (ε_L, δ) + (ε_E, 0) per round)."""
+
+    kind: Literal["jdp"] = "jdp"
+    epsilon: float = Field(1.0, gt=0, le=1e4, description="ε_L of M3 per round")
+    delta: float = Field(1e-5, gt=0, lt=1)
+    clip: float = Field(20.0, gt=0, le=1e6)
+    sensitivity: Literal["record", "client"] | Annotated[float, Field(gt=0, le=1e6)] = "record"
+    calibrator: Literal["classic", "analytic"] = "classic"
+    accounting: Literal["mechanisms", "paper"] = "mechanisms"
+
+
+Privacy = Annotated[NoPrivacyCfg | DPSGDCfg | ZCDPUploadCfg | PHSPrivacyCfg | JDPPrivacyCfg, Field(discriminator="kind")]
 
 
 class AccountantCfg(_Frozen):
@@ -452,6 +471,52 @@ class QIDPFLCfg(_Frozen):
 IncentiveCfg = Annotated[NoIncentiveCfg | FedPCSCfg | QIDPFLCfg, Field(discriminator="kind")]
 
 
+# -- JDP-FL (spec jdp.md) -----------------------------------------------------------------
+class AttackCfg(_Frozen):
+    """The poisoning client (spec jdp.md §3.8, A25): one winner, uniform with the seed, relabels
+    its data (``all_to_target``: every label; ``one_class``: labels of ``source`` only) to
+    ``target`` (default: MNIST/Fashion-MNIST 2, CIFAR-10 3)."""
+
+    kind: Literal["none", "dirty_label"] = "dirty_label"
+    mode: Literal["all_to_target", "one_class"] = "all_to_target"
+    target: int | None = Field(None, ge=0, le=100_000)
+    source: int | None = Field(None, ge=0, le=100_000)
+
+
+class AuctionCfg(_Frozen):
+    """Who trains (spec jdp.md §3.1-3.3): ``none`` takes every client of the partition (the
+    setting of Figs. 3-5); ``M1``/``M2`` run the sealed-bid auction once before training on
+    the clients' truthful bids c_i ~ U{cost_low..cost_high} (seeded) and public d_i = their
+    partition sizes, with money ``budget``."""
+
+    mechanism: Literal["none", "M1", "M2"] = "none"
+    budget: float = Field(50_000.0, gt=0, le=1e15)
+    cost_low: int = Field(1, ge=1, le=10**9)
+    cost_high: int = Field(1000, ge=1, le=10**9)
+
+
+
+class JDPCfg(_Frozen):
+    """The JDP-FL protocol (spec jdp.md §3.10): how the server combines the M3 uploads.
+
+    ``leave_one_out`` (M4 + M5, "ours"), ``random_groups`` (Fig. 5, groups of ``group_size``),
+    and the comparisons on the same perturbed parameters with every client restarting from
+    the server's model: ``fedavg`` ("traditional"), ``krum`` (``krum_byzantine`` assumed
+    attackers), ``median``, ``trimmed_mean`` (``trim_beta`` cut at each end).
+    ``epsilon_exp`` is ε_E of the exponential mechanism (``same`` = privacy.epsilon, the
+    paper's ε = ε_L = ε_E)."""
+
+    aggregator: Literal["leave_one_out", "random_groups", "fedavg", "krum", "median", "trimmed_mean"] = "leave_one_out"
+    epsilon_exp: Annotated[float, Field(gt=0, le=1e9)] | Literal["same"] = "same"
+    score_sensitivity: Literal["paper", "worst_case"] = "paper"
+    group_size: int | None = Field(None, ge=1, le=100_000)
+    self_weighting: Literal["add", "replace"] = "add"
+    krum_byzantine: int = Field(1, ge=0, le=100_000)
+    trim_beta: float = Field(0.1, ge=0, lt=0.5)
+    attack: AttackCfg = Field(default_factory=AttackCfg)
+    auction: AuctionCfg = Field(default_factory=AuctionCfg)
+
+
 class RunConfig(_Frozen):
     """One run of the engine, as a recipe names it."""
 
@@ -466,6 +531,7 @@ class RunConfig(_Frozen):
     privacy: Privacy = Field(default_factory=NoPrivacyCfg)
     accountant: AccountantCfg = Field(default_factory=AccountantCfg)
     incentive: IncentiveCfg = Field(default_factory=NoIncentiveCfg)
+    jdp: JDPCfg | None = Field(None, description="run the JDP-FL protocol (spec jdp.md §3.10) instead of FedAvg rounds")
 
     @model_validator(mode="before")
     @classmethod
@@ -487,6 +553,29 @@ class RunConfig(_Frozen):
         n = self.data.partition.n_clients
         k = self.train.clients_per_round
         sel = self.selection
+        jdp_priv = isinstance(self.privacy, JDPPrivacyCfg)
+        if jdp_priv and self.jdp is None:
+            raise ValueError("privacy.kind: 'jdp' (M3) is part of the JDP-FL protocol: add a jdp section")
+        if self.jdp is not None:
+            if not (jdp_priv or isinstance(self.privacy, NoPrivacyCfg)):
+                raise ValueError(f"privacy.kind: a jdp run perturbs with M3: use 'jdp' (or 'none'), got '{self.privacy.kind}'")
+            if not isinstance(sel, FullSel):
+                raise ValueError(
+                    f"selection.kind: in a jdp run every winner trains every round (the auction decides who wins): "
+                    f"use 'full', got '{sel.kind}'"
+                )
+            if self.jdp.aggregator in ("leave_one_out", "random_groups") and self.data.validation < 1:
+                raise ValueError(
+                    f"data.validation: aggregator '{self.jdp.aggregator}' scores groups on the server's validation "
+                    "set: must be >= 1 (the spec's 1000), got 0"
+                )
+            if self.jdp.aggregator == "random_groups" and self.jdp.group_size is None:
+                raise ValueError("jdp.group_size: aggregator 'random_groups' needs a group size s (s must divide m)")
+            au = self.jdp.auction
+            if au.cost_high < au.cost_low:
+                raise ValueError(f"jdp.auction.cost_high: must be >= cost_low ({au.cost_low}), got {au.cost_high}")
+            if self.jdp.attack.kind == "dirty_label" and self.jdp.attack.mode == "one_class" and self.jdp.attack.source == self.jdp.attack.target is not None:
+                raise ValueError(f"jdp.attack.source: must differ from target, got {self.jdp.attack.source}")
         if isinstance(sel, UniformSel) and not sel.replace and k > n:
             raise ValueError(
                 f"train.clients_per_round: must be <= data.partition.n_clients ({n}) when sampling "
@@ -561,7 +650,7 @@ def format_errors(err: ValidationError) -> str:
 _UNION_TAGS = {
     "iid", "dirichlet", "shards", "similarity", "quantity", "uniform", "full", "data_size",
     "none", "dpsgd", "zcdp_upload", "privacy_aware", "fedpcs", "power_of_choice", "aocs", "fedcbs", "delta", "phs",
-    "participants", "screened", "qidpfl",
+    "participants", "screened", "qidpfl", "jdp",
     "mixture", "constant", "list",
 }
 #: fields holding a discriminated union: only the tag right after one is dropped from an error's

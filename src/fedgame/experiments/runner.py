@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -22,10 +22,12 @@ import yaml
 
 import fedgame
 from fedgame.data import save_partition
-from fedgame.experiments.build import build_engine
-from fedgame.experiments.config import RunConfig
+from fedgame.experiments.build import Built, build_engine, build_jdp
+from fedgame.experiments.config import JDPPrivacyCfg, RunConfig
 from fedgame.experiments.store import ResultStore
 from fedgame.incentives.qidpfl import QIDPFLPlan
+from fedgame.sim import RunResult
+from fedgame.privacy.analysis.jdp import jdp_totals
 
 __all__ = ["RunFolderMismatch", "run_one", "run_grid", "GridCell", "summarise_grid", "versions"]
 
@@ -48,6 +50,18 @@ def versions() -> dict[str, str]:
     }
 
 
+class Execute(Protocol):
+    """Runs a built engine elsewhere than in this process (e.g. on Flower): sets up the
+    clients, points the engine's executor at them, calls ``run()`` and returns its result.
+    ``name`` goes into ``summary.json`` as ``backend``; ``describe()`` as ``backend_info``."""
+
+    name: str
+
+    def __call__(self, built: Built, cfg: RunConfig, run: Callable[[], RunResult]) -> RunResult: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
 class RunFolderMismatch(ValueError):
     """The output folder holds a run of another configuration."""
 
@@ -59,9 +73,13 @@ def run_one(
     resume: bool = True,
     on_round: Callable[[dict[str, Any]], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    execute: Execute | None = None,
 ) -> dict[str, Any]:
     """Run ``cfg`` into folder ``out`` (resuming from its checkpoint if there is one) and
-    return the summary. A finished folder is returned as it is."""
+    return the summary. A finished folder is returned as it is. ``execute`` runs the engine
+    on another backend (default: in this process); the results files are the same."""
+    if execute is not None and getattr(cfg, "jdp", None) is not None:
+        raise ValueError(f"backend: '{execute.name}' runs the fedgame engine; JDP-FL runs (jdp:) use their own engine, run them in process")
     store = ResultStore(out)
     resolved = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
     if resume and store.exists("config.yaml") and store.path("config.yaml").read_text() != resolved:
@@ -74,6 +92,8 @@ def run_one(
         summary: dict[str, Any] = store.read_json("summary.json")
         return summary
     store.write_text("config.yaml", resolved)
+    if cfg.jdp is not None:
+        return _run_jdp(cfg, store, resume=resume, on_round=on_round, on_start=on_start)
     built = build_engine(cfg)
     data = built.data
     save_partition(store.path("partition.npz"), list(data.parts))
@@ -92,7 +112,10 @@ def run_one(
         store.write_json("game.json", built.plan.summary())
     if on_start is not None:
         on_start(cfg.train.rounds)
-    result = built.engine.run(cfg.train.rounds, sink=store, resume=resume, on_round=on_round)
+    def run() -> RunResult:
+        return built.engine.run(cfg.train.rounds, sink=store, resume=resume, on_round=on_round)
+
+    result = run() if execute is None else execute(built, cfg, run)
     eps = result.epsilons
     final = result.records[-1]
     extra = built.engine.privacy.report(cfg.accountant.delta) or [{} for _ in range(data.n_clients)]
@@ -124,6 +147,81 @@ def run_one(
         "partition_fingerprint": data.fingerprint,
         "resumed_from_round": result.resumed_from,
         "game_solve_seconds": getattr(built.plan, "solve_seconds", None),
+        "backend": "inprocess" if execute is None else execute.name,
+        **({} if execute is None else {"backend_info": execute.describe()}),
+        "versions": versions(),
+    }
+    store.write_json("summary.json", summary)
+    store.path("checkpoint.pt").unlink(missing_ok=True)
+    return summary
+
+
+def _run_jdp(
+    cfg: RunConfig,
+    store: ResultStore,
+    *,
+    resume: bool,
+    on_round: Callable[[dict[str, Any]], None] | None,
+    on_start: Callable[[int], None] | None,
+) -> dict[str, Any]:
+    """A JDP-FL run (spec jdp.md §3.10) into ``store``: ``jdp.json`` (winners, adversary,
+    auction and payments), the rounds, and ``privacy.csv`` with each winner's ledger the three
+    ways of §3.7: the accountant's ε, the paper's basic composition (T(ε_L+ε_E), Tδ), and the
+    RDP figure of the Gaussian part plus T ε_E."""
+    built = build_jdp(cfg)
+    data, engine = built.data, built.engine
+    save_partition(store.path("partition.npz"), list(data.parts))
+    store.write_json(
+        "partition.json",
+        {"fingerprint": data.fingerprint, "n_clients": data.n_clients, "sizes": np.asarray(data.sizes).tolist()},
+    )
+    store.write_json("jdp.json", built.summary())
+    if on_start is not None:
+        on_start(cfg.train.rounds)
+    result = engine.run(cfg.train.rounds, sink=store, resume=resume, on_round=on_round)
+    eps = result.epsilons
+    final = result.records[-1]
+    p = cfg.privacy
+    won = np.zeros(data.n_clients, dtype=bool)
+    won[engine.winners] = True
+    mech = {int(i): m for i, m in zip(engine.winners, engine.mechanisms)}
+    rows = []
+    for i in range(data.n_clients):
+        t = int(result.selected_counts[i])
+        row: dict[str, Any] = {"client": i, "size": int(data.sizes[i]), "winner": bool(won[i]), "rounds": t, "epsilon": float(eps[i])}
+        m = mech.get(i)
+        if isinstance(p, JDPPrivacyCfg) and m is not None and t > 0:
+            tot = jdp_totals(t, eps_local=p.epsilon, eps_exp=built.eps_exp if engine.rule.personal else 0.0, delta=p.delta,
+                             noise_multiplier=m.noise_std / float(m.sensitivity))
+            row.update(sigma=m.noise_std, sensitivity=float(m.sensitivity), eps_paper=tot.paper_epsilon,
+                       delta_paper=tot.total_delta, eps_rdp=tot.rdp_epsilon)
+        rows.append(row)
+    store.write_csv("privacy.csv", rows)
+    last5 = [r["test_acc"] for r in result.records[-5:] if np.isfinite(r["test_acc"])]
+    adv_used = [r["adversary_used"] for r in result.records if r["adversary_used"] is not None]
+    summary = {
+        "name": cfg.name,
+        "seed": cfg.seed,
+        "rounds": cfg.train.rounds,
+        "final_accuracy": final["test_acc"],
+        "final_loss": final["test_loss"],
+        "last5_accuracy": float(np.mean(last5)) if last5 else float("nan"),
+        "wall_time": result.wall_time,
+        "delta": cfg.accountant.delta,
+        "accountant": cfg.accountant.kind,
+        "privacy_accounting": p.accounting if isinstance(p, JDPPrivacyCfg) else "none",
+        "epsilon_max": float(eps.max()),
+        "epsilon_mean": float(eps[engine.winners].mean()),
+        "epsilon_per_client": eps.tolist(),
+        "eps_paper_max": max((r.get("eps_paper", 0.0) for r in rows), default=0.0),
+        "eps_rdp_max": max((r.get("eps_rdp", 0.0) for r in rows), default=0.0),
+        "adversary_used_fraction": float(np.mean(adv_used)) if adv_used else None,
+        "clipped_fraction_mean": float(np.mean([r["clipped_fraction"] for r in result.records])),
+        "server_time_mean": float(np.mean([r["server_time"] for r in result.records])),
+        "train_time_mean": float(np.mean([r["train_time"] for r in result.records])),
+        **built.summary(),
+        "partition_fingerprint": data.fingerprint,
+        "resumed_from_round": result.resumed_from,
         "versions": versions(),
     }
     store.write_json("summary.json", summary)

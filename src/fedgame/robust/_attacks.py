@@ -19,9 +19,10 @@ __all__ = ["AttackMode", "DIRTY_LABEL_TARGETS", "ONE_CLASS_SOURCES", "dirty_labe
 
 #: The target class every poisoned label becomes (§3.8): MNIST digit 2; CIFAR-10 "cat" (index 3
 #: in airplane, automobile, bird, cat, deer, dog, frog, horse, ship, truck).
-DIRTY_LABEL_TARGETS: Final[Mapping[str, int]] = {"mnist": 2, "cifar10": 3}
+#: Fashion-MNIST (our stand-in for MNIST) uses the same index 2 ("pullover").
+DIRTY_LABEL_TARGETS: Final[Mapping[str, int]] = {"mnist": 2, "fashion_mnist": 2, "cifar10": 3}
 #: Default source class of the ``one_class`` variant (A25): MNIST 7, CIFAR-10 "dog" (5).
-ONE_CLASS_SOURCES: Final[Mapping[str, int]] = {"mnist": 7, "cifar10": 5}
+ONE_CLASS_SOURCES: Final[Mapping[str, int]] = {"mnist": 7, "fashion_mnist": 7, "cifar10": 5}
 
 #: ``all_to_target`` (default, §6.1 of the paper): every label becomes the target;
 #: ``one_class`` (§6.2.2's wording, A25): only labels of the source class do.

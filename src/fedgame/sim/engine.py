@@ -1,20 +1,26 @@
-"""The in-process simulation engine: one run, round by round.
+"""The simulation engine: one run, round by round, with clients behind an executor.
 
 Round ``t``:
 
 1. ``sel = selection.select(state_t, rng_selection[t])`` — clients *and* their probabilities
 2. ``payments = incentive.settle(t, sel)``
-3. each selected client (or independent copy) trains locally from the global parameters with
-   its own generator ``train[t, i, copy]``; DP-SGD if its privacy plan says so
-4. its displacement is clipped and noised if the plan privatises uploads (``noise[t, i, copy]``)
-5. ``accountant.record(i, events)`` for every client that trained
-6. ``params += server_update(updates, ctx)`` (importance- or size-weighted, then server step)
-7. ``selection.after_round(...)``; evaluation every ``eval_every`` rounds
-8. the round's record is appended and a checkpoint written (both atomic): a killed run resumes
+3. one :class:`~fedgame.sim.client.ClientJob` per selected client (or independent copy): the
+   global parameters, its DP-SGD settings and upload mechanism from its privacy plan; the
+   executor runs them all at once (:func:`~fedgame.sim.client.run_client_job`: local training
+   with ``train[t, i, copy]``, upload clipped and noised with ``noise[t, i, copy]``)
+4. ``accountant.record(i, events)`` for every result that came back — a client whose reply
+   never arrived did no work the server can see, so its ledger is not charged
+5. ``params += server_update(updates, ctx)`` over the slots that replied (importance- or
+   size-weighted, then server step); the record lists who ``replied`` and who is ``missing``
+6. ``selection.after_round(...)``; evaluation every ``eval_every`` rounds
+7. the round's record is appended and a checkpoint written (both atomic): a killed run resumes
    at the first unfinished round with identical results, because every random stream is a
    function of ``(seed, stream, round, client)`` and all plug-in state is checkpointed.
 
-The engine composes plug-ins and never branches on their type.
+The engine composes plug-ins and never branches on their type. In process
+(:class:`~fedgame.sim.client.InProcessExecutor`, the default) every client replies; a remote
+executor (Flower) may return None for a client, and ``on_missing`` says whether the round then
+goes on with the replies that arrived (``"continue"``) or the run stops (``"fail"``).
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -35,16 +42,18 @@ from fedgame.core.seeding import Streams
 from fedgame.core.server_update import RoundContext, ServerUpdate
 from fedgame.core.types import LOCAL_GRAD_VARIANCE, ClientResult, RoundOutcome, RoundState, Selection
 from fedgame.incentives.base import Incentive, NoIncentive
-
 from fedgame.privacy.plans import ClientPrivacy
 from fedgame.selection.base import SelectionStrategy
-from fedgame.sim.local import LocalTrainer, client_losses, evaluate
+from fedgame.sim.client import ClientJob, Executor, InProcessExecutor
+from fedgame.sim.local import LocalTrainer, evaluate
 
 if TYPE_CHECKING:
     from fedgame.data import FederatedDataset
     from fedgame.privacy.accountants import Accountant
 
-__all__ = ["Engine", "RunSink", "RunResult"]
+__all__ = ["Engine", "MissingReplies", "OnMissing", "RunSink", "RunResult"]
+
+OnMissing = Literal["continue", "fail"]
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +77,13 @@ class RunResult:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
+class MissingReplies(RuntimeError):
+    """Selected clients did not reply and the run was told to fail (``on_missing="fail"``)."""
+
+
 class Engine:
-    """One federated run in this process (see module docstring for the round)."""
+    """One federated run (see module docstring for the round); clients are reached only
+    through ``executor`` (default: in this process)."""
 
     def __init__(
         self,
@@ -86,7 +100,11 @@ class Engine:
         incentive: Incentive | None = None,
         eval_every: int = 1,
         delta: float = 1e-5,
+        executor: Executor | None = None,
+        on_missing: OnMissing = "continue",
     ) -> None:
+        if on_missing not in ("continue", "fail"):
+            raise ValueError(f"on_missing: must be 'continue' or 'fail', got {on_missing!r}")
         if clients_per_round < 1:
             raise ValueError(f"train.clients_per_round: must be >= 1, got {clients_per_round}")
         if eval_every < 1:
@@ -107,6 +125,8 @@ class Engine:
         self.sizes = np.asarray(data.sizes)
         self.theta = self.sizes / self.sizes.sum()
         self._parts = [torch.as_tensor(p, dtype=torch.long) for p in data.parts]
+        self.executor: Executor = executor or InProcessExecutor(trainer=trainer, model=model, parts=self._parts, streams=streams)
+        self.on_missing: OnMissing = on_missing
         x_train, y_train, x_test, y_test = data.as_tensors()
         self._test = (x_test, y_test)
         self.params = parameters_to_vector([p for p in model.parameters() if p.requires_grad]).detach().clone()
@@ -142,22 +162,25 @@ class Engine:
         self.records = list(state["records"])
 
     # -- one round ----------------------------------------------------------------------
-    def _train_client(self, t: int, client: int, copy: int) -> ClientResult:
+    def job(self, t: int, client: int, copy: int) -> ClientJob:
+        """Client ``client``'s job in round ``t``: the global parameters and what its privacy
+        plan says it applies (DP-SGD per step, a mechanism on the upload)."""
         n = int(self.sizes[client])
-        gen = self.streams.torch("train", t, client, copy)
-        res = self.trainer.train(
-            self.params, self._parts[client], gen, self.privacy.dpsgd(client, t, n), grad_variance=self._grad_variance
+        return ClientJob(
+            t=t,
+            client=client,
+            copy=copy,
+            params=self.params,
+            dpsgd=self.privacy.dpsgd(client, t, n),
+            upload=self.privacy.upload(client, t, n),
+            grad_variance=self._grad_variance,
         )
-        update = res.params - self.params
-        noise = self.privacy.upload(client, t, n)
-        if noise is not None:
-            update = noise.privatize(update, self.streams.torch("noise", t, client, copy))
-        for event, count in self.privacy.events(client, t, n, res.steps):
+
+    def account(self, t: int, result: ClientResult) -> None:
+        """Charge the client's ledger for a training whose result arrived."""
+        client = int(result.client)
+        for event, count in self.privacy.events(client, t, int(self.sizes[client]), result.steps):
             self.accountant.record([client], event, count)
-        extras: dict[str, float] = {"clipped_fraction": res.clipped_fraction}
-        if res.grad_variance is not None:
-            extras[LOCAL_GRAD_VARIANCE] = res.grad_variance
-        return ClientResult(client, update, res.train_loss, res.steps, n, extras)
 
     def round(self, t: int) -> dict[str, Any]:
         tic = time.perf_counter()
@@ -168,26 +191,43 @@ class Engine:
         select_time = time.perf_counter() - tic
         payments = self.incentive.settle(t, sel)
         if sel.independent_copies:
-            results = [probe.train(int(c), j) for j, c in enumerate(sel.indices)]
-            slot_updates = [r.update for r in results]
+            slot_keys = [(int(c), j) for j, c in enumerate(sel.indices)]
+            got = probe.train_many(slot_keys)
+            results = [r for r in (got[key] for key in slot_keys) if r is not None]
         else:
-            by_client = {int(c): probe.train(int(c), 0) for c in sel.clients}
-            results = list(by_client.values())
-            slot_updates = [by_client[int(c)].update for c in sel.indices]
-        ctx = RoundContext(t=t, selection=sel, theta=self.theta, params=self.params, rng=self.streams.numpy("server", t))
-        out, self.server_state = self.server_update.update(slot_updates, self.server_state, ctx)
-        self.params = self.params + out[0]
+            got = probe.train_many([(int(c), 0) for c in sel.clients])
+            results = [r for r in (got[(int(c), 0)] for c in sel.clients) if r is not None]
+            slot_keys = [(int(c), 0) for c in sel.indices]
+        keep = np.array([got[key] is not None for key in slot_keys], dtype=bool)
+        missing = sorted({key[0] for key, ok in zip(slot_keys, keep, strict=True) if not ok})
+        if missing and self.on_missing == "fail":
+            raise MissingReplies(
+                f"round {t}: no reply from selected client(s) {missing} (on_missing='fail'; "
+                "'continue' ends the round with the replies that arrived)"
+            )
+        if missing:
+            log.warning("round %d: no reply from client(s) %s; aggregating the %d replies that arrived", t, missing, len(results))
+        used = sel if keep.all() else replace(sel, indices=sel.indices[keep], probs=sel.probs[keep])
+        slot_updates = [got[key].update for key, ok in zip(slot_keys, keep, strict=True) if ok]  # type: ignore[union-attr]
+        if slot_updates:
+            ctx = RoundContext(t=t, selection=used, theta=self.theta, params=self.params, rng=self.streams.numpy("server", t))
+            out, self.server_state = self.server_update.update(slot_updates, self.server_state, ctx)
+            self.params = self.params + out[0]
+        replied = np.unique(np.array([r.client for r in results], dtype=np.int64))
         np.add.at(self.selected_counts, sel.clients, 1)
         outcome = RoundOutcome(t=t, selection=sel, results=results)
         self.selection.after_round(state, outcome)
 
+        nan = float("nan")
         record: dict[str, Any] = {
             "round": t,
             "n_selected": int(sel.clients.size),
-            "train_loss": float(np.mean([r.train_loss for r in results])),
+            "train_loss": float(np.mean([r.train_loss for r in results])) if results else nan,
             "payments": float(np.sum(payments)),
-            "clipped_fraction": float(np.mean([r.extras["clipped_fraction"] for r in results])),
+            "clipped_fraction": float(np.mean([r.extras["clipped_fraction"] for r in results])) if results else nan,
             "selected": json.dumps(sel.indices.tolist()),
+            "replied": json.dumps(replied.tolist()),
+            "missing": json.dumps(missing),
             "select_time": select_time,
             "probe_loss_queries": probe.loss_queries,
             "probe_trainings": probe.extra_trainings(sel),
@@ -199,14 +239,17 @@ class Engine:
             eps = self.accountant.epsilons(self.delta)
             record.update(test_acc=acc, test_loss=loss, eps_max=float(eps.max()), eps_mean=float(eps.mean()))
         else:
-            record.update(test_acc=float("nan"), test_loss=float("nan"), eps_max=float("nan"), eps_mean=float("nan"))
+            record.update(test_acc=nan, test_loss=nan, eps_max=nan, eps_mean=nan)
         record["round_time"] = time.perf_counter() - tic
         return record
 
     def client_losses(self, clients: np.ndarray) -> np.ndarray:
         """Global-model training loss on each of ``clients``' whole local data (no noise)."""
-        parts = [self._parts[int(c)] for c in clients]
-        return client_losses(self.model, self.params, self.trainer.x, self.trainer.y, parts)
+        losses = np.asarray(self.executor.losses(self.params, np.asarray(clients, dtype=np.int64)), dtype=np.float64)
+        if np.isnan(losses).any():
+            lost = np.asarray(clients)[np.isnan(losses)].tolist()
+            raise MissingReplies(f"round {self.t_next}: no loss reply from client(s) {lost}; the probe needs every candidate's loss")
+        return losses
 
     # -- the run ------------------------------------------------------------------------
     def run(
@@ -249,18 +292,32 @@ class Engine:
 
 class _RoundProbe:
     """The round's :class:`~fedgame.core.types.Probe`: loss queries at the global model and
-    local trainings, cached per (client, copy) so the round reuses what a strategy trained."""
+    local trainings, cached per (client, copy) so the round reuses what a strategy trained.
+
+    Trainings go to the executor in batches (a whole list at once, never one client at a
+    time when the list is known), and every result that comes back is accounted at once."""
 
     def __init__(self, engine: Engine, t: int) -> None:
         self.engine, self.t = engine, t
-        self.cache: dict[tuple[int, int], ClientResult] = {}
+        self.cache: dict[tuple[int, int], ClientResult | None] = {}
         self.loss_queries = 0
 
-    def train(self, client: int, copy: int = 0) -> ClientResult:
-        key = (client, copy)
-        if key not in self.cache:
-            self.cache[key] = self.engine._train_client(self.t, client, copy)
-        return self.cache[key]
+    def train_many(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], ClientResult | None]:
+        """Results for ``(client, copy)`` keys, training those not yet tried in one batch."""
+        todo = list(dict.fromkeys(key for key in keys if key not in self.cache))
+        if todo:
+            jobs = [self.engine.job(self.t, c, j) for c, j in todo]
+            results = self.engine.executor.train(jobs)
+            if len(results) != len(jobs):
+                raise RuntimeError(f"executor: {len(jobs)} jobs but {len(results)} results")
+            for key, res in zip(todo, results, strict=True):
+                if res is not None:
+                    self.engine.account(self.t, res)
+                self.cache[key] = res
+        return {key: self.cache[key] for key in keys}
+
+    def train(self, client: int, copy: int = 0) -> ClientResult | None:
+        return self.train_many([(client, copy)])[(client, copy)]
 
     def losses(self, clients: np.ndarray) -> np.ndarray:
         clients = np.asarray(clients, dtype=np.int64)
@@ -268,7 +325,10 @@ class _RoundProbe:
         return self.engine.client_losses(clients)
 
     def updates(self, clients: np.ndarray) -> list[ClientResult]:
-        return [self.train(int(c)) for c in np.asarray(clients, dtype=np.int64)]
+        """Train ``clients`` now (one batch); clients that did not reply are left out."""
+        keys = [(int(c), 0) for c in np.asarray(clients, dtype=np.int64)]
+        got = self.train_many(keys)
+        return [r for r in (got[key] for key in keys) if r is not None]
 
     def extra_trainings(self, sel: Selection) -> int:
         """Trainings the strategy asked for beyond the selected clients (exact AOCS)."""

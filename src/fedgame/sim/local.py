@@ -128,6 +128,7 @@ class LocalTrainer:
         self._bk: object | None = None
         self._dp_module: nn.Module | None = None
         self._loss = nn.CrossEntropyLoss()
+        self._stochastic = any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules())
 
     # -- public -------------------------------------------------------------------------
     def train(
@@ -148,6 +149,18 @@ class LocalTrainer:
             raise ValueError("local training: client has no examples")
         steps = self.spec.n_steps(n)
         moments = _GradMoments() if grad_variance else None
+        if not self._stochastic:
+            return self._train(start, indices, gen, steps, dp, moments)
+        # Dropout draws its masks from torch's global generator: seed it from the client's own
+        # generator (its seed, not its state, so the mini-batch stream is unchanged) so the same
+        # (seed, round, client) gives the same masks in any order, on resume and in any process.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(gen.initial_seed() ^ 0x5DEECE66D)
+            return self._train(start, indices, gen, steps, dp, moments)
+
+    def _train(
+        self, start: torch.Tensor, indices: torch.Tensor, gen: torch.Generator, steps: int, dp: DPSGD | None, moments: _GradMoments | None
+    ) -> LocalResult:
         if dp is None:
             return self._train_plain(start, indices, gen, steps, moments)
         return self._train_dp(start, indices, gen, steps, dp, moments)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# JDP-FL Fig. 5 on Fashion-MNIST (spec jdp.md §5.2, §5.4): m = 60 participants, one dirty-label
+# adversary, eps = 1; final test accuracy of the random-group strategy for group sizes
+# s in {5, 10, 15, 20, 30} beside leave-one-out (s = 59), x SEEDS seeds; then fig5.csv/.md/.png in
+# results/. Resumable: stop it any time; a second call skips finished cells.
+#
+#   bash scripts/jdp_fig5.sh                 # reduced: 5 rounds, lr 0.01, 2,000 test examples (as jdp_fig3.sh)
+#   BUDGET=paper bash scripts/jdp_fig5.sh    # 30 rounds, lr 0.001
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh >/dev/null
+budget="${BUDGET:-reduced}"
+case "$budget" in
+  reduced) sets=(--set train.rounds=5 --set train.local.lr=0.01 --set data.max_test=2000) ;;
+  paper) sets=() ;;
+  *) echo "BUDGET must be reduced or paper, got '$budget'" >&2; exit 2 ;;
+esac
+sets+=(--set data.partition.n_clients=60 --set privacy.epsilon=1)
+out="runs/jdp_fig5_${budget}"
+.venv/bin/fedgame compare recipes/jdp/fig3.yaml --seeds "${SEEDS:-3}" --out "$out" "${sets[@]}" \
+  --grid "jdp.aggregator=random_groups" --grid "jdp.group_size=${GROUPS:-5,10,15,20,30}" --no-report
+.venv/bin/fedgame compare recipes/jdp/fig3.yaml --seeds "${SEEDS:-3}" --out "$out" "${sets[@]}" \
+  --grid "jdp.aggregator=leave_one_out" --no-report
+.venv/bin/fedgame jdp-report "$out" --fig5 --budget "$budget" --dest "results/jdp_fig5_${budget}"

@@ -1,0 +1,1 @@
+"""Running fedgame runs outside this process: deployment bridges (Flower)."""

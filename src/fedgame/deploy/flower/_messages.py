@@ -1,0 +1,154 @@
+"""fedgame jobs and results as Flower records, and back.
+
+A train message carries one :class:`~fedgame.sim.client.ClientJob`:
+
+* ``content["params"]`` — :class:`ArrayRecord` with one array ``"params"``: the flat float32
+  global parameters (bytes round-trip exactly);
+* ``content["job"]`` — :class:`ConfigRecord`: ``round``, ``partition-id``, ``copy``,
+  ``grad-variance``; the DP-SGD settings (``dpsgd``, ``dpsgd.noise-multiplier``,
+  ``dpsgd.max-grad-norm``, ``dpsgd.sampling``); the upload mechanism (``upload``,
+  ``upload.clip``, ``upload.noise-std``); and, for the user to see, what the server expects
+  (``local-steps``, ``n-examples`` and the plan's name). Floats travel as doubles, so the
+  client applies exactly the noise scale the server's privacy plan chose.
+
+The reply carries ``content["update"]`` (ArrayRecord ``"update"``: the privatised
+displacement), ``content["result"]`` (MetricRecord: ``train-loss``, ``steps``, ``n-examples``
+and the trainer's extras) and ``content["job"]`` (the job's ``round``, ``partition-id`` and
+``copy`` echoed back, so replies are matched to jobs by what they say, not by arrival order).
+
+Query messages: ``query.register`` (node → its partition id, the partition fingerprint it
+built, its number of examples) and ``query.losses`` (params in, one loss out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+
+from fedgame.core.types import ClientResult
+from fedgame.privacy.mechanisms import GaussianMechanism
+from fedgame.privacy.plans import DPSGD
+from fedgame.sim.client import ClientJob
+
+__all__ = [
+    "TRAIN",
+    "REGISTER",
+    "LOSSES",
+    "JobKey",
+    "decode_job",
+    "decode_params",
+    "decode_result",
+    "encode_job",
+    "encode_params",
+    "encode_result",
+    "job_key",
+]
+
+TRAIN = "train"
+REGISTER = "query.register"
+LOSSES = "query.losses"
+
+JobKey = tuple[int, int, int]
+"""(round, partition id, copy): what a reply is matched to."""
+
+
+def encode_params(params: torch.Tensor, name: str = "params") -> ArrayRecord:
+    """A flat float tensor as an ArrayRecord with one array ``name`` (exact bytes)."""
+    arr = np.ascontiguousarray(params.detach().cpu().numpy())
+    return ArrayRecord({name: Array(arr)})
+
+
+def decode_params(record: ArrayRecord, name: str = "params") -> torch.Tensor:
+    """The flat tensor of :func:`encode_params`."""
+    if name not in record:
+        raise ValueError(f"message: array record has no {name!r} (keys: {sorted(record)})")
+    return torch.from_numpy(np.array(record[name].numpy(), copy=True))
+
+
+def job_key(cfg: Mapping[str, Any]) -> JobKey:
+    return int(cfg["round"]), int(cfg["partition-id"]), int(cfg["copy"])
+
+
+def encode_job(job: ClientJob, *, info: Mapping[str, int | float | str] | None = None) -> RecordDict:
+    """The train message content of ``job``; ``info`` adds read-only fields (local steps...)."""
+    cfg: dict[str, Any] = {
+        "round": int(job.t),
+        "partition-id": int(job.client),
+        "copy": int(job.copy),
+        "grad-variance": bool(job.grad_variance),
+        "dpsgd": job.dpsgd is not None,
+        "upload": job.upload is not None,
+    }
+    if job.dpsgd is not None:
+        cfg["dpsgd.noise-multiplier"] = float(job.dpsgd.noise_multiplier)
+        cfg["dpsgd.max-grad-norm"] = float(job.dpsgd.max_grad_norm)
+        cfg["dpsgd.sampling"] = str(job.dpsgd.sampling)
+    if job.upload is not None:
+        cfg["upload.clip"] = float(job.upload.clip)
+        cfg["upload.noise-std"] = float(job.upload.noise_std)
+    for k, v in (info or {}).items():
+        cfg[k] = v.item() if isinstance(v, np.generic) else v
+    return RecordDict({"params": encode_params(job.params), "job": ConfigRecord(cfg)})
+
+
+def decode_job(content: RecordDict) -> ClientJob:
+    """The :class:`ClientJob` a train message carries (its mechanisms rebuilt from the config)."""
+    if "job" not in content or "params" not in content:
+        raise ValueError(f"train message: needs records 'job' and 'params', got {sorted(content)}")
+    cfg = content["job"]
+    dp = None
+    if cfg["dpsgd"]:
+        dp = DPSGD(
+            max_grad_norm=float(cfg["dpsgd.max-grad-norm"]),
+            noise_multiplier=float(cfg["dpsgd.noise-multiplier"]),
+            sampling=str(cfg["dpsgd.sampling"]),  # type: ignore[arg-type]
+        )
+    upload = None
+    if cfg["upload"]:
+        upload = GaussianMechanism(clip=float(cfg["upload.clip"]), noise_std=float(cfg["upload.noise-std"]))
+    t, client, copy = job_key(cfg)
+    return ClientJob(
+        t=t,
+        client=client,
+        copy=copy,
+        params=decode_params(content["params"]),
+        dpsgd=dp,
+        upload=upload,
+        grad_variance=bool(cfg["grad-variance"]),
+    )
+
+
+def encode_result(job: ClientJob, result: ClientResult) -> RecordDict:
+    """The reply content for ``job``'s ``result``."""
+    metrics: dict[str, int | float] = {
+        "train-loss": float(result.train_loss),
+        "steps": int(result.steps),
+        "n-examples": int(result.n_examples),
+    }
+    for k, v in result.extras.items():
+        metrics[k] = float(v)
+    echo = ConfigRecord({"round": int(job.t), "partition-id": int(job.client), "copy": int(job.copy)})
+    return RecordDict({"update": encode_params(result.update, "update"), "result": MetricRecord(metrics), "job": echo})
+
+
+def decode_result(content: RecordDict) -> tuple[JobKey, ClientResult]:
+    """The job key a reply answers and the :class:`ClientResult` it carries."""
+    for rec in ("update", "result", "job"):
+        if rec not in content:
+            raise ValueError(f"train reply: needs records 'update', 'result' and 'job', got {sorted(content)}")
+    key = job_key(content["job"])
+    m = dict(content["result"])
+    extras = {k: float(v) for k, v in m.items() if k not in ("train-loss", "steps", "n-examples")}  # type: ignore[arg-type]
+    res = ClientResult(
+        client=key[1],
+        update=decode_params(content["update"], "update"),
+        train_loss=float(m["train-loss"]),  # type: ignore[arg-type]
+        steps=int(m["steps"]),  # type: ignore[call-overload]
+        n_examples=int(m["n-examples"]),  # type: ignore[call-overload]
+        extras=extras,
+    )
+    return key, res

@@ -1,0 +1,149 @@
+"""The fedgame ClientApp: one SuperNode is one fedgame client (partition).
+
+Each node learns its partition from its node config (``partition-id``, ``num-partitions``:
+set by the simulation engine, or by ``flower-supernode --node-config``), builds the recipe's
+dataset, partition, model and trainer once per process (:func:`build_client_side`), and answers:
+
+* ``query.register`` — its partition id, its number of examples and the fingerprint of the
+  partition it built, so the server can map Flower node ids to partitions and refuse a node
+  that built another partition (other recipe, seed or data files);
+* ``train`` — :func:`~fedgame.sim.client.run_client_job` on the job in the message: the very
+  function the in-process engine calls, with the noise settings the server's plan chose;
+* ``query.losses`` — the global model's mean loss on its data (power-of-choice probes).
+
+A node only ever trains its own partition: a job for another one is refused.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+from typing import Any
+
+import yaml
+
+from fedgame.deploy.flower._env import configure
+
+configure()
+
+from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
+from flwr.clientapp import ClientApp  # noqa: E402
+
+from fedgame.data.partition import fingerprint  # noqa: E402
+from fedgame.deploy.flower._messages import decode_job, decode_params, encode_result  # noqa: E402
+from fedgame.experiments.build import ClientSide, build_client_side  # noqa: E402
+from fedgame.experiments.config import RunConfig, parse_recipe  # noqa: E402
+from fedgame.sim.client import run_client_job  # noqa: E402
+from fedgame.sim.local import client_losses  # noqa: E402
+
+__all__ = ["RECIPE_KEY", "app", "make_client_app", "recipe_text"]
+
+RECIPE_KEY = "recipe"
+"""Run-config key holding the resolved recipe (YAML) when the app is deployed with ``flwr run``."""
+
+_SIDES: dict[str, ClientSide] = {}
+_LOCK = threading.Lock()  # build each client side once
+_RUN = threading.Lock()  # one job at a time per process: the trainer's model is shared
+
+
+def recipe_text(cfg: RunConfig) -> str:
+    """The resolved recipe as YAML: what the server and every node must agree on."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+def _side(cfg: RunConfig) -> ClientSide:
+    """This process's client side of ``cfg``, built once (a Ray actor serves many nodes)."""
+    key = hashlib.sha256(recipe_text(cfg).encode()).hexdigest()
+    with _LOCK:
+        if key not in _SIDES:
+            _SIDES[key] = build_client_side(cfg)
+        return _SIDES[key]
+
+
+def _partition(context: Context, n_clients: int) -> int:
+    """The node's partition id from its node config, checked against the recipe."""
+    nc = context.node_config
+    if "partition-id" not in nc:
+        raise ValueError(
+            "node config: 'partition-id' is missing; start the SuperNode with "
+            f"--node-config \"partition-id=<0..{n_clients - 1}> num-partitions={n_clients}\""
+        )
+    pid = int(nc["partition-id"])  # type: ignore[arg-type]
+    if not 0 <= pid < n_clients:
+        raise ValueError(f"node config: partition-id must be in [0, {n_clients - 1}], got {pid}")
+    if "num-partitions" in nc and int(nc["num-partitions"]) != n_clients:  # type: ignore[arg-type]
+        raise ValueError(
+            f"node config: num-partitions must equal the recipe's data.partition.n_clients ({n_clients}), "
+            f"got {nc['num-partitions']}"
+        )
+    return pid
+
+
+@functools.lru_cache(maxsize=8)
+def _parse(text: str) -> RunConfig:
+    return parse_recipe(yaml.safe_load(text))
+
+
+class _Handlers:
+    """The ClientApp's message handlers. A module-level class holding only the recipe text, so
+    Ray pickles it by reference (the caches and locks above stay per process)."""
+
+    def __init__(self, recipe: str | None) -> None:
+        self.recipe = recipe
+
+    def cfg(self, context: Context) -> RunConfig:
+        text = self.recipe if self.recipe is not None else context.run_config.get(RECIPE_KEY)
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"run config: '{RECIPE_KEY}' must hold the resolved recipe (YAML); write the app with `fedgame flower app`")
+        return _parse(text)
+
+    def register(self, msg: Message, context: Context) -> Message:
+        cfg = self.cfg(context)
+        n = cfg.data.partition.n_clients
+        pid = _partition(context, n)
+        side = _side(cfg)
+        reply: dict[str, Any] = {
+            "partition-id": pid,
+            "num-partitions": n,
+            "n-examples": int(side.parts[pid].numel()),
+            "fingerprint": side.data.fingerprint,
+            "part-fingerprint": fingerprint([side.data.parts[pid]]),
+        }
+        return Message(RecordDict({"node": ConfigRecord(reply)}), reply_to=msg)
+
+    def train(self, msg: Message, context: Context) -> Message:
+        cfg = self.cfg(context)
+        pid = _partition(context, cfg.data.partition.n_clients)
+        job = decode_job(msg.content)
+        if job.client != pid:
+            raise ValueError(f"train: this node holds partition {pid}, got a job for partition {job.client}")
+        side = _side(cfg)
+        with _RUN:
+            result = run_client_job(job, trainer=side.trainer, indices=side.parts[pid], streams=side.streams)
+        return Message(encode_result(job, result), reply_to=msg)
+
+    def losses(self, msg: Message, context: Context) -> Message:
+        cfg = self.cfg(context)
+        pid = _partition(context, cfg.data.partition.n_clients)
+        side = _side(cfg)
+        params = decode_params(msg.content["params"])
+        tr = side.trainer
+        with _RUN:
+            loss = float(client_losses(tr.model, params, tr.x, tr.y, [side.parts[pid]])[0])
+        return Message(RecordDict({"loss": MetricRecord({"loss": loss, "partition-id": pid})}), reply_to=msg)
+
+
+def make_client_app(recipe: RunConfig | None = None) -> ClientApp:
+    """A ClientApp for ``recipe`` (simulation: the server's own config), or, with None, for
+    the recipe in the run config's ``recipe`` key (``flwr run`` of a generated app)."""
+    h = _Handlers(None if recipe is None else recipe_text(recipe))
+    app = ClientApp()
+    app.query("register")(h.register)
+    app.train()(h.train)
+    app.query("losses")(h.losses)
+    return app
+
+
+app = make_client_app()
+"""The ClientApp ``flwr run`` loads (``fedgame.deploy.flower.client_app:app``)."""

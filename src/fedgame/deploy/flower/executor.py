@@ -1,0 +1,188 @@
+"""The engine's executor over a Flower Grid: one Message per job, to the node holding its partition.
+
+The fedgame :class:`~fedgame.sim.engine.Engine` keeps selection, privacy plans, accounting and
+aggregation on the server; :class:`FlowerExecutor` only carries its jobs to SuperNodes and the
+results back. Before the first round, :meth:`FlowerExecutor.connect` waits (bounded by
+``register_timeout``) until the expected number of nodes has registered — nodes join
+asynchronously — and asks each for its partition id, so selection works on fedgame partition
+ids, never on Flower's random node ids.
+
+A job whose reply does not arrive within ``round_timeout`` seconds, or comes back as a Flower
+error (the node died: ``NODE_UNAVAILABLE``; the ClientApp raised), is returned as None; the
+engine then aggregates the replies that arrived, or stops (``on_missing``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedgame.deploy.flower._env import configure
+
+configure()
+
+from flwr.app import ConfigRecord, Message, RecordDict  # noqa: E402
+from flwr.serverapp import Grid  # noqa: E402
+
+from fedgame.core.types import ClientResult  # noqa: E402
+from fedgame.data import FederatedDataset  # noqa: E402
+from fedgame.deploy.flower._messages import LOSSES, REGISTER, TRAIN, JobKey, decode_result, encode_job, encode_params  # noqa: E402
+from fedgame.sim.client import ClientJob  # noqa: E402
+from fedgame.sim.engine import MissingReplies  # noqa: E402
+
+__all__ = ["FlowerExecutor", "NodesNotReady"]
+
+log = logging.getLogger(__name__)
+
+
+class NodesNotReady(MissingReplies):
+    """The expected SuperNodes did not all register (or registered inconsistently) in time.
+    A :class:`MissingReplies`, so the CLI reports it as a clear error, not a traceback."""
+
+
+def _error_text(msg: Message) -> str:
+    return f"error {msg.error.code}: {msg.error.reason}"
+
+
+class FlowerExecutor:
+    """Runs the engine's jobs on Flower nodes through ``grid`` (simulation or deployment).
+
+    ``data`` is the server's copy of the federated dataset: its partition fingerprint and
+    client sizes are checked against what every node reports at registration.
+    ``info(job)`` adds read-only fields to each train message (local steps, plan name...)."""
+
+    def __init__(
+        self,
+        grid: Grid,
+        *,
+        data: FederatedDataset,
+        round_timeout: float | None = None,
+        register_timeout: float = 120.0,
+        poll_interval: float = 0.5,
+        info: Callable[[ClientJob], Mapping[str, int | float | str]] | None = None,
+    ) -> None:
+        if round_timeout is not None and not round_timeout > 0:
+            raise ValueError(f"round_timeout: must be > 0 seconds (or None: wait for every reply), got {round_timeout}")
+        if not register_timeout > 0:
+            raise ValueError(f"register_timeout: must be > 0 seconds, got {register_timeout}")
+        if not poll_interval > 0:
+            raise ValueError(f"poll_interval: must be > 0 seconds, got {poll_interval}")
+        self.grid = grid
+        self.data = data
+        self.n_clients = int(data.n_clients)
+        self.round_timeout = round_timeout
+        self.register_timeout = float(register_timeout)
+        self.poll_interval = float(poll_interval)
+        self.info = info
+        self.node_of: dict[int, int] = {}
+        self.errors: list[str] = []  # every error reply, for the run's log
+
+    # -- discovery ----------------------------------------------------------------------
+    def connect(self) -> dict[int, int]:
+        """Wait until ``n_clients`` nodes are connected, learn each one's partition id, and
+        return ``{partition id: node id}``; :class:`NodesNotReady` after ``register_timeout``."""
+        deadline = time.monotonic() + self.register_timeout
+        n = self.n_clients
+        while True:
+            nodes = sorted(int(i) for i in self.grid.get_node_ids())
+            if len(nodes) >= n:
+                break
+            if time.monotonic() >= deadline:
+                raise NodesNotReady(
+                    f"only {len(nodes)} of {n} SuperNodes connected after {self.register_timeout:g} s; start one "
+                    f"SuperNode per partition (--node-config \"partition-id=<0..{n - 1}> num-partitions={n}\")"
+                )
+            time.sleep(self.poll_interval)
+        log.info("%d nodes connected; asking for their partitions", len(nodes))
+        msgs = [Message(RecordDict({"ask": ConfigRecord({"what": "partition"})}), dst_node_id=i, message_type=REGISTER) for i in nodes]
+        replies = list(self.grid.send_and_receive(msgs, timeout=max(1.0, deadline - time.monotonic())))
+        part_of: dict[int, int] = {}
+        problems: list[str] = []
+        sizes = np.asarray(self.data.sizes)
+        for r in replies:
+            src = int(r.metadata.src_node_id)
+            if r.has_error():
+                problems.append(f"node {src}: {_error_text(r)}")
+                continue
+            info = r.content["node"]
+            pid = int(info["partition-id"])  # type: ignore[arg-type]
+            if str(info["fingerprint"]) != self.data.fingerprint:
+                problems.append(
+                    f"node {src} (partition {pid}) built partition fingerprint {info['fingerprint']}, the server "
+                    f"{self.data.fingerprint}: it runs another recipe, seed or data files"
+                )
+            elif int(info["n-examples"]) != int(sizes[pid]):  # type: ignore[arg-type]
+                problems.append(f"node {src} (partition {pid}) holds {info['n-examples']} examples, the server expects {sizes[pid]}")
+            if pid in part_of.values():
+                problems.append(f"partition {pid}: claimed by more than one node (partition-id must be unique)")
+            part_of[src] = pid
+        silent = sorted(set(nodes) - {int(r.metadata.src_node_id) for r in replies})
+        if silent:
+            problems.append(f"node(s) {silent} did not answer the registration query in time")
+        missing = sorted(set(range(n)) - set(part_of.values()))
+        if missing:
+            problems.append(f"no node holds partition(s) {missing}")
+        if problems:
+            raise NodesNotReady("Flower nodes: " + "; ".join(problems))
+        self.node_of = {pid: node for node, pid in part_of.items()}
+        log.info("partition -> node map complete (%d partitions)", len(self.node_of))
+        return dict(self.node_of)
+
+    def _node(self, client: int) -> int:
+        if not self.node_of:
+            raise RuntimeError("FlowerExecutor: call connect() before sending jobs")
+        return self.node_of[int(client)]
+
+    # -- the Executor protocol ------------------------------------------------------------
+    def train(self, jobs: Sequence[ClientJob]) -> list[ClientResult | None]:
+        """One train message per job, all sent at once; the replies matched back to the jobs."""
+        if not jobs:
+            return []
+        msgs = [
+            Message(
+                encode_job(j, info=None if self.info is None else self.info(j)),
+                dst_node_id=self._node(j.client),
+                message_type=TRAIN,
+                group_id=str(j.t),
+            )
+            for j in jobs
+        ]
+        replies = self.grid.send_and_receive(msgs, timeout=self.round_timeout)
+        got: dict[JobKey, ClientResult] = {}
+        partition_of = {node: pid for pid, node in self.node_of.items()}
+        for r in replies:
+            if r.has_error():
+                text = f"round {jobs[0].t}, partition {partition_of.get(int(r.metadata.src_node_id), '?')}: {_error_text(r)}"
+                self.errors.append(text)
+                log.warning("no result: %s", text)
+                continue
+            key, res = decode_result(r.content)
+            got[key] = res
+        return [got.get((j.t, j.client, j.copy)) for j in jobs]
+
+    def losses(self, params: torch.Tensor, clients: np.ndarray) -> np.ndarray:
+        """One ``query.losses`` message per client; NaN where no reply came back."""
+        clients = np.asarray(clients, dtype=np.int64)
+        record = encode_params(params)
+        msgs = [
+            Message(RecordDict({"params": record}), dst_node_id=self._node(int(c)), message_type=LOSSES)
+            for c in clients
+        ]
+        out = {int(c): float("nan") for c in clients}
+        for r in self.grid.send_and_receive(msgs, timeout=self.round_timeout):
+            if r.has_error():
+                self.errors.append(_error_text(r))
+                log.warning("no loss: %s", _error_text(r))
+                continue
+            m = r.content["loss"]
+            out[int(m["partition-id"])] = float(m["loss"])  # type: ignore[arg-type]
+        return np.array([out[int(c)] for c in clients], dtype=np.float64)
+
+    def describe(self) -> dict[str, Any]:
+        """What the run's summary records about the deployment."""
+        return {"nodes": len(self.node_of), "errors": list(self.errors)}

@@ -1,0 +1,146 @@
+"""A recipe through Flower's Simulation Engine (Ray backend), with the results of an in-process run.
+
+:class:`FlowerSimulation` is a :class:`~fedgame.experiments.runner.Execute`: ``run_one``
+builds the engine as for an in-process run (data, game, selection, privacy plan, accountant,
+server update — all server side) and hands it here. A ServerApp, running in a thread of this
+process, connects a :class:`~fedgame.deploy.flower.executor.FlowerExecutor` (node discovery
+first) and runs the engine; the ClientApp of :mod:`fedgame.deploy.flower.client_app` runs on
+``n_clients`` simulated SuperNodes, each holding the partition its node config names. So the
+same seed gives the same selections, noise scales and ledgers as in process, and
+``run_one`` writes the same results files.
+
+``backend_config`` is Flower's: ``client_resources`` (CPUs per ClientApp actor; default one),
+``init_args`` (passed to ``ray.init``: ``{"address": "auto"}`` joins a running Ray cluster
+started with ``ray start --head``; ``num_cpus`` caps the local one).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fedgame.deploy.flower._env import configure
+
+configure()
+
+from flwr.app import Context  # noqa: E402
+from flwr.serverapp import Grid, ServerApp  # noqa: E402
+
+from fedgame.deploy.flower.client_app import make_client_app  # noqa: E402
+from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
+from fedgame.experiments.build import Built  # noqa: E402
+from fedgame.experiments.config import RunConfig  # noqa: E402
+from fedgame.experiments.runner import run_one  # noqa: E402
+from fedgame.sim import ClientJob, RunResult  # noqa: E402
+from fedgame.sim.engine import Engine, OnMissing  # noqa: E402
+
+__all__ = ["FlowerSimulation", "job_info", "run_flower_simulation"]
+
+log = logging.getLogger(__name__)
+
+
+def job_info(engine: Engine) -> Callable[[ClientJob], dict[str, int | float | str]]:
+    """Read-only fields every train message shows: the client's data size, the local steps
+    it is expected to take and the privacy plan that set its noise."""
+
+    def info(job: ClientJob) -> dict[str, int | float | str]:
+        n = int(engine.sizes[job.client])
+        return {"n-examples": n, "local-steps": int(engine.trainer.spec.n_steps(n)), "privacy": engine.privacy.name}
+
+    return info
+
+
+def default_backend_config() -> dict[str, Any]:
+    """One single-CPU ClientApp actor per core, no GPU."""
+    return {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}}
+
+
+class FlowerSimulation:
+    """Run a built engine on Flower's Simulation Engine (see module docstring)."""
+
+    name = "flower-sim"
+
+    def __init__(
+        self,
+        *,
+        backend_config: dict[str, Any] | None = None,
+        round_timeout: float | None = None,
+        register_timeout: float = 300.0,
+        on_missing: OnMissing = "continue",
+        verbose: bool = False,
+    ) -> None:
+        if on_missing not in ("continue", "fail"):
+            raise ValueError(f"on_missing: must be 'continue' or 'fail', got {on_missing!r}")
+        self.backend_config = backend_config if backend_config is not None else default_backend_config()
+        self.round_timeout = round_timeout
+        self.register_timeout = register_timeout
+        self.on_missing: OnMissing = on_missing
+        self.verbose = verbose
+        self.executor: FlowerExecutor | None = None
+        self.startup_seconds: float | None = None
+
+    def server_app(self, built: Built, run: Callable[[], RunResult], box: dict[str, Any]) -> ServerApp:
+        """The ServerApp: connect the executor to the grid, then run the engine."""
+        app = ServerApp()
+        tic = time.perf_counter()
+
+        @app.main()
+        def main(grid: Grid, context: Context) -> None:
+            ex = FlowerExecutor(
+                grid,
+                data=built.data,
+                round_timeout=self.round_timeout,
+                register_timeout=self.register_timeout,
+                info=job_info(built.engine),
+            )
+            ex.connect()
+            self.startup_seconds = time.perf_counter() - tic
+            self.executor = ex
+            built.engine.executor = ex
+            built.engine.on_missing = self.on_missing
+            box["result"] = run()
+
+        return app
+
+    def __call__(self, built: Built, cfg: RunConfig, run: Callable[[], RunResult]) -> RunResult:
+        from flwr.simulation import run_simulation
+
+        box: dict[str, Any] = {}
+        run_simulation(
+            server_app=self.server_app(built, run, box),
+            client_app=make_client_app(cfg),
+            num_supernodes=cfg.data.partition.n_clients,
+            backend_config=dict(self.backend_config),  # type: ignore[arg-type]
+            verbose_logging=self.verbose,
+        )
+        if "result" not in box:
+            raise RuntimeError("backend flower-sim: the simulation ended without finishing the run (see Flower's log above)")
+        result: RunResult = box["result"]
+        return result
+
+    def describe(self) -> dict[str, Any]:
+        ex = self.executor
+        return {
+            "startup_seconds": self.startup_seconds,
+            "backend_config": self.backend_config,
+            "round_timeout": self.round_timeout,
+            "on_missing": self.on_missing,
+            **({} if ex is None else ex.describe()),
+        }
+
+
+def run_flower_simulation(
+    cfg: RunConfig,
+    out: str | Path,
+    *,
+    resume: bool = True,
+    on_round: Callable[[dict[str, Any]], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """:func:`~fedgame.experiments.runner.run_one` on Flower's Simulation Engine;
+    ``options`` go to :class:`FlowerSimulation` (``backend_config``, ``round_timeout``...)."""
+    return run_one(cfg, out, resume=resume, on_round=on_round, on_start=on_start, execute=FlowerSimulation(**options))

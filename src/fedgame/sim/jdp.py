@@ -1,0 +1,362 @@
+"""The JDP-FL training protocol in this process (Zhang et al., TKDE 2023; spec ``jdp.md`` §3.10).
+
+Unlike FedAvg rounds (:mod:`fedgame.sim.engine`), every winner keeps its *own* model between
+rounds: it starts round t from its M5 output, which mixes the public signal with its own
+un-noised parameters, so no client ever restarts from a server model (A13). Round ``t``:
+
+1. every winner i trains locally from θ_i (the shared hot loop, :class:`~fedgame.sim.local.LocalTrainer`,
+   generator ``train[t, i, 0]``, the stream the FedAvg engine gives a client's first copy;
+   dropout masks seeded from it);
+2. M3: θ_i is clipped, θ̂_i = θ_i + N(0, σ_i² I) is uploaded (``noise[t, i, 0]``), the clipped
+   θ_i is kept (:func:`~fedgame.privacy.jdp.perturb`); the ledger records the Gaussian release;
+3. the server combines the uploads with its :class:`ServerRule` (``server[t]``):
+
+   * :class:`LeaveOneOut` — M4: the m leave-one-out groups scored on the server's validation
+     set, k* by the exponential mechanism (eq. (7)); every winner then applies M5 to the
+     broadcast (agg_{k*}, sum_{k*}) and records the exponential release;
+   * :class:`RandomGroups` — Fig. 5's fresh random partition into groups of s, same M5;
+   * :class:`GlobalRule` — FedAvg ("traditional"), Krum, coordinate median or trimmed mean on
+     the same perturbed parameters; every winner restarts from the server's model;
+4. the server's model θ^t (agg/sum of the chosen group, or the rule's output) is evaluated on
+   the test split; the record holds the scores, probabilities, the chosen group, whether the
+   adversary was left out, the fraction of clients whose M3 clipping bound, and ε spent;
+5. the record is appended and a checkpoint written: a killed run resumes at the first
+   unfinished round with identical results (every stream is a function of the seed, the round
+   and the client).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.nn.utils import parameters_to_vector
+
+from fedgame.core.seeding import Streams
+from fedgame.privacy.events import PrivacyEvent
+from fedgame.privacy.jdp import SelfWeighting, jdp_local_update, perturb
+from fedgame.privacy.mechanisms import GaussianMechanism
+from fedgame.robust import (
+    GroupSelection,
+    ScoreSensitivity,
+    coordinate_median,
+    krum_select,
+    leave_one_out_aggregate,
+    random_group_aggregate,
+    trimmed_mean,
+    weighted_average,
+)
+from fedgame.sim.engine import RunResult, RunSink
+from fedgame.sim.local import LocalTrainer, evaluate
+
+if TYPE_CHECKING:
+    from fedgame.data import FederatedDataset
+    from fedgame.privacy.accountants import Accountant
+
+__all__ = ["Broadcast", "ServerRule", "LeaveOneOut", "RandomGroups", "GlobalRule", "global_rule", "JDPEngine"]
+
+log = logging.getLogger(__name__)
+
+Score = Callable[[Tensor], float]
+
+
+@dataclass(frozen=True, eq=False)
+class Broadcast:
+    """What the server publishes after one round.
+
+    ``model``: θ^t, the server's model of the round (evaluated on the test split); ``signal``:
+    the chosen group's (agg, sum) and its exponential-mechanism draw when clients apply M5
+    (None: every client restarts from ``model``); ``used``: positions of the uploads the model
+    is built from (the chosen group; Krum's pick; every position for FedAvg/median/trimmed mean).
+    """
+
+    model: Tensor
+    signal: GroupSelection | None
+    used: np.ndarray
+
+
+class ServerRule(Protocol):
+    """How the server combines the winners' M3 uploads (one obvious interface per rule)."""
+
+    name: str
+    personal: bool
+    """True when clients form their own models by M5 from the signal (needs ``epsilon``)."""
+    epsilon: float
+    """ε_E of the exponential mechanism each winner's ledger is charged per round (0: none)."""
+
+    def __call__(self, uploads: Sequence[Tensor], sizes: np.ndarray, score: Score, rng: np.random.Generator) -> Broadcast: ...
+
+
+@dataclass(frozen=True)
+class LeaveOneOut:
+    """M4 (Algorithm 4, eq. (7)): k* ~ exp(ε_E y_k/(2Δy)) over the m leave-one-out groups."""
+
+    epsilon: float
+    sensitivity: ScoreSensitivity = "paper"
+    name: str = "leave_one_out"
+    personal: bool = True
+
+    def __call__(self, uploads: Sequence[Tensor], sizes: np.ndarray, score: Score, rng: np.random.Generator) -> Broadcast:
+        sel = leave_one_out_aggregate(uploads, sizes, score, epsilon=self.epsilon, rng=rng, sensitivity=self.sensitivity)
+        return Broadcast(model=sel.global_params(uploads[0].dtype), signal=sel, used=sel.members)
+
+
+@dataclass(frozen=True)
+class RandomGroups:
+    """Fig. 5 (spec §3.9): a fresh random partition into m/s groups of ``group_size`` s, g*
+    by the exponential mechanism with Δy = 1/s (paper) or 1."""
+
+    epsilon: float
+    group_size: int
+    sensitivity: ScoreSensitivity = "paper"
+    name: str = "random_groups"
+    personal: bool = True
+
+    def __call__(self, uploads: Sequence[Tensor], sizes: np.ndarray, score: Score, rng: np.random.Generator) -> Broadcast:
+        sel = random_group_aggregate(
+            uploads, sizes, score, group_size=self.group_size, epsilon=self.epsilon, rng=rng, sensitivity=self.sensitivity
+        )
+        return Broadcast(model=sel.global_params(uploads[0].dtype), signal=sel, used=sel.members)
+
+
+@dataclass(frozen=True)
+class GlobalRule:
+    """A server-side aggregate every winner restarts from (spec §3.9 and the usual robust
+    rules): ``combine(uploads, sizes) -> (model, used positions)``. No exponential release."""
+
+    name: str
+    combine: Callable[[Sequence[Tensor], np.ndarray], tuple[Tensor, np.ndarray]]
+    personal: bool = False
+    epsilon: float = 0.0
+
+    def __call__(self, uploads: Sequence[Tensor], sizes: np.ndarray, score: Score, rng: np.random.Generator) -> Broadcast:
+        model, used = self.combine(uploads, sizes)
+        return Broadcast(model=model.to(uploads[0].dtype), signal=None, used=used)
+
+
+def global_rule(name: str, *, krum_byzantine: int = 1, trim_beta: float = 0.1) -> GlobalRule:
+    """``fedavg`` (Σ d_j θ̂_j / Σ d_j, the paper's "traditional"), ``krum`` (Blanchard et al.
+    2017, f = ``krum_byzantine``), ``median`` (coordinate-wise), ``trimmed_mean`` (β = ``trim_beta``)."""
+
+    def every(m: int) -> np.ndarray:
+        return np.arange(m)
+
+    if name == "fedavg":
+        return GlobalRule(name, lambda u, d: (weighted_average(u, d), every(len(u))))
+    if name == "krum":
+
+        def krum_pick(u: Sequence[Tensor], d: np.ndarray) -> tuple[Tensor, np.ndarray]:
+            k = krum_select(u, n_byzantine=krum_byzantine)
+            return u[int(k[0])].clone(), k
+
+        return GlobalRule(name, krum_pick)
+    if name == "median":
+        return GlobalRule(name, lambda u, d: (coordinate_median(u), every(len(u))))
+    if name == "trimmed_mean":
+        return GlobalRule(name, lambda u, d: (trimmed_mean(u, beta=trim_beta), every(len(u))))
+    raise ValueError(f"jdp.aggregator: must be one of fedavg, krum, median, trimmed_mean, leave_one_out, random_groups; got {name!r}")
+
+
+class JDPEngine:
+    """One JDP-FL run (see the module docstring for the round).
+
+    ``winners``: client ids that train (the auction's W); ``mechanisms``: M3 per winner (None
+    everywhere: no perturbation, the non-private reference); ``adversary``: the poisoning
+    winner's client id or None (its labels are already poisoned in ``trainer.y``);
+    ``events(i)``: the privacy events one round charges winner i (M3's Gaussian and, with a
+    personal rule, the exponential mechanism).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: nn.Module,
+        data: "FederatedDataset",
+        trainer: LocalTrainer,
+        winners: np.ndarray,
+        mechanisms: Sequence[GaussianMechanism | None],
+        rule: ServerRule,
+        events: Callable[[int], list[tuple[PrivacyEvent, int]]],
+        accountant: "Accountant",
+        streams: Streams,
+        self_weighting: SelfWeighting = "add",
+        adversary: int | None = None,
+        eval_every: int = 1,
+        delta: float = 1e-5,
+    ) -> None:
+        w = np.asarray(winners, dtype=np.int64)
+        if w.ndim != 1 or w.size < 1:
+            raise ValueError(f"winners: must be a non-empty list of client ids, got {winners!r}")
+        if rule.personal and w.size < 2:
+            raise ValueError(f"winners: aggregator '{rule.name}' needs m >= 2 winners, got m = {w.size}")
+        if len(mechanisms) != w.size:
+            raise ValueError(f"mechanisms: one per winner ({w.size}), got {len(mechanisms)}")
+        if eval_every < 1:
+            raise ValueError(f"train.eval_every: must be >= 1, got {eval_every}")
+        self.model, self.data, self.trainer = model, data, trainer
+        self.winners = w
+        self.mechanisms = list(mechanisms)
+        self.rule = rule
+        self.events = events
+        self.accountant = accountant
+        self.streams = streams
+        self.self_weighting = self_weighting
+        self.adversary = adversary
+        self.eval_every = eval_every
+        self.delta = delta
+        self.sizes = np.asarray(data.sizes)[w].astype(np.float64)
+        self._parts = [torch.as_tensor(data.parts[int(i)], dtype=torch.long) for i in w]
+        _, _, x_test, y_test = data.as_tensors()
+        self._test = (x_test, y_test)
+        self._val = data.validation_tensors() if rule.personal else None
+        start = parameters_to_vector([p for p in model.parameters() if p.requires_grad]).detach().clone()
+        self.params = start  # θ^t, the server's model (θ⁰ before the first round)
+        self.thetas = start.unsqueeze(0).repeat(w.size, 1)  # every winner's own θ_i
+        self.selected_counts = np.zeros(data.n_clients, dtype=np.int64)
+        self.records: list[dict[str, Any]] = []
+        self.t_next = 0
+        self._rounds: int | None = None
+
+    @property
+    def adversary_position(self) -> int | None:
+        if self.adversary is None:
+            return None
+        return int(np.flatnonzero(self.winners == self.adversary)[0])
+
+    # -- checkpointing ------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "t_next": self.t_next,
+            "params": self.params.clone(),
+            "thetas": self.thetas.clone(),
+            "selected_counts": self.selected_counts.copy(),
+            "accountant": self.accountant.state_dict(),
+            "records": list(self.records),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.t_next = int(state["t_next"])
+        self.params = state["params"].clone()
+        self.thetas = state["thetas"].clone()
+        self.selected_counts = np.asarray(state["selected_counts"]).copy()
+        self.accountant.load_state_dict(state["accountant"])
+        self.records = list(state["records"])
+
+    # -- one round ----------------------------------------------------------------------
+    def _score(self, params: Tensor) -> float:
+        """The server's score of a group's model: accuracy on its validation set (Alg. 4)."""
+        assert self._val is not None
+        return evaluate(self.model, params, *self._val)[0]
+
+    def round(self, t: int) -> dict[str, Any]:
+        tic = time.perf_counter()
+        uploads: list[Tensor] = []
+        kept: list[Tensor] = []
+        clip_active: list[bool] = []
+        losses: list[float] = []
+        for pos, client in enumerate(self.winners):
+            i = int(client)
+            res = self.trainer.train(self.thetas[pos], self._parts[pos], self.streams.torch("train", t, i, 0))
+            if not bool(torch.isfinite(res.params).all()):
+                raise FloatingPointError(
+                    f"round {t}: client {i}'s local training diverged (non-finite parameters); M3's noise "
+                    f"(σ = {getattr(self.mechanisms[pos], 'noise_std', 0.0):.3g} per coordinate) or train.local.lr "
+                    "is too large for this model: raise privacy.epsilon, give clients more data "
+                    "(record-level sensitivity is 2C/d_i) or lower train.local.lr"
+                )
+            losses.append(res.train_loss)
+            mech = self.mechanisms[pos]
+            if mech is None:
+                uploads.append(res.params)
+                kept.append(res.params)
+                clip_active.append(False)
+            else:
+                out = perturb(res.params, mech, self.streams.torch("noise", t, i, 0))
+                uploads.append(out.upload)
+                kept.append(out.clipped)
+                clip_active.append(out.clip_active)
+        train_time = time.perf_counter() - tic
+        b = self.rule(uploads, self.sizes, self._score, self.streams.numpy("server", t))
+        server_time = time.perf_counter() - tic - train_time
+        for pos, client in enumerate(self.winners):
+            for event, count in self.events(int(client)):
+                self.accountant.record([int(client)], event, count)
+            if b.signal is None:
+                self.thetas[pos] = b.model
+            else:
+                sig = b.signal
+                self.thetas[pos] = jdp_local_update(
+                    sig.agg, sig.total, kept[pos], float(self.sizes[pos]),
+                    self_weighting=self.self_weighting, upload=uploads[pos], member=sig.contains(pos),
+                )
+        self.params = b.model.clone()
+        self.selected_counts[self.winners] += 1
+        adv = self.adversary_position
+        sig = b.signal
+        record: dict[str, Any] = {
+            "round": t,
+            "n_selected": int(self.winners.size),
+            "train_loss": float(np.mean(losses)),
+            "clipped_fraction": float(np.mean(clip_active)),
+            "aggregator": self.rule.name,
+            "used": json.dumps(self.winners[b.used].tolist()),
+            "chosen": -1 if sig is None else int(sig.chosen),
+            "scores": "" if sig is None else json.dumps(np.round(sig.scores, 6).tolist()),
+            "probs": "" if sig is None else json.dumps(np.round(sig.probs, 6).tolist()),
+            "adversary_used": None if adv is None else bool(np.any(b.used == adv)),
+            "train_time": train_time,
+            "server_time": server_time,
+        }
+        last = self._rounds is not None and t == self._rounds - 1
+        if (t + 1) % self.eval_every == 0 or last:
+            acc, loss = evaluate(self.model, self.params, *self._test)
+            eps = self.accountant.epsilons(self.delta)[self.winners]
+            record.update(test_acc=acc, test_loss=loss, eps_max=float(eps.max()), eps_mean=float(eps.mean()))
+        else:
+            record.update(test_acc=float("nan"), test_loss=float("nan"), eps_max=float("nan"), eps_mean=float("nan"))
+        record["round_time"] = time.perf_counter() - tic
+        return record
+
+    # -- the run ------------------------------------------------------------------------
+    def run(
+        self,
+        rounds: int,
+        *,
+        sink: RunSink | None = None,
+        resume: bool = False,
+        on_round: Callable[[dict[str, Any]], None] | None = None,
+    ) -> RunResult:
+        if rounds < 1:
+            raise ValueError(f"train.rounds: must be >= 1, got {rounds}")
+        self._rounds = rounds
+        resumed_from = 0
+        if resume and sink is not None:
+            ckpt = sink.load_checkpoint()
+            if ckpt is not None:
+                self.load_state_dict(ckpt)
+                resumed_from = self.t_next
+                log.info("resuming at round %d", self.t_next)
+        for t in range(self.t_next, rounds):
+            record = self.round(t)
+            self.records.append(record)
+            self.t_next = t + 1
+            if sink is not None:
+                sink.append(record)
+                sink.save_checkpoint(self.state_dict())
+            if on_round is not None:
+                on_round(record)
+        return RunResult(
+            params=self.params,
+            records=self.records,
+            epsilons=self.accountant.epsilons(self.delta),
+            selected_counts=self.selected_counts,
+            wall_time=float(sum(r["round_time"] for r in self.records)),
+            resumed_from=resumed_from,
+        )
