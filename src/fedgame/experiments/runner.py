@@ -117,7 +117,6 @@ def run_one(
 
     result = run() if execute is None else execute(built, cfg, run)
     eps = result.epsilons
-    final = result.records[-1]
     extra = built.engine.privacy.report(cfg.accountant.delta) or [{} for _ in range(data.n_clients)]
     rows = [
         {"client": i, "size": int(data.sizes[i]), "selected": int(result.selected_counts[i]), "epsilon": float(eps[i]), **extra[i]}
@@ -131,14 +130,7 @@ def run_one(
             spent[f"{key}_over_budget_max"] = float(np.max(ratio)) if ratio else 0.0
             spent[f"{key}_over_budget_mean"] = float(np.mean(ratio)) if ratio else 0.0
     summary = {
-        "name": cfg.name,
-        "seed": cfg.seed,
-        "rounds": cfg.train.rounds,
-        "final_accuracy": final["test_acc"],
-        "final_loss": final["test_loss"],
-        "wall_time": result.wall_time,
-        "delta": cfg.accountant.delta,
-        "accountant": cfg.accountant.kind,
+        **_base_summary(cfg, result),
         "privacy_accounting": built.engine.privacy.accounting if cfg.privacy.kind != "none" else "none",
         "epsilon_max": float(eps.max()),
         "epsilon_mean": float(eps.mean()),
@@ -154,6 +146,21 @@ def run_one(
     store.write_json("summary.json", summary)
     store.path("checkpoint.pt").unlink(missing_ok=True)
     return summary
+
+
+def _base_summary(cfg: RunConfig, result: RunResult) -> dict[str, Any]:
+    """The fields every run's ``summary.json`` starts with."""
+    final = result.records[-1]
+    return {
+        "name": cfg.name,
+        "seed": cfg.seed,
+        "rounds": cfg.train.rounds,
+        "final_accuracy": final["test_acc"],
+        "final_loss": final["test_loss"],
+        "wall_time": result.wall_time,
+        "delta": cfg.accountant.delta,
+        "accountant": cfg.accountant.kind,
+    }
 
 
 def _run_jdp(
@@ -180,7 +187,6 @@ def _run_jdp(
         on_start(cfg.train.rounds)
     result = engine.run(cfg.train.rounds, sink=store, resume=resume, on_round=on_round)
     eps = result.epsilons
-    final = result.records[-1]
     p = cfg.privacy
     won = np.zeros(data.n_clients, dtype=bool)
     won[engine.winners] = True
@@ -200,15 +206,8 @@ def _run_jdp(
     last5 = [r["test_acc"] for r in result.records[-5:] if np.isfinite(r["test_acc"])]
     adv_used = [r["adversary_used"] for r in result.records if r["adversary_used"] is not None]
     summary = {
-        "name": cfg.name,
-        "seed": cfg.seed,
-        "rounds": cfg.train.rounds,
-        "final_accuracy": final["test_acc"],
-        "final_loss": final["test_loss"],
+        **_base_summary(cfg, result),
         "last5_accuracy": float(np.mean(last5)) if last5 else float("nan"),
-        "wall_time": result.wall_time,
-        "delta": cfg.accountant.delta,
-        "accountant": cfg.accountant.kind,
         "privacy_accounting": p.accounting if isinstance(p, JDPPrivacyCfg) else "none",
         "epsilon_max": float(eps.max()),
         "epsilon_mean": float(eps[engine.winners].mean()),

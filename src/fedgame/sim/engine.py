@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from fedgame.data import FederatedDataset
     from fedgame.privacy.accountants import Accountant
 
-__all__ = ["Engine", "MissingReplies", "OnMissing", "RunSink", "RunResult"]
+__all__ = ["Engine", "MissingReplies", "OnMissing", "RoundLoop", "RunSink", "RunResult"]
 
 OnMissing = Literal["continue", "fail"]
 
@@ -81,7 +81,69 @@ class MissingReplies(RuntimeError):
     """Selected clients did not reply and the run was told to fail (``on_missing="fail"``)."""
 
 
-class Engine:
+class RoundLoop:
+    """The run loop every engine shares (:class:`Engine`, :class:`~fedgame.sim.jdp.JDPEngine`):
+    resume from the sink's checkpoint, then one ``round(t)`` at a time, each record appended and
+    a checkpoint written (both atomic) before the next round starts, so a killed run loses at
+    most the round in progress. Subclasses provide ``round``, ``state_dict``/``load_state_dict``
+    and the attributes below."""
+
+    t_next: int
+    records: list[dict[str, Any]]
+    params: torch.Tensor
+    selected_counts: np.ndarray
+    accountant: "Accountant"
+    delta: float
+    _rounds: int | None
+
+    def round(self, t: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def run(
+        self,
+        rounds: int,
+        *,
+        sink: RunSink | None = None,
+        resume: bool = False,
+        on_round: Callable[[dict[str, Any]], None] | None = None,
+    ) -> RunResult:
+        if rounds < 1:
+            raise ValueError(f"train.rounds: must be >= 1, got {rounds}")
+        self._rounds = rounds
+        resumed_from = 0
+        if resume and sink is not None:
+            ckpt = sink.load_checkpoint()
+            if ckpt is not None:
+                self.load_state_dict(ckpt)
+                resumed_from = self.t_next
+                log.info("resuming at round %d", self.t_next)
+        for t in range(self.t_next, rounds):
+            record = self.round(t)
+            self.records.append(record)
+            self.t_next = t + 1
+            if sink is not None:
+                sink.append(record)
+                sink.save_checkpoint(self.state_dict())
+            if on_round is not None:
+                on_round(record)
+        wall = float(sum(r["round_time"] for r in self.records))
+        return RunResult(
+            params=self.params,
+            records=self.records,
+            epsilons=self.accountant.epsilons(self.delta),
+            selected_counts=self.selected_counts,
+            wall_time=wall,
+            resumed_from=resumed_from,
+        )
+
+
+class Engine(RoundLoop):
     """One federated run (see module docstring for the round); clients are reached only
     through ``executor`` (default: in this process)."""
 
@@ -250,44 +312,6 @@ class Engine:
             lost = np.asarray(clients)[np.isnan(losses)].tolist()
             raise MissingReplies(f"round {self.t_next}: no loss reply from client(s) {lost}; the probe needs every candidate's loss")
         return losses
-
-    # -- the run ------------------------------------------------------------------------
-    def run(
-        self,
-        rounds: int,
-        *,
-        sink: RunSink | None = None,
-        resume: bool = False,
-        on_round: Callable[[dict[str, Any]], None] | None = None,
-    ) -> RunResult:
-        if rounds < 1:
-            raise ValueError(f"train.rounds: must be >= 1, got {rounds}")
-        self._rounds = rounds
-        resumed_from = 0
-        if resume and sink is not None:
-            ckpt = sink.load_checkpoint()
-            if ckpt is not None:
-                self.load_state_dict(ckpt)
-                resumed_from = self.t_next
-                log.info("resuming at round %d", self.t_next)
-        for t in range(self.t_next, rounds):
-            record = self.round(t)
-            self.records.append(record)
-            self.t_next = t + 1
-            if sink is not None:
-                sink.append(record)
-                sink.save_checkpoint(self.state_dict())
-            if on_round is not None:
-                on_round(record)
-        wall = float(sum(r["round_time"] for r in self.records))
-        return RunResult(
-            params=self.params,
-            records=self.records,
-            epsilons=self.accountant.epsilons(self.delta),
-            selected_counts=self.selected_counts,
-            wall_time=wall,
-            resumed_from=resumed_from,
-        )
 
 
 class _RoundProbe:

@@ -53,7 +53,7 @@ from fedgame.robust import (
     trimmed_mean,
     weighted_average,
 )
-from fedgame.sim.engine import RunResult, RunSink
+from fedgame.sim.engine import RoundLoop
 from fedgame.sim.local import LocalTrainer, evaluate
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ def global_rule(name: str, *, krum_byzantine: int = 1, trim_beta: float = 0.1) -
     raise ValueError(f"jdp.aggregator: must be one of fedavg, krum, median, trimmed_mean, leave_one_out, random_groups; got {name!r}")
 
 
-class JDPEngine:
+class JDPEngine(RoundLoop):
     """One JDP-FL run (see the module docstring for the round).
 
     ``winners``: client ids that train (the auction's W); ``mechanisms``: M3 per winner (None
@@ -323,40 +323,3 @@ class JDPEngine:
             record.update(test_acc=float("nan"), test_loss=float("nan"), eps_max=float("nan"), eps_mean=float("nan"))
         record["round_time"] = time.perf_counter() - tic
         return record
-
-    # -- the run ------------------------------------------------------------------------
-    def run(
-        self,
-        rounds: int,
-        *,
-        sink: RunSink | None = None,
-        resume: bool = False,
-        on_round: Callable[[dict[str, Any]], None] | None = None,
-    ) -> RunResult:
-        if rounds < 1:
-            raise ValueError(f"train.rounds: must be >= 1, got {rounds}")
-        self._rounds = rounds
-        resumed_from = 0
-        if resume and sink is not None:
-            ckpt = sink.load_checkpoint()
-            if ckpt is not None:
-                self.load_state_dict(ckpt)
-                resumed_from = self.t_next
-                log.info("resuming at round %d", self.t_next)
-        for t in range(self.t_next, rounds):
-            record = self.round(t)
-            self.records.append(record)
-            self.t_next = t + 1
-            if sink is not None:
-                sink.append(record)
-                sink.save_checkpoint(self.state_dict())
-            if on_round is not None:
-                on_round(record)
-        return RunResult(
-            params=self.params,
-            records=self.records,
-            epsilons=self.accountant.epsilons(self.delta),
-            selected_counts=self.selected_counts,
-            wall_time=float(sum(r["round_time"] for r in self.records)),
-            resumed_from=resumed_from,
-        )
