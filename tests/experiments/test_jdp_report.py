@@ -114,3 +114,15 @@ def test_fig5_group_sizes(tmp_path: Path) -> None:
     write_fig5(root, tmp_path / "out2", budget="reduced")
     md = (tmp_path / "out2" / "fig5.md").read_text()
     assert "rises with s (within 1 point): **fails**" in md and "below leave-one-out: **fails**" in md
+
+
+def test_exclusion_probability_reads_the_logged_draws(tmp_path: Path) -> None:
+    from fedgame.experiments.jdp_report import exclusion_probability
+
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "jdp.json").write_text(json.dumps({"winners": [3, 7, 9], "adversary": 7, "aggregator": "leave_one_out"}))
+    (d / "metrics.csv").write_text('round,probs\n0,"[0.2, 0.5, 0.3]"\n1,"[0.3, 0.3, 0.4]"\n')
+    assert exclusion_probability(d) == pytest.approx(0.4)
+    (d / "jdp.json").write_text(json.dumps({"winners": [3, 7, 9], "adversary": None, "aggregator": "leave_one_out"}))
+    assert exclusion_probability(d) != exclusion_probability(d)  # NaN without an adversary

@@ -17,6 +17,7 @@ finished runs and writes
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from collections import defaultdict
@@ -79,6 +80,23 @@ def collect_fig3(root: Path) -> dict[Key, list[dict[str, Any]]]:
     return dict(cells)
 
 
+def exclusion_probability(run_dir: Path) -> float:
+    """Mean over rounds of Pr[k* = adversary] — the probability M4's exponential mechanism gave
+    to the one group that leaves the adversary out — read from a leave-one-out run's
+    ``metrics.csv`` (``probs``) and ``jdp.json`` (winners, adversary); NaN when not applicable.
+    1/m means the scores did not tell the adversary apart at all."""
+    info_path, metrics = run_dir / "jdp.json", run_dir / "metrics.csv"
+    if not (info_path.exists() and metrics.exists()):
+        return math.nan
+    info = json.loads(info_path.read_text())
+    if info.get("adversary") is None or info.get("aggregator") != "leave_one_out":
+        return math.nan
+    pos = info["winners"].index(info["adversary"])
+    with metrics.open() as f:
+        ps = [json.loads(r["probs"])[pos] for r in csv.DictReader(f) if r.get("probs")]
+    return float(np.mean(ps)) if ps else math.nan
+
+
 def _rows(cells: dict[Key, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     rows = []
     order = {m: i for i, m in enumerate(METHODS)}
@@ -87,6 +105,8 @@ def _rows(cells: dict[Key, list[dict[str, Any]]]) -> list[dict[str, Any]]:
         last5 = _mean_std([100.0 * float(r["summary"].get("last5_accuracy", math.nan)) for r in runs])
         used = [r["summary"].get("adversary_used_fraction") for r in runs]
         used_f = [float(u) for u in used if u is not None]
+        excl = [exclusion_probability(r["dir"]) for r in runs]
+        excl_f = [x for x in excl if np.isfinite(x)]
         rows.append({
             "method": agg,
             "attack": "dirty_label" if attacked else "none",
@@ -96,6 +116,8 @@ def _rows(cells: dict[Key, list[dict[str, Any]]]) -> list[dict[str, Any]]:
             "accuracy_std": round(acc[1], 3),
             "last5_mean": round(last5[0], 3),
             "adversary_used_fraction": round(float(np.mean(used_f)), 3) if used_f else "",
+            "p_exclude_adversary": round(float(np.mean(excl_f)), 4) if excl_f else "",
+            "m": runs[0]["summary"].get("m", ""),
             "eps_paper_per_client": round(float(runs[0]["summary"].get("eps_paper_max", math.nan)), 4),
             "eps_rdp_per_client": round(float(runs[0]["summary"].get("eps_rdp_max", math.nan)), 4),
             "rounds": runs[0]["summary"].get("rounds"),
@@ -187,7 +209,9 @@ def _markdown(rows: list[dict[str, Any]], budget: str, drawn: bool) -> str:
         cells = []
         for e in eps:
             att, own, ref = _acc(by, m, "dirty_label", e), _acc(by, m, "none", e), _acc(by, "fedavg", "none", e)
-            cells.append(f"{own - att:+.2f} / {ref - att:+.2f}" if np.isfinite(att) else "—")
+            own_s = f"{own - att:+.2f}" if np.isfinite(own) else "—"
+            ref_s = f"{ref - att:+.2f}" if np.isfinite(ref) else "—"
+            cells.append(f"{own_s} / {ref_s}" if np.isfinite(att) else "—")
         paper = PAPER_ATTACK_COST.get(m)
         lines.append(f"| {METHODS[m]} | " + " | ".join(cells) + f" | {f'{paper[0]:g}–{paper[1]:g}' if paper else '—'} |")
     used = [r for r in rows if r["attack"] == "dirty_label" and r["adversary_used_fraction"] != ""]
@@ -199,6 +223,16 @@ def _markdown(rows: list[dict[str, Any]], budget: str, drawn: bool) -> str:
         for m in methods:
             lines.append(f"| {METHODS[m]} | " + " | ".join(
                 str(by[(m, 'dirty_label', e)]["adversary_used_fraction"]) if (m, "dirty_label", e) in by else "—" for e in eps) + " |")
+    loo = [(e, by.get(("leave_one_out", "dirty_label", e))) for e in eps]
+    loo = [(e, r) for e, r in loo if r is not None and r["p_exclude_adversary"] != ""]
+    if loo:
+        lines += ["", "## Does M4 find the adversary?", "",
+                  "Pr[k* = adversary]: the probability the exponential mechanism gave to the one leave-one-out "
+                  "group without the adversary, mean over rounds and seeds; 1/m (uniform) means the validation "
+                  "scores, at Δy = 1/(m − 1) and this ε_E, did not tell it apart.", "",
+                  "| ε | Pr[k* = adversary] | uniform 1/m |", "|---|---|---|"]
+        lines += [f"| {e:g} | {r['p_exclude_adversary']} | {1 / float(r['m']):.3f} |" if r["m"] else
+                  f"| {e:g} | {r['p_exclude_adversary']} | — |" for e, r in loo]
     claims = _claims(by, eps)
     if claims:
         lines += ["", "## Check 26, decided from the means", "", *claims]
