@@ -1,6 +1,6 @@
 """fedgame benchmarks: speed ratios measured side by side in one run, results kept as JSON.
 
-    .venv/bin/python bench/run.py [--quick] [--main] [--only engine,dp,game,p1,qidpfl,auctions]
+    .venv/bin/python bench/run.py [--quick] [--main] [--only engine,dp,game,p1,qidpfl,auctions,jdp,flower]
 
 1. engine overhead — one FedAvg round through ``Engine.round`` versus the same local training
    written as a bare PyTorch loop (same clients, same batches, same averaging). Target ≤ 1.10.
@@ -28,6 +28,11 @@
    n = 10³ (B = Σc/2, and B = Σc where every candidate wins: the worst case), with n = 10⁴ and a
    one-client truthfulness audit at n = 10³ beside them. c, d ~ U{1..1000}. Target: each
    required figure under 1 s.
+8. Flower (``--only flower``; the flower extra): a Flower-simulation round over an in-process
+   round at N = 100, K = 10 on the main FedAvg recipe (one single-threaded actor per core),
+   with Flower's fixed start-up reported apart; the loopback deployment's round (SuperLink + N
+   SuperNodes, ``flwr run``) over the in-process one; and N = 1,000 simulated SuperNodes
+   starting and running one round. Writes ``bench/results/flower.json``.
 
 Each figure is printed as a ratio with both absolute numbers beside it and written to
 ``bench/results/<name>.json`` with the machine's description. Run it alone: two trainings at
@@ -612,11 +617,121 @@ def bench_jdp(quick: bool) -> dict[str, object]:
     return out
 
 
+# -- Flower ---------------------------------------------------------------------------------
+def _flower_cfg(n: int, k: int, rounds: int, **data: object) -> dict[str, object]:
+    """The main FedAvg recipe (recipes/main/fedavg.yaml: McMahan CNN on Fashion-MNIST, one
+    local epoch) at N = n, K = k, one torch thread, evaluation only after the last round."""
+    partition = {"kind": "dirichlet", "n_clients": n, "alpha": 0.5, "min_size": 10} if n <= 100 else {"kind": "iid", "n_clients": n}
+    return {
+        "name": f"flower_bench_n{n}",
+        "seed": 0,
+        "data": {"dataset": "fashion_mnist", "partition": partition, **data},
+        "model": {"name": "mcmahan_cnn"},
+        "train": {"rounds": rounds, "clients_per_round": k, "eval_every": 10**6, "threads": 1,
+                  "local": {"epochs": 1, "batch_size": 32, "lr": 0.05}},
+        "selection": {"kind": "uniform", "replace": False},
+        "aggregation": {"kind": "fedavg"},
+    }
+
+
+def _per_round(records: list[dict[str, object]]) -> float:
+    """Median round time without the last round (the only one that evaluates on the test split)."""
+    times = [float(r["round_time"]) for r in records]  # type: ignore[arg-type]
+    return float(np.median(times[:-1] if len(times) > 1 else times))
+
+
+def bench_flower(quick: bool) -> dict[str, object]:
+    """Flower against the in-process engine, on the main FedAvg recipe (train.threads = 1).
+
+    (a) Flower's Simulation Engine (Ray, one single-CPU ClientApp actor per core, replies
+        aggregated in job order) at N = 100, K = 10: per-round time over in-process per-round
+        time, with Flower's fixed start-up (Ray, actors, every node's registration) apart.
+    (b) The loopback deployment (one SuperLink, N SuperNodes, ``flwr run`` of a
+        ``fedgame flower app`` folder; LoopbackFederation): its round time at K = 10 over the
+        in-process round of the same recipe, and its start-up (federation up; ServerApp's
+        node discovery). N = 20 SuperNodes (each is two Python processes), quick: N = 4, K = 2.
+    (c) N = 1,000 simulated SuperNodes (IID partition of the 60,000 examples), K = 10: start-up
+        and one round.
+
+    The same seed gives the same numbers in all three (tests/deploy), so only time differs.
+    """
+    import tempfile
+
+    from fedgame.deploy.flower import FlowerSimulation
+    from fedgame.deploy.flower.deployment import write_app
+    from fedgame.deploy.flower.loopback import LoopbackFederation
+    from fedgame.experiments.build import build_engine
+    from fedgame.experiments.config import parse_recipe
+
+    rounds = 3 if quick else 6
+    out: dict[str, object] = {}
+
+    # (a) simulation vs in process, N = 100, K = 10
+    k_a = 5 if quick else 10
+    cfg = parse_recipe(_flower_cfg(100, k_a, rounds))
+    ref = build_engine(cfg).engine.run(rounds)
+    built = build_engine(cfg)
+    sim = FlowerSimulation()
+    tic = time.perf_counter()
+    got = sim(built, cfg, lambda: built.engine.run(rounds))
+    sim_total = time.perf_counter() - tic
+    t_in, t_sim = _per_round(ref.records), _per_round(got.records)
+    assert got.records[-1]["test_acc"] == ref.records[-1]["test_acc"], "flower-sim and in-process runs differ"
+    print(ratio_line(f"Flower simulation round (N = 100, K = {k_a}, McMahan CNN, 1 epoch)", "flower-sim", t_sim, "in process", t_in))
+    print(f"  Flower start-up (Ray, {cfg.data.partition.n_clients} nodes registered): {sim.startup_seconds:.1f} s; "
+          f"whole simulation {sim_total:.1f} s for {rounds} rounds")
+    out["simulation"] = {"n": 100, "k": k_a, "rounds": rounds, "flower_round_s": t_sim, "inprocess_round_s": t_in,
+                         "ratio": t_sim / t_in, "startup_s": sim.startup_seconds, "total_s": sim_total,
+                         "backend_config": sim.backend_config}
+
+    # (b) the loopback deployment
+    n_b, k_b = (4, 2) if quick else (20, 10)
+    raw = _flower_cfg(n_b, k_b, rounds)
+    cfg_b = parse_recipe(raw)
+    ref_b = build_engine(cfg_b).engine.run(rounds)
+    with tempfile.TemporaryDirectory() as tmp:
+        app_dir, res = Path(tmp) / "app", Path(tmp) / "results"
+        write_app(cfg_b, app_dir, out=res, register_timeout=600)
+        tic = time.perf_counter()
+        with LoopbackFederation(Path(tmp) / "flwr-home", nodes=n_b) as fed:
+            up = time.perf_counter() - tic
+            tic = time.perf_counter()
+            run = fed.run(app_dir, timeout=3600)
+            total = time.perf_counter() - tic
+            if run.returncode != 0 or not (res / "summary.json").exists():
+                raise RuntimeError(f"loopback deployment failed:\n{run.stdout[-3000:]}")
+        summary = json.loads((res / "summary.json").read_text())
+        with (res / "metrics.csv").open() as f:
+            records = list(csv.DictReader(f))
+    t_dep, t_in_b = _per_round(records), _per_round(ref_b.records)  # type: ignore[arg-type]
+    print(ratio_line(f"Flower loopback deployment round (N = {n_b} SuperNodes, K = {k_b})", "deployment", t_dep, "in process", t_in_b))
+    print(f"  SuperLink + {n_b} SuperNodes started in {up:.1f} s; ServerApp node discovery "
+          f"{summary['backend_info']['startup_seconds']:.1f} s; flwr run {total:.1f} s for {rounds} rounds")
+    out["deployment"] = {"n": n_b, "k": k_b, "rounds": rounds, "deployment_round_s": t_dep, "inprocess_round_s": t_in_b,
+                         "ratio": t_dep / t_in_b, "federation_start_s": up,
+                         "discovery_s": summary["backend_info"]["startup_seconds"], "flwr_run_s": total}
+
+    # (c) 1,000 simulated SuperNodes, one round
+    n_c = 200 if quick else 1000
+    cfg_c = parse_recipe(_flower_cfg(n_c, 10, 1))
+    built_c = build_engine(cfg_c)
+    sim_c = FlowerSimulation(register_timeout=3600)
+    tic = time.perf_counter()
+    got_c = sim_c(built_c, cfg_c, lambda: built_c.engine.run(1))
+    total_c = time.perf_counter() - tic
+    round_c = float(got_c.records[0]["round_time"])  # includes the test evaluation (one round: it is the last)
+    print(f"Flower simulation at N = {n_c} SuperNodes: start-up (Ray + {n_c} registrations) {sim_c.startup_seconds:.1f} s, "
+          f"one round of K = 10 {round_c:.2f} s (with test evaluation), whole {total_c:.1f} s")
+    out["many_nodes"] = {"n": n_c, "k": 10, "startup_s": sim_c.startup_seconds, "round_s": round_c, "total_s": total_c}
+    save("flower", out)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke check of the bench itself)")
     ap.add_argument("--main", action="store_true", help="also time the main job (about 4 minutes)")
-    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl, auctions, jdp")
+    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl, auctions, jdp, flower")
     args = ap.parse_args()
     torch.manual_seed(0)
     np.random.seed(0)
@@ -639,6 +754,8 @@ def main() -> None:
         bench_auctions(args.quick)
     if "jdp" in only:
         bench_jdp(args.quick)
+    if "flower" in only:  # needs the flower extra; run it alone (it starts Ray and SuperNodes)
+        bench_flower(args.quick)
     if args.main:
         bench_main()
 

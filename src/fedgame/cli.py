@@ -151,6 +151,54 @@ def _backend(name: str, *, ray_address: str | None, round_timeout: float | None,
     return FlowerSimulation(backend_config=config, round_timeout=round_timeout, on_missing=on_missing)  # type: ignore[arg-type]
 
 
+flower_cli = typer.Typer(help="Deploy recipes on a Flower federation (SuperLink + SuperNodes; needs the flower extra).", no_args_is_help=True)
+app.add_typer(flower_cli, name="flower")
+
+
+@flower_cli.command("app")
+def flower_app_cmd(
+    recipe: Path,
+    dir_: Annotated[Path, typer.Argument(metavar="DIR", help="folder to write the Flower app into (pyproject.toml, README.md)")],
+    set_: SetOpt = None,
+    nodes: Annotated[int | None, typer.Option(min=1, help="number of SuperNodes, one per partition (sets data.partition.n_clients)")] = None,
+    out: Annotated[Path | None, typer.Option(help="results folder on the SuperLink's machine (default runs/<name>, made absolute)")] = None,
+    on_missing: Annotated[str, typer.Option(help="continue (aggregate the replies that arrived) | fail, when a selected client does not reply")] = "continue",
+    round_timeout: Annotated[float, typer.Option(min=0.0, help="seconds to wait for a round's replies; 0: until every reply or node error")] = 0.0,
+    register_timeout: Annotated[float, typer.Option(min=0.001, help="seconds to wait for every SuperNode to connect and register")] = 300.0,
+    resume: Annotated[bool, typer.Option(help="continue the results folder's checkpoint instead of starting afresh")] = False,
+    superlink: Annotated[str, typer.Option(help="the SuperLink's host:port, for the commands in DIR/README.md")] = "127.0.0.1:8000",
+) -> None:
+    """Write a Flower app for RECIPE into DIR, to run with `flwr run DIR <connection>` on a SuperLink."""
+    if on_missing not in ("continue", "fail"):
+        _fail(f"--on-missing: must be 'continue' or 'fail', got {on_missing!r}")
+    overrides = list(set_ or [])
+    if nodes is not None:
+        for o in overrides:
+            key, _, value = o.partition("=")
+            if key.strip() == "data.partition.n_clients" and value.strip() != str(nodes):
+                _fail(f"--nodes {nodes} contradicts --set {escape(o)} (both set data.partition.n_clients)")
+        overrides.append(f"data.partition.n_clients={nodes}")
+    cfg = _load(recipe, overrides)
+    try:
+        from fedgame.deploy.flower.deployment import supernode_commands, write_app
+    except ImportError as e:
+        _fail(f"flower app: needs the flower extra (pip install -e '.[flower]'): {escape(str(e))}")
+    try:
+        path = write_app(
+            cfg, dir_, out=out or Path("runs") / cfg.name, on_missing=on_missing,  # type: ignore[arg-type]
+            round_timeout=round_timeout, register_timeout=register_timeout, resume=resume, superlink=superlink,
+        )
+    except ValueError as e:
+        _fail(escape(str(e)))
+    n = cfg.data.partition.n_clients
+    console.print(f"[green]wrote[/] {escape(str(path))}: {escape(cfg.name)}, {n} clients, {cfg.train.rounds} rounds")
+    console.print(f"start {n} SuperNode(s), one per partition (all commands: {escape(str(dir_ / 'README.md'))}):")
+    cmds = supernode_commands(n, superlink)
+    for c in cmds[:3] + (["..."] if n > 4 else []) + (cmds[3:] if n <= 4 else cmds[-1:]):
+        console.print(f"  {escape(c)}", soft_wrap=True)
+    console.print(f"then: flwr run {escape(str(dir_))} <connection> --stream", soft_wrap=True)
+
+
 @app.command()
 def compare(
     recipes: list[Path],

@@ -3,7 +3,10 @@
 The server side is the fedgame engine itself (selection, privacy plans, accountant, server
 update); :class:`FlowerExecutor` carries its jobs as one Flower ``Message`` per chosen node
 and brings the results back. The ClientApp (:mod:`fedgame.deploy.flower.client_app`) runs the
-same :func:`~fedgame.sim.client.run_client_job` as the in-process engine.
+same :func:`~fedgame.sim.client.run_client_job` as the in-process engine. For a real federation,
+:mod:`~fedgame.deploy.flower.deployment` writes the app folder ``flwr run`` submits (``fedgame
+flower app``) and :mod:`~fedgame.deploy.flower.server_app` is its ServerApp;
+:mod:`~fedgame.deploy.flower.loopback` starts a SuperLink and SuperNodes on 127.0.0.1 (tests, bench).
 
 Importing this package sets Flower's and Ray's environment (:data:`FLOWER_ENV`: no runtime
 dependency installation, no telemetry, no update check) before ``flwr`` is imported.

@@ -153,11 +153,16 @@ class FlowerExecutor:
             for j in jobs
         ]
         replies = self.grid.send_and_receive(msgs, timeout=self.round_timeout)
+        # the grid stamps each message it pushes with its id; an error the SuperLink writes for
+        # a dead node comes from the SuperLink itself, so its job is found by the id it answers
+        sent = {m.metadata.message_id: j for m, j in zip(msgs, jobs, strict=True) if m.metadata.message_id}
         got: dict[JobKey, ClientResult] = {}
         partition_of = {node: pid for pid, node in self.node_of.items()}
         for r in replies:
             if r.has_error():
-                text = f"round {jobs[0].t}, partition {partition_of.get(int(r.metadata.src_node_id), '?')}: {_error_text(r)}"
+                job = sent.get(r.metadata.reply_to_message_id)
+                who = job.client if job is not None else partition_of.get(int(r.metadata.src_node_id), "?")
+                text = f"round {jobs[0].t}, partition {who}: {_error_text(r)}"
                 self.errors.append(text)
                 log.warning("no result: %s", text)
                 continue

@@ -1,0 +1,151 @@
+"""The fedgame ServerApp of a deployment: what ``flwr run`` of a ``fedgame flower app`` folder runs.
+
+The SuperLink starts it (in a subprocess, ``--isolation subprocess``) with the app's run config
+(:class:`~fedgame.deploy.flower.deployment.DeploymentConfig`). It parses the recipe and calls
+:func:`~fedgame.experiments.runner.run_one` with a :class:`FlowerDeployment` as its ``execute``
+hook: ``run_one`` builds the engine exactly as for an in-process run (data, game, selection,
+privacy plan, accountant, server update — all here, on the SuperLink's machine), and
+:class:`FlowerDeployment` points it at the SuperNodes through a
+:class:`~fedgame.deploy.flower.executor.FlowerExecutor` (node discovery first). So the results
+folder — ``config.yaml``, ``metrics.csv`` with ``replied``/``missing`` per round,
+``privacy.csv``, ``summary.json`` (``backend: flower``) — is the one ``fedgame run`` writes, and
+the same seed gives the same numbers.
+
+A run that cannot go on (nodes missing at registration, a missing reply with
+``on-missing = "fail"``, a bad run config) raises: Flower marks the run failed and shows the
+message (``flwr list --run-id <id>``, ``flwr log <id>``, ``flwr run --stream``); the message is
+also written to ``<out>/error.txt`` next to the partial results.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fedgame.deploy.flower._env import configure
+
+configure()
+
+from flwr.app import Context  # noqa: E402
+from flwr.serverapp import Grid, ServerApp  # noqa: E402
+
+from fedgame.deploy.flower.deployment import DeploymentConfig  # noqa: E402
+from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
+from fedgame.deploy.flower.simulation import job_info  # noqa: E402
+from fedgame.experiments.build import Built  # noqa: E402
+from fedgame.experiments.config import RunConfig, parse_recipe  # noqa: E402
+from fedgame.experiments.runner import run_one  # noqa: E402
+from fedgame.experiments.store import ResultStore  # noqa: E402
+from fedgame.sim import RunResult  # noqa: E402
+from fedgame.sim.engine import OnMissing  # noqa: E402
+
+__all__ = ["FlowerDeployment", "app", "run_deployment"]
+
+log = logging.getLogger(__name__)
+
+
+class FlowerDeployment:
+    """A :class:`~fedgame.experiments.runner.Execute` for real SuperNodes behind ``grid``:
+    connect the executor (wait for every partition's node), then run the engine on it."""
+
+    name = "flower"
+
+    def __init__(
+        self,
+        grid: Grid,
+        *,
+        round_timeout: float | None = None,
+        register_timeout: float = 300.0,
+        on_missing: OnMissing = "continue",
+    ) -> None:
+        if on_missing not in ("continue", "fail"):
+            raise ValueError(f"on_missing: must be 'continue' or 'fail', got {on_missing!r}")
+        self.grid = grid
+        self.round_timeout = round_timeout
+        self.register_timeout = register_timeout
+        self.on_missing: OnMissing = on_missing
+        self.executor: FlowerExecutor | None = None
+        self.startup_seconds: float | None = None
+
+    def __call__(self, built: Built, cfg: RunConfig, run: Callable[[], RunResult]) -> RunResult:
+        tic = time.perf_counter()
+        ex = FlowerExecutor(
+            self.grid,
+            data=built.data,
+            round_timeout=self.round_timeout,
+            register_timeout=self.register_timeout,
+            info=job_info(built.engine),
+        )
+        ex.connect()
+        self.startup_seconds = time.perf_counter() - tic
+        self.executor = ex
+        built.engine.executor = ex
+        built.engine.on_missing = self.on_missing
+        return run()
+
+    def describe(self) -> dict[str, Any]:
+        ex = self.executor
+        return {
+            "startup_seconds": self.startup_seconds,
+            "round_timeout": self.round_timeout,
+            "register_timeout": self.register_timeout,
+            "on_missing": self.on_missing,
+            **({} if ex is None else ex.describe()),
+        }
+
+
+def run_deployment(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
+    """Run the app's recipe on the SuperNodes behind ``grid`` into its ``out`` folder; return
+    the summary. Errors (bad run config, missing nodes or replies) are written to
+    ``<out>/error.txt`` (when ``out`` is known) and raised."""
+    dep = DeploymentConfig.from_run_config(run_config)
+    store = ResultStore(dep.out)
+    store.path("error.txt").unlink(missing_ok=True)
+    try:
+        cfg = parse_recipe(yaml.safe_load(dep.recipe))
+        if not dep.resume:
+            store.clear()
+        execute = FlowerDeployment(grid, round_timeout=dep.timeout, register_timeout=dep.register_timeout, on_missing=dep.on_missing)
+        log.info("running %s (%d clients, %d rounds) into %s", cfg.name, cfg.data.partition.n_clients, cfg.train.rounds, dep.out)
+        summary = run_one(cfg, Path(dep.out), resume=dep.resume, execute=execute, on_round=_log_round)
+    except Exception as e:
+        store.write_text("error.txt", f"{type(e).__name__}: {e}\n")
+        raise
+    log.info("finished %s: accuracy %.4f, epsilon max %.4g", cfg.name, summary["final_accuracy"], summary["epsilon_max"])
+    return summary
+
+
+def _log_round(record: dict[str, Any]) -> None:
+    """One line per round: who replied, who is missing, the test accuracy when evaluated."""
+    acc = record.get("test_acc", float("nan"))
+    log.info(
+        "round %d: replied %s, missing %s%s (%.1f s)",
+        record["round"], record["replied"], record["missing"], "" if acc != acc else f", test accuracy {acc:.4f}", record["round_time"],
+    )
+
+
+def _log_to_run() -> None:
+    """fedgame's INFO lines to stderr, which the ServerApp process (ours alone) mirrors into
+    the run's log (``flwr run --stream``, ``flwr log``); once, whatever the root logger does."""
+    lg = logging.getLogger("fedgame")
+    if not lg.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s fedgame: %(message)s"))
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+        lg.propagate = False
+
+
+app = ServerApp()
+"""The ServerApp ``flwr run`` loads (``fedgame.deploy.flower.server_app:app``)."""
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    _log_to_run()
+    run_deployment(grid, dict(context.run_config))
