@@ -141,3 +141,28 @@ def test_discovery_fails_clearly_and_in_bounded_time() -> None:
     other = parse_recipe({**smoke(), "seed": 3})
     with pytest.raises(NodesNotReady, match=r"another recipe, seed or data files"):
         FlowerExecutor(FakeGrid(other, 4), data=data, register_timeout=1).connect()  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fashion-mnist is not installed")
+def test_query_messages_are_answered_by_the_registry_function() -> None:
+    """``query.label_counts`` and ``query.bid`` over the grid give the in-process answers (one
+    message per client); an unknown name fails on the server, before anything is sent."""
+    cfg = parse_recipe(smoke())
+    built = build_engine(cfg)
+    grid = FakeGrid(cfg, 4)
+    ex = FlowerExecutor(grid, data=built.data, register_timeout=1)  # type: ignore[arg-type]
+    ex.connect()
+    got = ex.query("label_counts", [2, 0, 3, 1])
+    ref = built.engine.executor.query("label_counts", [2, 0, 3, 1])
+    assert all(g is not None and r is not None and g.dtype == r.dtype and np.array_equal(g, r) for g, r in zip(got, ref, strict=True))
+    bids = ex.query("bid", range(4), {"low": 1, "high": 1000})
+    assert [float(b) for b in bids if b is not None] == [float(b) for b in built.engine.executor.query("bid", range(4), {"low": 1, "high": 1000}) if b is not None]
+    assert ex.queries == {"label_counts": 4, "bid": 4}
+    sent = len(grid.sent)
+    with pytest.raises(ValueError, match=r"query 'histogram': unknown; known queries: 'bid', 'label_counts'"):
+        ex.query("histogram", [0])
+    assert len(grid.sent) == sent
+    dead = FlowerExecutor(FakeGrid(cfg, 4, unavailable={101}), data=built.data, register_timeout=1)  # type: ignore[arg-type]
+    dead.node_of = {i: 100 + i for i in range(4)}
+    assert [a is None for a in dead.query("label_counts", range(4))] == [False, True, False, False]
+    assert "query 'label_counts'" in dead.errors[0]

@@ -54,12 +54,14 @@ from fedgame.privacy.plans import PHSDPSGD, ClientPrivacy, LocalDPSGD, NoPrivacy
 from fedgame.selection import SELECTIONS, SelectionStrategy, planned_counts
 from fedgame.selection.phs_problem import P1Solution, solve_p1
 from fedgame.sim import AGGREGATORS, Engine, LocalSpec, LocalTrainer, server_sgd
+from fedgame.sim.client import Executor, InProcessExecutor, draw_costs
 from fedgame.sim.jdp import JDPEngine, LeaveOneOut, RandomGroups, ServerRule, global_rule
 
 __all__ = [
     "Built",
     "BuiltJDP",
     "ClientSide",
+    "attach_executor",
     "build_client_side",
     "build_data",
     "build_engine",
@@ -67,6 +69,8 @@ __all__ = [
     "build_jdp",
     "build_trainer",
     "fedpcs_game",
+    "needs_label_counts",
+    "query_label_counts",
 ]
 
 log = logging.getLogger(__name__)
@@ -197,10 +201,13 @@ def build_game(cfg: RunConfig) -> FedPCSPlan | None:
     return None if game is None else solve_plan(game)
 
 
-def build_qidpfl(cfg: RunConfig, data: FederatedDataset, streams: Streams, dim: int) -> QIDPFLPlan | None:
+def build_qidpfl(
+    cfg: RunConfig, data: FederatedDataset, streams: Streams, dim: int, *, label_counts: np.ndarray | None = None
+) -> QIDPFLPlan | None:
     """Screen the partition's candidates and solve the QI-DPFL reward game for every round
     (ν_i ~ U(incentive.nu) from the ``nu`` stream, C = privacy.clip, d = model size); None
-    without ``incentive.kind: qidpfl``."""
+    without ``incentive.kind: qidpfl``. ``label_counts`` are the candidates' histograms as
+    they answered the ``label_counts`` query (None: the server's copy of the partition)."""
     ic = cfg.incentive
     if not isinstance(ic, QIDPFLCfg):
         return None
@@ -213,7 +220,8 @@ def build_qidpfl(cfg: RunConfig, data: FederatedDataset, streams: Streams, dim: 
         curve = AccuracyCurve(I1=c.I1, B=c.B, I3=c.I3)
         eps, eps_max = c.I1 - c.eps_drop * c.B, c.I1 - c.eps_max_drop * c.B
     return plan_qidpfl(
-        sizes=sizes, label_counts=data.label_counts(), nu=nu, dim=dim, rounds=cfg.train.rounds, discount=ic.discount,
+        sizes=sizes, label_counts=data.label_counts() if label_counts is None else label_counts, nu=nu, dim=dim,
+        rounds=cfg.train.rounds, discount=ic.discount,
         clip=clip, screening=ic.screening, keep_fraction=ic.keep_fraction, theta_th=ic.theta_th, reference=ic.reference,
         phi1=ic.phi1, gamma=ic.gamma, beta=ic.beta, lam=ic.lam, grad_bound=ic.grad_bound, acc_scale=ic.acc_scale,
         curve=curve, eps=eps, eps_max=eps_max, policy=ic.policy, rng=streams.numpy("reward_policy"),
@@ -294,7 +302,10 @@ def build_selection(
     *,
     phs: PHSSetup | None = None,
     streams: Streams | None = None,
+    label_counts: np.ndarray | None = None,
 ) -> SelectionStrategy:
+    """The recipe's selection; ``label_counts`` are the clients' queried histograms (None:
+    the server's copy of the partition), for ``fedcbs`` and ``screened``."""
     sel = cfg.selection
     if isinstance(sel, PHSSel):
         if phs is None:
@@ -306,7 +317,7 @@ def build_selection(
     if isinstance(sel, FedCBSSel):
         if data is None:
             raise ValueError("selection.kind: 'fedcbs' needs the partition's label counts (pass data)")
-        return SELECTIONS.create("fedcbs", label_counts=data.label_counts())
+        return SELECTIONS.create("fedcbs", label_counts=data.label_counts() if label_counts is None else label_counts)
     if isinstance(sel, ParticipantsSel):
         if not isinstance(plan, QIDPFLPlan):
             raise ValueError("selection.kind: 'participants' needs incentive.kind 'qidpfl'")
@@ -314,7 +325,8 @@ def build_selection(
     if isinstance(sel, ScreenedSel):
         if data is None:
             raise ValueError("selection.kind: 'screened' needs the partition's label counts (pass data)")
-        kept = screen(data.label_counts(), reference=sel.reference, theta_th=sel.theta_th, keep_fraction=sel.keep_fraction).kept
+        counts = data.label_counts() if label_counts is None else label_counts
+        kept = screen(counts, reference=sel.reference, theta_th=sel.theta_th, keep_fraction=sel.keep_fraction).kept
         return SELECTIONS.create("fixed_sets", members=np.isin(np.arange(data.n_clients), kept))
     if isinstance(sel, PrivacyAwareSel):
         if not isinstance(plan, FedPCSPlan):
@@ -389,8 +401,28 @@ def build_client_side(cfg: RunConfig) -> ClientSide:
     return ClientSide(data=data, trainer=trainer, streams=streams, parts=parts)
 
 
-def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None) -> Built:
-    """Everything a run needs, seeded from ``cfg.seed``."""
+def needs_label_counts(cfg: RunConfig) -> bool:
+    """Whether the server's pre-training plan uses the clients' label histograms (QI-DPFL
+    screening, FedAvg-select's ``screened`` and FedCBS selection)."""
+    ic = cfg.incentive
+    screening = isinstance(ic, QIDPFLCfg) and ic.screening != "none"
+    return screening or isinstance(cfg.selection, (ScreenedSel, FedCBSSel))
+
+
+def query_label_counts(executor: Executor, n_clients: int) -> np.ndarray:
+    """``(n_clients, classes)`` int64: every client's answer to the ``label_counts`` query; an
+    error naming the clients that did not answer (the screening needs every candidate)."""
+    answers = executor.query("label_counts", np.arange(n_clients))
+    silent = [i for i, a in enumerate(answers) if a is None]
+    if silent:
+        raise ValueError(f"query 'label_counts': client(s) {silent} did not answer; the screening needs every candidate's histogram")
+    return np.stack([np.asarray(a, dtype=np.int64) for a in answers])
+
+
+def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None, executor: Executor | None = None) -> Built:
+    """Everything a run needs, seeded from ``cfg.seed``. ``executor`` reaches the clients
+    (default: in this process); what the plan needs from them before training (label
+    histograms: :func:`needs_label_counts`) is asked of it as query messages."""
     if cfg.train.threads is not None:
         torch.set_num_threads(cfg.train.threads)
     streams = Streams(seed=cfg.seed)
@@ -398,10 +430,14 @@ def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None) -> Bui
     plan: FedPCSPlan | QIDPFLPlan | None = build_game(cfg)
     trainer = build_trainer(cfg, data, streams)
     model = trainer.model
+    if executor is None:
+        parts = [torch.as_tensor(p, dtype=torch.long) for p in data.parts]
+        executor = InProcessExecutor(trainer=trainer, model=model, parts=parts, streams=streams, classes=data.train.classes)
+    counts = query_label_counts(executor, data.n_clients) if needs_label_counts(cfg) else None
     dim = count_params(model)
     phs = build_phs(cfg, data, streams, dim)
-    plan = plan if plan is not None else build_qidpfl(cfg, data, streams, dim)
-    selection = build_selection(cfg, plan, data, phs=phs, streams=streams)
+    plan = plan if plan is not None else build_qidpfl(cfg, data, streams, dim, label_counts=counts)
+    selection = build_selection(cfg, plan, data, phs=phs, streams=streams, label_counts=counts)
     engine = Engine(
         model=model,
         data=data,
@@ -415,8 +451,21 @@ def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None) -> Bui
         incentive=build_incentive(cfg, plan),
         eval_every=cfg.train.eval_every,
         delta=cfg.accountant.delta,
+        executor=executor,
     )
     return Built(engine=engine, data=data, model=model, plan=plan, phs=phs)
+
+
+def attach_executor(built: Built, cfg: RunConfig, executor: Executor) -> None:
+    """Point ``built``'s engine at ``executor`` (e.g. Flower nodes, once discovered). When the
+    plan depends on the clients' answers (:func:`needs_label_counts`), the engine is rebuilt
+    from what they answer over ``executor`` — so a Flower run screens on the histograms its
+    nodes sent, not on the server's copy of the partition."""
+    if needs_label_counts(cfg):
+        fresh = build_engine(cfg, data=built.data, executor=executor)
+        built.engine, built.model, built.plan, built.phs = fresh.engine, fresh.model, fresh.plan, fresh.phs
+    else:
+        built.engine.executor = executor
 
 
 # -- JDP-FL (spec jdp.md §3.10) -------------------------------------------------------------
@@ -462,7 +511,7 @@ def _jdp_winners(cfg: RunConfig, data: FederatedDataset, streams: Streams) -> tu
     au = cfg.jdp.auction
     if au.mechanism == "none":
         return np.arange(data.n_clients), None, None
-    costs = streams.numpy("auction_costs").integers(au.cost_low, au.cost_high + 1, size=data.n_clients).astype(np.float64)
+    costs = draw_costs(streams, data.n_clients, low=au.cost_low, high=au.cost_high)  # the clients' `bid` answers
     auction = UnitPriceAuction() if au.mechanism == "M1" else KnapsackAuction()
     out = auction.run(costs, budget=au.budget, data_sizes=np.asarray(data.sizes, dtype=np.float64))
     winners = np.sort(np.asarray(out.winners, dtype=np.int64))

@@ -101,18 +101,13 @@ def run_one(
         "partition.json",
         {"fingerprint": data.fingerprint, "n_clients": data.n_clients, "sizes": np.asarray(data.sizes).tolist()},
     )
-    if built.phs is not None:
-        counts = built.engine.selection.participation_bound()
-        store.write_json("phs.json", {**built.phs.summary(), "T_k": None if counts is None else counts.tolist()})
-    if isinstance(built.plan, QIDPFLPlan):
-        np.savez(store.path("qidpfl.npz"), rho=built.plan.rho, payment=built.plan.payment, reward=built.plan.reward)
-        store.write_json("qidpfl.json", built.plan.summary())
-    elif built.plan is not None:
-        built.plan.save(store.path("game.npz"))
-        store.write_json("game.json", built.plan.summary())
     if on_start is not None:
         on_start(cfg.train.rounds)
+
     def run() -> RunResult:
+        # the plan files are written here, once ``execute`` has reached the clients: a plan
+        # built from their answers (QI-DPFL screening on queried histograms) is the one saved
+        _write_plan(store, built)
         return built.engine.run(cfg.train.rounds, sink=store, resume=resume, on_round=on_round)
 
     result = run() if execute is None else execute(built, cfg, run)
@@ -146,6 +141,19 @@ def run_one(
     store.write_json("summary.json", summary)
     store.path("checkpoint.pt").unlink(missing_ok=True)
     return summary
+
+
+def _write_plan(store: ResultStore, built: Built) -> None:
+    """The server's pre-training plan: ``phs.json``, ``qidpfl.npz``/``.json`` or ``game.npz``/``.json``."""
+    if built.phs is not None:
+        counts = built.engine.selection.participation_bound()
+        store.write_json("phs.json", {**built.phs.summary(), "T_k": None if counts is None else counts.tolist()})
+    if isinstance(built.plan, QIDPFLPlan):
+        np.savez(store.path("qidpfl.npz"), rho=built.plan.rho, payment=built.plan.payment, reward=built.plan.reward)
+        store.write_json("qidpfl.json", built.plan.summary())
+    elif built.plan is not None:
+        built.plan.save(store.path("game.npz"))
+        store.write_json("game.json", built.plan.summary())
 
 
 def _base_summary(cfg: RunConfig, result: RunResult) -> dict[str, Any]:

@@ -187,7 +187,9 @@ class Engine(RoundLoop):
         self.sizes = np.asarray(data.sizes)
         self.theta = self.sizes / self.sizes.sum()
         self._parts = [torch.as_tensor(p, dtype=torch.long) for p in data.parts]
-        self.executor: Executor = executor or InProcessExecutor(trainer=trainer, model=model, parts=self._parts, streams=streams)
+        self.executor: Executor = executor or InProcessExecutor(
+            trainer=trainer, model=model, parts=self._parts, streams=streams, classes=data.train.classes
+        )
         self.on_missing: OnMissing = on_missing
         x_train, y_train, x_test, y_test = data.as_tensors()
         self._test = (x_test, y_test)

@@ -17,7 +17,12 @@ and the trainer's extras) and ``content["job"]`` (the job's ``round``, ``partiti
 ``copy`` echoed back, so replies are matched to jobs by what they say, not by arrival order).
 
 Query messages: ``query.register`` (node → its partition id, the partition fingerprint it
-built, its number of examples) and ``query.losses`` (params in, one loss out).
+built, its number of examples), ``query.losses`` (params in, one loss out) and one
+``query.<name>`` per registered client query (:data:`fedgame.sim.client.QUERIES`:
+``query.label_counts``, ``query.bid``): ``content["args"]`` (ConfigRecord: the server's
+settings of the query) in; ``content["answer"]`` (ArrayRecord ``"answer"``: the array the
+registry function returned, exact bytes and dtype) and ``content["query"]`` (``name``,
+``partition-id``) out.
 """
 
 from __future__ import annotations
@@ -41,16 +46,38 @@ __all__ = [
     "JobKey",
     "decode_job",
     "decode_params",
+    "decode_answer",
     "decode_result",
+    "encode_answer",
     "encode_job",
     "encode_params",
     "encode_result",
     "job_key",
+    "query_type",
 ]
 
 TRAIN = "train"
 REGISTER = "query.register"
 LOSSES = "query.losses"
+
+
+def query_type(name: str) -> str:
+    """The Flower message type of client query ``name``: ``query.<name>``."""
+    return f"query.{name}"
+
+
+def encode_answer(name: str, client: int, answer: np.ndarray) -> RecordDict:
+    """The reply content of client ``client`` to query ``name``."""
+    arr = np.array(answer, order="C", copy=True)  # not ascontiguousarray: it turns a 0-d bid into shape (1,)
+    return RecordDict({"answer": ArrayRecord({"answer": Array(arr)}), "query": ConfigRecord({"name": name, "partition-id": int(client)})})
+
+
+def decode_answer(content: RecordDict) -> tuple[str, int, np.ndarray]:
+    """(query name, partition id, answer) of a query reply."""
+    if "answer" not in content or "query" not in content:
+        raise ValueError(f"query reply: needs records 'answer' and 'query', got {sorted(content)}")
+    q = content["query"]
+    return str(q["name"]), int(q["partition-id"]), np.array(content["answer"]["answer"].numpy(), copy=True)  # type: ignore[call-overload]
 
 JobKey = tuple[int, int, int]
 """(round, partition id, copy): what a reply is matched to."""

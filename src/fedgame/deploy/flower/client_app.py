@@ -9,7 +9,10 @@ dataset, partition, model and trainer once per process (:func:`build_client_side
   that built another partition (other recipe, seed or data files);
 * ``train`` — :func:`~fedgame.sim.client.run_client_job` on the job in the message: the very
   function the in-process engine calls, with the noise settings the server's plan chose;
-* ``query.losses`` — the global model's mean loss on its data (power-of-choice probes).
+* ``query.losses`` — the global model's mean loss on its data (power-of-choice probes);
+* ``query.<name>`` for every client query of :data:`~fedgame.sim.client.QUERIES`
+  (``label_counts``, ``bid``) — :func:`~fedgame.sim.client.answer_query` on its own partition:
+  the very function the in-process executor calls.
 
 A node only ever trains its own partition: a job for another one is refused.
 """
@@ -31,10 +34,10 @@ from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict  #
 from flwr.clientapp import ClientApp  # noqa: E402
 
 from fedgame.data.partition import fingerprint  # noqa: E402
-from fedgame.deploy.flower._messages import decode_job, decode_params, encode_result  # noqa: E402
+from fedgame.deploy.flower._messages import decode_job, decode_params, encode_answer, encode_result  # noqa: E402
 from fedgame.experiments.build import ClientSide, build_client_side  # noqa: E402
 from fedgame.experiments.config import RunConfig, parse_recipe  # noqa: E402
-from fedgame.sim.client import run_client_job  # noqa: E402
+from fedgame.sim.client import QUERIES, ClientView, answer_query, run_client_job  # noqa: E402
 from fedgame.sim.local import client_losses  # noqa: E402
 
 __all__ = ["RECIPE_KEY", "app", "make_client_app", "recipe_text"]
@@ -133,6 +136,18 @@ class _Handlers:
             loss = float(client_losses(tr.model, params, tr.x, tr.y, [side.parts[pid]])[0])
         return Message(RecordDict({"loss": MetricRecord({"loss": loss, "partition-id": pid})}), reply_to=msg)
 
+    def query(self, msg: Message, context: Context) -> Message:
+        """Answer ``query.<name>`` from this node's own partition, with the registry function."""
+        cfg = self.cfg(context)
+        n = cfg.data.partition.n_clients
+        pid = _partition(context, n)
+        side = _side(cfg)
+        name = msg.metadata.message_type.split(".", 1)[1]
+        args = dict(msg.content["args"]) if "args" in msg.content else {}
+        view = ClientView.of(pid, y=side.trainer.y, indices=side.parts[pid], classes=side.data.train.classes, n_clients=n, streams=side.streams)
+        answer = answer_query(name, view, args)  # type: ignore[arg-type]
+        return Message(encode_answer(name, pid, answer), reply_to=msg)
+
 
 def make_client_app(recipe: RunConfig | None = None) -> ClientApp:
     """A ClientApp for ``recipe`` (simulation: the server's own config), or, with None, for
@@ -142,6 +157,8 @@ def make_client_app(recipe: RunConfig | None = None) -> ClientApp:
     app.query("register")(h.register)
     app.train()(h.train)
     app.query("losses")(h.losses)
+    for name in QUERIES:
+        app.query(name)(h.query)
     return app
 
 

@@ -10,6 +10,10 @@ ids, never on Flower's random node ids.
 A job whose reply does not arrive within ``round_timeout`` seconds, or comes back as a Flower
 error (the node died: ``NODE_UNAVAILABLE``; the ClientApp raised), is returned as None; the
 engine then aggregates the replies that arrived, or stops (``on_missing``).
+
+:meth:`FlowerExecutor.query` sends one ``query.<name>`` message per client for the named
+client queries of :data:`fedgame.sim.client.QUERIES` (label histograms, auction bids), which
+the ClientApp answers with the same registry function the in-process executor calls.
 """
 
 from __future__ import annotations
@@ -31,8 +35,18 @@ from flwr.serverapp import Grid  # noqa: E402
 
 from fedgame.core.types import ClientResult  # noqa: E402
 from fedgame.data import FederatedDataset  # noqa: E402
-from fedgame.deploy.flower._messages import LOSSES, REGISTER, TRAIN, JobKey, decode_result, encode_job, encode_params  # noqa: E402
-from fedgame.sim.client import ClientJob  # noqa: E402
+from fedgame.deploy.flower._messages import (  # noqa: E402
+    LOSSES,
+    REGISTER,
+    TRAIN,
+    JobKey,
+    decode_answer,
+    decode_result,
+    encode_job,
+    encode_params,
+    query_type,
+)
+from fedgame.sim.client import ClientJob, QueryArgs, check_query  # noqa: E402
 from fedgame.sim.engine import MissingReplies  # noqa: E402
 
 __all__ = ["FlowerExecutor", "NodesNotReady"]
@@ -81,6 +95,7 @@ class FlowerExecutor:
         self.info = info
         self.node_of: dict[int, int] = {}
         self.errors: list[str] = []  # every error reply, for the run's log
+        self.queries: dict[str, int] = {}  # query name -> messages sent (the run's log, tests)
 
     # -- discovery ----------------------------------------------------------------------
     def connect(self) -> dict[int, int]:
@@ -188,6 +203,29 @@ class FlowerExecutor:
             out[int(m["partition-id"])] = float(m["loss"])  # type: ignore[arg-type]
         return np.array([out[int(c)] for c in clients], dtype=np.float64)
 
+    def query(self, name: str, clients: Sequence[int] | np.ndarray, args: QueryArgs | None = None) -> list[np.ndarray | None]:
+        """One ``query.<name>`` message per client, answered by the node's ClientApp with the
+        registry function of :mod:`fedgame.sim.client`; None where no reply came back."""
+        check_query(name)
+        clients = [int(c) for c in clients]
+        if not clients:
+            return []
+        msgs = [
+            Message(RecordDict({"args": ConfigRecord(dict(args or {}))}), dst_node_id=self._node(c), message_type=query_type(name))
+            for c in clients
+        ]
+        self.queries[name] = self.queries.get(name, 0) + len(msgs)
+        got: dict[int, np.ndarray] = {}
+        for r in self.grid.send_and_receive(msgs, timeout=self.round_timeout):
+            if r.has_error():
+                text = f"query {name!r}: {_error_text(r)}"
+                self.errors.append(text)
+                log.warning("no answer: %s", text)
+                continue
+            _, pid, answer = decode_answer(r.content)
+            got[pid] = answer
+        return [got.get(c) for c in clients]
+
     def describe(self) -> dict[str, Any]:
         """What the run's summary records about the deployment."""
-        return {"nodes": len(self.node_of), "errors": list(self.errors)}
+        return {"nodes": len(self.node_of), "errors": list(self.errors), "queries": dict(self.queries)}

@@ -37,7 +37,7 @@ from flwr.serverapp import Grid, ServerApp  # noqa: E402
 from fedgame.deploy.flower.deployment import DeploymentConfig  # noqa: E402
 from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
 from fedgame.deploy.flower.simulation import job_info  # noqa: E402
-from fedgame.experiments.build import Built  # noqa: E402
+from fedgame.experiments.build import Built, attach_executor  # noqa: E402
 from fedgame.experiments.config import RunConfig, parse_recipe  # noqa: E402
 from fedgame.experiments.runner import run_one  # noqa: E402
 from fedgame.experiments.store import ResultStore  # noqa: E402
@@ -82,9 +82,10 @@ class FlowerDeployment:
             info=job_info(built.engine),
         )
         ex.connect()
+        attach_executor(built, cfg, ex)  # a plan needing client answers is rebuilt from their queries
+        ex.info = job_info(built.engine)
         self.startup_seconds = time.perf_counter() - tic
         self.executor = ex
-        built.engine.executor = ex
         built.engine.on_missing = self.on_missing
         return run()
 

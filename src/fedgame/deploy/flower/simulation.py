@@ -4,7 +4,9 @@
 builds the engine as for an in-process run (data, game, selection, privacy plan, accountant,
 server update — all server side) and hands it here. A ServerApp, running in a thread of this
 process, connects a :class:`~fedgame.deploy.flower.executor.FlowerExecutor` (node discovery
-first) and runs the engine; the ClientApp of :mod:`fedgame.deploy.flower.client_app` runs on
+first), rebuilds a plan that needs the clients' answers from their query replies (QI-DPFL
+screening on ``query.label_counts``: :func:`~fedgame.experiments.build.attach_executor`) and
+runs the engine; the ClientApp of :mod:`fedgame.deploy.flower.client_app` runs on
 ``n_clients`` simulated SuperNodes, each holding the partition its node config names. So the
 same seed gives the same selections, noise scales and ledgers as in process, and
 ``run_one`` writes the same results files.
@@ -31,7 +33,7 @@ from flwr.serverapp import Grid, ServerApp  # noqa: E402
 
 from fedgame.deploy.flower.client_app import make_client_app  # noqa: E402
 from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
-from fedgame.experiments.build import Built  # noqa: E402
+from fedgame.experiments.build import Built, attach_executor  # noqa: E402
 from fedgame.experiments.config import RunConfig  # noqa: E402
 from fedgame.experiments.runner import run_one  # noqa: E402
 from fedgame.sim import ClientJob, RunResult  # noqa: E402
@@ -82,7 +84,7 @@ class FlowerSimulation:
         self.executor: FlowerExecutor | None = None
         self.startup_seconds: float | None = None
 
-    def server_app(self, built: Built, run: Callable[[], RunResult], box: dict[str, Any]) -> ServerApp:
+    def server_app(self, built: Built, cfg: RunConfig, run: Callable[[], RunResult], box: dict[str, Any]) -> ServerApp:
         """The ServerApp: connect the executor to the grid, then run the engine."""
         app = ServerApp()
         tic = time.perf_counter()
@@ -97,9 +99,10 @@ class FlowerSimulation:
                 info=job_info(built.engine),
             )
             ex.connect()
+            attach_executor(built, cfg, ex)  # a plan needing client answers is rebuilt from their queries
+            ex.info = job_info(built.engine)
             self.startup_seconds = time.perf_counter() - tic
             self.executor = ex
-            built.engine.executor = ex
             built.engine.on_missing = self.on_missing
             box["result"] = run()
 
@@ -110,7 +113,7 @@ class FlowerSimulation:
 
         box: dict[str, Any] = {}
         run_simulation(
-            server_app=self.server_app(built, run, box),
+            server_app=self.server_app(built, cfg, run, box),
             client_app=make_client_app(cfg),
             num_supernodes=cfg.data.partition.n_clients,
             backend_config=dict(self.backend_config),  # type: ignore[arg-type]
