@@ -36,8 +36,8 @@ from flwr.serverapp import Grid, ServerApp  # noqa: E402
 
 from fedgame.deploy.flower.deployment import DeploymentConfig  # noqa: E402
 from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
-from fedgame.deploy.flower.simulation import job_info  # noqa: E402
-from fedgame.experiments.build import Built, attach_executor  # noqa: E402
+from fedgame.deploy.flower.simulation import connect_engine  # noqa: E402
+from fedgame.experiments.build import Built  # noqa: E402
 from fedgame.experiments.config import RunConfig, parse_recipe  # noqa: E402
 from fedgame.experiments.runner import run_one  # noqa: E402
 from fedgame.experiments.store import ResultStore  # noqa: E402
@@ -74,19 +74,10 @@ class FlowerDeployment:
 
     def __call__(self, built: Built, cfg: RunConfig, run: Callable[[], RunResult]) -> RunResult:
         tic = time.perf_counter()
-        ex = FlowerExecutor(
-            self.grid,
-            data=built.data,
-            round_timeout=self.round_timeout,
-            register_timeout=self.register_timeout,
-            info=job_info(built.engine),
+        self.executor = connect_engine(
+            self.grid, built, cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout, on_missing=self.on_missing
         )
-        ex.connect()
-        attach_executor(built, cfg, ex)  # a plan needing client answers is rebuilt from their queries
-        ex.info = job_info(built.engine)
         self.startup_seconds = time.perf_counter() - tic
-        self.executor = ex
-        built.engine.on_missing = self.on_missing
         return run()
 
     def describe(self) -> dict[str, Any]:

@@ -60,6 +60,20 @@ def default_backend_config() -> dict[str, Any]:
     return {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}}
 
 
+
+def connect_engine(
+    grid: Grid, built: Built, cfg: RunConfig, *, round_timeout: float | None, register_timeout: float, on_missing: OnMissing
+) -> FlowerExecutor:
+    """Discover the nodes on ``grid``, point the built engine at them (a plan that needs their
+    query answers, e.g. QI-DPFL screening, is rebuilt from them) and return the executor; the
+    one start-up path of the simulation and the deployed ServerApp."""
+    ex = FlowerExecutor(grid, data=built.data, round_timeout=round_timeout, register_timeout=register_timeout, info=job_info(built.engine))
+    ex.connect()
+    attach_executor(built, cfg, ex)
+    ex.info = job_info(built.engine)
+    built.engine.on_missing = on_missing
+    return ex
+
 class FlowerSimulation:
     """Run a built engine on Flower's Simulation Engine (see module docstring)."""
 
@@ -91,19 +105,10 @@ class FlowerSimulation:
 
         @app.main()
         def main(grid: Grid, context: Context) -> None:
-            ex = FlowerExecutor(
-                grid,
-                data=built.data,
-                round_timeout=self.round_timeout,
-                register_timeout=self.register_timeout,
-                info=job_info(built.engine),
+            self.executor = connect_engine(
+                grid, built, cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout, on_missing=self.on_missing
             )
-            ex.connect()
-            attach_executor(built, cfg, ex)  # a plan needing client answers is rebuilt from their queries
-            ex.info = job_info(built.engine)
             self.startup_seconds = time.perf_counter() - tic
-            self.executor = ex
-            built.engine.on_missing = self.on_missing
             box["result"] = run()
 
         return app
