@@ -683,6 +683,7 @@ def bench_flower(quick: bool) -> dict[str, object]:
     out["simulation"] = {"n": 100, "k": k_a, "rounds": rounds, "flower_round_s": t_sim, "inprocess_round_s": t_in,
                          "ratio": t_sim / t_in, "startup_s": sim.startup_seconds, "total_s": sim_total,
                          "backend_config": sim.backend_config}
+    save("flower", out)  # each part is saved as soon as it is measured
 
     # (b) the loopback deployment
     n_b, k_b = (4, 2) if quick else (20, 10)
@@ -710,6 +711,7 @@ def bench_flower(quick: bool) -> dict[str, object]:
     out["deployment"] = {"n": n_b, "k": k_b, "rounds": rounds, "deployment_round_s": t_dep, "inprocess_round_s": t_in_b,
                          "ratio": t_dep / t_in_b, "federation_start_s": up,
                          "discovery_s": summary["backend_info"]["startup_seconds"], "flwr_run_s": total}
+    save("flower", out)
 
     # (c) 1,000 simulated SuperNodes, one round
     n_c = 200 if quick else 1000
