@@ -18,7 +18,7 @@ esac
 sets+=(--set data.partition.n_clients=60 --set privacy.epsilon=1)
 out="runs/jdp_fig5_${budget}"
 .venv/bin/fedgame compare recipes/jdp/fig3.yaml --seeds "${SEEDS:-3}" --out "$out" "${sets[@]}" \
-  --grid "jdp.aggregator=random_groups" --grid "jdp.group_size=${GROUPS:-5,10,15,20,30}" --no-report
+  --grid "jdp.aggregator=random_groups" --grid "jdp.group_size=${SIZES:-5,10,15,20,30}" --no-report
 .venv/bin/fedgame compare recipes/jdp/fig3.yaml --seeds "${SEEDS:-3}" --out "$out" "${sets[@]}" \
   --grid "jdp.aggregator=leave_one_out" --no-report
 .venv/bin/fedgame jdp-report "$out" --fig5 --budget "$budget" --dest "results/jdp_fig5_${budget}"
