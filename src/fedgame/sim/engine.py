@@ -96,6 +96,10 @@ class RoundLoop:
     delta: float
     _rounds: int | None
 
+    model: nn.Module
+    eval_every: int
+    _test: tuple[torch.Tensor, torch.Tensor]
+
     def round(self, t: int) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -104,6 +108,36 @@ class RoundLoop:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         raise NotImplementedError
+
+    def _loop_state(self) -> dict[str, Any]:
+        """The checkpoint entries every engine has (subclasses add their plug-ins' state)."""
+        return {
+            "t_next": self.t_next,
+            "params": self.params.clone(),
+            "selected_counts": self.selected_counts.copy(),
+            "accountant": self.accountant.state_dict(),
+            "records": list(self.records),
+        }
+
+    def _load_loop_state(self, state: dict[str, Any]) -> None:
+        self.t_next = int(state["t_next"])
+        self.params = state["params"].clone()
+        self.selected_counts = np.asarray(state["selected_counts"]).copy()
+        self.accountant.load_state_dict(state["accountant"])
+        self.records = list(state["records"])
+
+    def _evaluate_into(self, record: dict[str, Any], t: int, clients: np.ndarray | None = None) -> None:
+        """Test accuracy/loss of the server's model and ε spent (max and mean over ``clients``,
+        default all) every ``eval_every`` rounds and on the last; NaN on the other rounds."""
+        last = self._rounds is not None and t == self._rounds - 1
+        if (t + 1) % self.eval_every == 0 or last:
+            acc, loss = evaluate(self.model, self.params, *self._test)
+            eps = self.accountant.epsilons(self.delta)
+            eps = eps if clients is None else eps[clients]
+            record.update(test_acc=acc, test_loss=loss, eps_max=float(eps.max()), eps_mean=float(eps.mean()))
+        else:
+            nan = float("nan")
+            record.update(test_acc=nan, test_loss=nan, eps_max=nan, eps_mean=nan)
 
     def run(
         self,
@@ -203,27 +237,19 @@ class Engine(RoundLoop):
     # -- checkpointing ------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {
-            "t_next": self.t_next,
-            "params": self.params.clone(),
+            **self._loop_state(),
             "server_state": self.server_state,
-            "selected_counts": self.selected_counts.copy(),
             "selection": self.selection.state_dict(),
             "privacy": self.privacy.state_dict(),
-            "accountant": self.accountant.state_dict(),
             "incentive": self.incentive.state_dict(),
-            "records": list(self.records),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.t_next = int(state["t_next"])
-        self.params = state["params"].clone()
+        self._load_loop_state(state)
         self.server_state = state["server_state"]
-        self.selected_counts = np.asarray(state["selected_counts"]).copy()
         self.selection.load_state_dict(state["selection"])
         self.privacy.load_state_dict(state["privacy"])
-        self.accountant.load_state_dict(state["accountant"])
         self.incentive.load_state_dict(state["incentive"])
-        self.records = list(state["records"])
 
     # -- one round ----------------------------------------------------------------------
     def job(self, t: int, client: int, copy: int) -> ClientJob:
@@ -297,13 +323,7 @@ class Engine(RoundLoop):
             "probe_trainings": probe.extra_trainings(sel),
             **self.incentive.metrics(t, sel),
         }
-        last = self._rounds is not None and t == self._rounds - 1
-        if (t + 1) % self.eval_every == 0 or last:
-            acc, loss = evaluate(self.model, self.params, *self._test)
-            eps = self.accountant.epsilons(self.delta)
-            record.update(test_acc=acc, test_loss=loss, eps_max=float(eps.max()), eps_mean=float(eps.mean()))
-        else:
-            record.update(test_acc=nan, test_loss=nan, eps_max=nan, eps_mean=nan)
+        self._evaluate_into(record, t)
         record["round_time"] = time.perf_counter() - tic
         return record
 

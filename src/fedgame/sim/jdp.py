@@ -232,22 +232,11 @@ class JDPEngine(RoundLoop):
 
     # -- checkpointing ------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "t_next": self.t_next,
-            "params": self.params.clone(),
-            "thetas": self.thetas.clone(),
-            "selected_counts": self.selected_counts.copy(),
-            "accountant": self.accountant.state_dict(),
-            "records": list(self.records),
-        }
+        return {**self._loop_state(), "thetas": self.thetas.clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.t_next = int(state["t_next"])
-        self.params = state["params"].clone()
+        self._load_loop_state(state)
         self.thetas = state["thetas"].clone()
-        self.selected_counts = np.asarray(state["selected_counts"]).copy()
-        self.accountant.load_state_dict(state["accountant"])
-        self.records = list(state["records"])
 
     # -- one round ----------------------------------------------------------------------
     def _score(self, params: Tensor) -> float:
@@ -314,12 +303,6 @@ class JDPEngine(RoundLoop):
             "train_time": train_time,
             "server_time": server_time,
         }
-        last = self._rounds is not None and t == self._rounds - 1
-        if (t + 1) % self.eval_every == 0 or last:
-            acc, loss = evaluate(self.model, self.params, *self._test)
-            eps = self.accountant.epsilons(self.delta)[self.winners]
-            record.update(test_acc=acc, test_loss=loss, eps_max=float(eps.max()), eps_mean=float(eps.mean()))
-        else:
-            record.update(test_acc=float("nan"), test_loss=float("nan"), eps_max=float("nan"), eps_mean=float("nan"))
+        self._evaluate_into(record, t, self.winners)
         record["round_time"] = time.perf_counter() - tic
         return record
