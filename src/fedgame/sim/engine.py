@@ -51,11 +51,17 @@ if TYPE_CHECKING:
     from fedgame.data import FederatedDataset
     from fedgame.privacy.accountants import Accountant
 
-__all__ = ["Engine", "MissingReplies", "OnMissing", "RoundLoop", "RunSink", "RunResult"]
+__all__ = ["Engine", "MissingReplies", "OnMissing", "PendingRound", "RoundDriver", "RoundLoop", "RunSink", "RunResult"]
 
 OnMissing = Literal["continue", "fail"]
 
 log = logging.getLogger(__name__)
+
+
+class RoundDriver(Protocol):
+    """Runs ``loop``'s rounds ``todo`` and hands each finished record to ``commit``, in order."""
+
+    def __call__(self, loop: "RoundLoop", todo: range, commit: Callable[[dict[str, Any]], None]) -> None: ...
 
 
 class RunSink(Protocol):
@@ -95,6 +101,10 @@ class RoundLoop:
     accountant: "Accountant"
     delta: float
     _rounds: int | None
+    driver: "RoundDriver | None" = None
+    """Who drives the rounds: None runs them here, one ``round(t)`` after another; a Flower
+    strategy (:class:`~fedgame.deploy.flower.strategy.FedgameStrategy`) drives them from its
+    own loop, calling back into ``begin_round``/``finish_round`` and ``commit``."""
 
     model: nn.Module
     eval_every: int
@@ -147,6 +157,9 @@ class RoundLoop:
         resume: bool = False,
         on_round: Callable[[dict[str, Any]], None] | None = None,
     ) -> RunResult:
+        """Rounds ``t_next .. rounds-1`` (after resuming from ``sink``'s checkpoint when
+        ``resume``), each committed (record appended, checkpoint written) before the next. The
+        rounds are driven by ``self.driver`` when one is set (Flower's strategy), else here."""
         if rounds < 1:
             raise ValueError(f"train.rounds: must be >= 1, got {rounds}")
         self._rounds = rounds
@@ -157,15 +170,18 @@ class RoundLoop:
                 self.load_state_dict(ckpt)
                 resumed_from = self.t_next
                 log.info("resuming at round %d", self.t_next)
-        for t in range(self.t_next, rounds):
-            record = self.round(t)
-            self.records.append(record)
-            self.t_next = t + 1
-            if sink is not None:
-                sink.append(record)
-                sink.save_checkpoint(self.state_dict())
-            if on_round is not None:
-                on_round(record)
+
+        def commit(record: dict[str, Any]) -> None:
+            self.commit(record, sink=sink, on_round=on_round)
+
+        todo = range(self.t_next, rounds)
+        if self.driver is None:
+            for t in todo:
+                commit(self.round(t))
+        elif todo:
+            self.driver(self, todo, commit)
+        if self.t_next != rounds:
+            raise RuntimeError(f"the round driver stopped at round {self.t_next} of {rounds}")
         wall = float(sum(r["round_time"] for r in self.records))
         return RunResult(
             params=self.params,
@@ -175,6 +191,21 @@ class RoundLoop:
             wall_time=wall,
             resumed_from=resumed_from,
         )
+
+    def commit(
+        self, record: dict[str, Any], *, sink: RunSink | None = None, on_round: Callable[[dict[str, Any]], None] | None = None
+    ) -> None:
+        """Round ``record["round"]`` is done: keep its record, move on, and (with a sink)
+        append the record and write the checkpoint before anything else happens."""
+        if int(record["round"]) != self.t_next:
+            raise RuntimeError(f"commit: round {record['round']} finished but round {self.t_next} was next")
+        self.records.append(record)
+        self.t_next += 1
+        if sink is not None:
+            sink.append(record)
+            sink.save_checkpoint(self.state_dict())
+        if on_round is not None:
+            on_round(record)
 
 
 class Engine(RoundLoop):
@@ -273,6 +304,17 @@ class Engine(RoundLoop):
             self.accountant.record([client], event, count)
 
     def round(self, t: int) -> dict[str, Any]:
+        """Round ``t`` in process: select, train the selected clients through the executor,
+        aggregate what came back (see the module docstring)."""
+        pending = self.begin_round(t)
+        pending.probe.train_many(pending.keys)
+        return self.finish_round(pending)
+
+    def begin_round(self, t: int) -> "PendingRound":
+        """The first half of round ``t``: selection (which may probe clients through the
+        executor) and payments; the returned round lists the trainings still to run
+        (:meth:`PendingRound.jobs`). A strategy that sends them itself (Flower's) hands the
+        results to :meth:`PendingRound.deliver`, then calls :meth:`finish_round`."""
         tic = time.perf_counter()
         k = self.incentive.clients_per_round(t) or self.k
         probe = _RoundProbe(self, t)
@@ -281,11 +323,20 @@ class Engine(RoundLoop):
         select_time = time.perf_counter() - tic
         payments = self.incentive.settle(t, sel)
         if sel.independent_copies:
-            slot_keys = [(int(c), j) for j, c in enumerate(sel.indices)]
-            got = probe.train_many(slot_keys)
+            keys = [(int(c), j) for j, c in enumerate(sel.indices)]
+        else:
+            keys = [(int(c), 0) for c in sel.clients]
+        return PendingRound(t=t, state=state, selection=sel, payments=payments, probe=probe, keys=keys, tic=tic, select_time=select_time)
+
+    def finish_round(self, pending: "PendingRound") -> dict[str, Any]:
+        """The second half of round ``pending.t``: aggregate the replies that arrived (or stop,
+        ``on_missing="fail"``), update the selection's state, evaluate; the round's record."""
+        t, sel, probe, payments, state = pending.t, pending.selection, pending.probe, pending.payments, pending.state
+        got = probe.train_many(pending.keys, run=False)
+        if sel.independent_copies:
+            slot_keys = pending.keys
             results = [r for r in (got[key] for key in slot_keys) if r is not None]
         else:
-            got = probe.train_many([(int(c), 0) for c in sel.clients])
             results = [r for r in (got[(int(c), 0)] for c in sel.clients) if r is not None]
             slot_keys = [(int(c), 0) for c in sel.indices]
         keep = np.array([got[key] is not None for key in slot_keys], dtype=bool)
@@ -318,13 +369,13 @@ class Engine(RoundLoop):
             "selected": json.dumps(sel.indices.tolist()),
             "replied": json.dumps(replied.tolist()),
             "missing": json.dumps(missing),
-            "select_time": select_time,
+            "select_time": pending.select_time,
             "probe_loss_queries": probe.loss_queries,
             "probe_trainings": probe.extra_trainings(sel),
             **self.incentive.metrics(t, sel),
         }
         self._evaluate_into(record, t)
-        record["round_time"] = time.perf_counter() - tic
+        record["round_time"] = time.perf_counter() - pending.tic
         return record
 
     def client_losses(self, clients: np.ndarray) -> np.ndarray:
@@ -334,6 +385,31 @@ class Engine(RoundLoop):
             lost = np.asarray(clients)[np.isnan(losses)].tolist()
             raise MissingReplies(f"round {self.t_next}: no loss reply from client(s) {lost}; the probe needs every candidate's loss")
         return losses
+
+
+@dataclass
+class PendingRound:
+    """A round between :meth:`Engine.begin_round` and :meth:`Engine.finish_round`: the
+    selection made, the trainings it needs (``keys``: ``(client, copy)``)."""
+
+    t: int
+    state: RoundState
+    selection: Selection
+    payments: np.ndarray
+    probe: "_RoundProbe"
+    keys: list[tuple[int, int]]
+    tic: float
+    select_time: float
+
+    def jobs(self) -> list[ClientJob]:
+        """The jobs of the trainings not yet run (a strategy may have trained some while
+        selecting: they are reused, not sent again)."""
+        engine = self.probe.engine
+        return [engine.job(self.t, c, j) for c, j in self.probe.todo(self.keys)]
+
+    def deliver(self, jobs: Sequence[ClientJob], results: Sequence[ClientResult | None]) -> None:
+        """The results of :meth:`jobs` (None where no reply came back), in job order."""
+        self.probe.deliver(jobs, results)
 
 
 class _RoundProbe:
@@ -348,19 +424,30 @@ class _RoundProbe:
         self.cache: dict[tuple[int, int], ClientResult | None] = {}
         self.loss_queries = 0
 
-    def train_many(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], ClientResult | None]:
-        """Results for ``(client, copy)`` keys, training those not yet tried in one batch."""
-        todo = list(dict.fromkeys(key for key in keys if key not in self.cache))
-        if todo:
+    def train_many(self, keys: Sequence[tuple[int, int]], *, run: bool = True) -> dict[tuple[int, int], ClientResult | None]:
+        """Results for ``(client, copy)`` keys, training those not yet tried in one batch
+        (``run=False``: those not yet tried count as not replied)."""
+        todo = self.todo(keys)
+        if todo and run:
             jobs = [self.engine.job(self.t, c, j) for c, j in todo]
-            results = self.engine.executor.train(jobs)
-            if len(results) != len(jobs):
-                raise RuntimeError(f"executor: {len(jobs)} jobs but {len(results)} results")
-            for key, res in zip(todo, results, strict=True):
-                if res is not None:
-                    self.engine.account(self.t, res)
-                self.cache[key] = res
-        return {key: self.cache[key] for key in keys}
+            self.deliver(jobs, self.engine.executor.train(jobs))
+        return {key: self.cache.get(key) for key in keys}
+
+    def todo(self, keys: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The keys not yet trained this round, each once, in order."""
+        return list(dict.fromkeys(key for key in keys if key not in self.cache))
+
+    def deliver(self, jobs: Sequence[ClientJob], results: Sequence[ClientResult | None]) -> None:
+        """Record the results of ``jobs`` (None: no reply); every result is accounted once."""
+        if len(results) != len(jobs):
+            raise RuntimeError(f"executor: {len(jobs)} jobs but {len(results)} results")
+        for job, res in zip(jobs, results, strict=True):
+            key = (job.client, job.copy)
+            if key in self.cache:
+                raise RuntimeError(f"round {self.t}: client {job.client} (copy {job.copy}) delivered twice")
+            if res is not None:
+                self.engine.account(self.t, res)
+            self.cache[key] = res
 
     def train(self, client: int, copy: int = 0) -> ClientResult | None:
         return self.train_many([(client, copy)])[(client, copy)]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -158,7 +158,12 @@ class FlowerExecutor:
         """One train message per job, all sent at once; the replies matched back to the jobs."""
         if not jobs:
             return []
-        msgs = [
+        msgs = self.messages(jobs)
+        return self.collect(jobs, msgs, self.grid.send_and_receive(msgs, timeout=self.round_timeout))
+
+    def messages(self, jobs: Sequence[ClientJob]) -> list[Message]:
+        """The train message of each job, addressed to the node holding its partition."""
+        return [
             Message(
                 encode_job(j, info=None if self.info is None else self.info(j)),
                 dst_node_id=self._node(j.client),
@@ -167,7 +172,10 @@ class FlowerExecutor:
             )
             for j in jobs
         ]
-        replies = self.grid.send_and_receive(msgs, timeout=self.round_timeout)
+
+    def collect(self, jobs: Sequence[ClientJob], msgs: Sequence[Message], replies: Iterable[Message]) -> list[ClientResult | None]:
+        """The result of each job from ``replies`` to ``msgs`` (sent), None where none came
+        back or the node answered with an error (logged in :attr:`errors`)."""
         # the grid stamps each message it pushes with its id; an error the SuperLink writes for
         # a dead node comes from the SuperLink itself, so its job is found by the id it answers
         sent = {m.metadata.message_id: j for m, j in zip(msgs, jobs, strict=True) if m.metadata.message_id}

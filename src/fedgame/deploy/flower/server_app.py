@@ -5,8 +5,8 @@ The SuperLink starts it (in a subprocess, ``--isolation subprocess``) with the a
 :func:`~fedgame.experiments.runner.run_one` with a :class:`FlowerDeployment` as its ``execute``
 hook: ``run_one`` builds the engine exactly as for an in-process run (data, game, selection,
 privacy plan, accountant, server update — all here, on the SuperLink's machine), and
-:class:`FlowerDeployment` points it at the SuperNodes through a
-:class:`~fedgame.deploy.flower.executor.FlowerExecutor` (node discovery first). So the results
+:class:`FlowerDeployment` runs it on the SuperNodes as a Flower strategy
+(:class:`~fedgame.deploy.flower.strategy.FedgameStrategy`, node discovery first). So the results
 folder — ``config.yaml``, ``metrics.csv`` with ``replied``/``missing`` per round,
 ``privacy.csv``, ``summary.json`` (``backend: flower``) — is the one ``fedgame run`` writes, and
 the same seed gives the same numbers.
@@ -36,7 +36,7 @@ from flwr.serverapp import Grid, ServerApp  # noqa: E402
 
 from fedgame.deploy.flower.deployment import DeploymentConfig  # noqa: E402
 from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
-from fedgame.deploy.flower.simulation import connect_engine  # noqa: E402
+from fedgame.deploy.flower.strategy import FedgameStrategy  # noqa: E402
 from fedgame.experiments.build import Built  # noqa: E402
 from fedgame.experiments.config import RunConfig, parse_recipe  # noqa: E402
 from fedgame.experiments.runner import run_one  # noqa: E402
@@ -50,8 +50,9 @@ log = logging.getLogger(__name__)
 
 
 class FlowerDeployment:
-    """A :class:`~fedgame.experiments.runner.Execute` for real SuperNodes behind ``grid``:
-    connect the executor (wait for every partition's node), then run the engine on it."""
+    """A :class:`~fedgame.experiments.runner.Execute` for real SuperNodes behind ``grid``: a
+    :class:`FedgameStrategy` connects (waits for every partition's node), then drives the
+    engine's rounds through Flower's strategy loop."""
 
     name = "flower"
 
@@ -74,9 +75,11 @@ class FlowerDeployment:
 
     def __call__(self, built: Built, cfg: RunConfig, run: Callable[[], RunResult]) -> RunResult:
         tic = time.perf_counter()
-        self.executor = connect_engine(
-            self.grid, built, cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout, on_missing=self.on_missing
+        strategy = FedgameStrategy(
+            built, cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout, on_missing=self.on_missing
         )
+        strategy.drive(self.grid)
+        self.executor = strategy.executor
         self.startup_seconds = time.perf_counter() - tic
         return run()
 

@@ -3,10 +3,9 @@
 :class:`FlowerSimulation` is a :class:`~fedgame.experiments.runner.Execute`: ``run_one``
 builds the engine as for an in-process run (data, game, selection, privacy plan, accountant,
 server update — all server side) and hands it here. A ServerApp, running in a thread of this
-process, connects a :class:`~fedgame.deploy.flower.executor.FlowerExecutor` (node discovery
-first), rebuilds a plan that needs the clients' answers from their query replies (QI-DPFL
-screening on ``query.label_counts``: :func:`~fedgame.experiments.build.attach_executor`) and
-runs the engine; the ClientApp of :mod:`fedgame.deploy.flower.client_app` runs on
+process, runs it as a Flower strategy (:class:`~fedgame.deploy.flower.strategy.FedgameStrategy`:
+node discovery first, a plan that needs the clients' answers rebuilt from their query replies,
+then Flower's round loop calling the engine's selection and aggregation); the ClientApp of :mod:`fedgame.deploy.flower.client_app` runs on
 ``n_clients`` simulated SuperNodes, each holding the partition its node config names. So the
 same seed gives the same selections, noise scales and ledgers as in process, and
 ``run_one`` writes the same results files.
@@ -33,26 +32,16 @@ from flwr.serverapp import Grid, ServerApp  # noqa: E402
 
 from fedgame.deploy.flower.client_app import make_client_app  # noqa: E402
 from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
-from fedgame.experiments.build import Built, attach_executor  # noqa: E402
+from fedgame.deploy.flower.strategy import FedgameStrategy  # noqa: E402
+from fedgame.experiments.build import Built  # noqa: E402
 from fedgame.experiments.config import RunConfig  # noqa: E402
 from fedgame.experiments.runner import run_one  # noqa: E402
-from fedgame.sim import ClientJob, RunResult  # noqa: E402
-from fedgame.sim.engine import Engine, OnMissing  # noqa: E402
+from fedgame.sim import RunResult  # noqa: E402
+from fedgame.sim.engine import OnMissing  # noqa: E402
 
-__all__ = ["FlowerSimulation", "job_info", "run_flower_simulation"]
+__all__ = ["FlowerSimulation", "run_flower_simulation"]
 
 log = logging.getLogger(__name__)
-
-
-def job_info(engine: Engine) -> Callable[[ClientJob], dict[str, int | float | str]]:
-    """Read-only fields every train message shows: the client's data size, the local steps
-    it is expected to take and the privacy plan that set its noise."""
-
-    def info(job: ClientJob) -> dict[str, int | float | str]:
-        n = int(engine.sizes[job.client])
-        return {"n-examples": n, "local-steps": int(engine.trainer.spec.n_steps(n)), "privacy": engine.privacy.name}
-
-    return info
 
 
 def default_backend_config() -> dict[str, Any]:
@@ -60,19 +49,6 @@ def default_backend_config() -> dict[str, Any]:
     return {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}}
 
 
-
-def connect_engine(
-    grid: Grid, built: Built, cfg: RunConfig, *, round_timeout: float | None, register_timeout: float, on_missing: OnMissing
-) -> FlowerExecutor:
-    """Discover the nodes on ``grid``, point the built engine at them (a plan that needs their
-    query answers, e.g. QI-DPFL screening, is rebuilt from them) and return the executor; the
-    one start-up path of the simulation and the deployed ServerApp."""
-    ex = FlowerExecutor(grid, data=built.data, round_timeout=round_timeout, register_timeout=register_timeout, info=job_info(built.engine))
-    ex.connect()
-    attach_executor(built, cfg, ex)
-    ex.info = job_info(built.engine)
-    built.engine.on_missing = on_missing
-    return ex
 
 class FlowerSimulation:
     """Run a built engine on Flower's Simulation Engine (see module docstring)."""
@@ -99,15 +75,18 @@ class FlowerSimulation:
         self.startup_seconds: float | None = None
 
     def server_app(self, built: Built, cfg: RunConfig, run: Callable[[], RunResult], box: dict[str, Any]) -> ServerApp:
-        """The ServerApp: connect the executor to the grid, then run the engine."""
+        """The ServerApp: a :class:`FedgameStrategy` on the grid (node discovery first) drives
+        the engine's rounds."""
         app = ServerApp()
         tic = time.perf_counter()
 
         @app.main()
         def main(grid: Grid, context: Context) -> None:
-            self.executor = connect_engine(
-                grid, built, cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout, on_missing=self.on_missing
+            strategy = FedgameStrategy(
+                built, cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout, on_missing=self.on_missing
             )
+            strategy.drive(grid)
+            self.executor = strategy.executor
             self.startup_seconds = time.perf_counter() - tic
             box["result"] = run()
 
