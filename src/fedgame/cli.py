@@ -108,14 +108,14 @@ def run(
     backend: Annotated[str, typer.Option(help="inprocess (this process) | flower-sim (Flower's Simulation Engine on Ray; needs the flower extra)")] = "inprocess",
     ray_address: Annotated[str | None, typer.Option(help="flower-sim: join this Ray cluster (e.g. auto, after `ray start --head`) instead of starting one")] = None,
     round_timeout: Annotated[float | None, typer.Option(min=0.001, help="flower-sim: seconds to wait for a round's replies (default: all of them)")] = None,
-    on_missing: Annotated[str, typer.Option(help="flower-sim: continue (aggregate the replies that arrived) | fail, when a client does not reply")] = "continue",
+    on_missing: Annotated[str | None, typer.Option(help="flower-sim: continue (aggregate the replies that arrived) | fail, when a client does not reply (default: the recipe's train.on_missing)")] = None,
 ) -> None:
     """Run a recipe and write its results folder."""
     from fedgame.experiments.runner import summarise_grid
     from fedgame.experiments.store import ResultStore
 
     execute = _backend(backend, ray_address=ray_address, round_timeout=round_timeout, on_missing=on_missing)
-    cfg = _load(recipe, set_)
+    cfg = _load(recipe, [*(set_ or []), *([] if on_missing is None else [f"train.on_missing={on_missing}"])])
     base = out or Path("runs") / cfg.name
     summaries = []
     for s in range(seeds):
@@ -130,14 +130,14 @@ def run(
 BACKENDS = ("inprocess", "flower-sim")
 
 
-def _backend(name: str, *, ray_address: str | None, round_timeout: float | None, on_missing: str) -> Any:
+def _backend(name: str, *, ray_address: str | None, round_timeout: float | None, on_missing: str | None) -> Any:
     """The runner's ``execute`` for ``--backend`` (None: in process)."""
     if name not in BACKENDS:
         _fail(f"--backend: must be one of {', '.join(BACKENDS)}, got {name!r}")
-    if on_missing not in ("continue", "fail"):
+    if on_missing not in (None, "continue", "fail"):
         _fail(f"--on-missing: must be 'continue' or 'fail', got {on_missing!r}")
     if name == "inprocess":
-        if ray_address is not None or round_timeout is not None or on_missing != "continue":
+        if ray_address is not None or round_timeout is not None or on_missing is not None:
             _fail("--ray-address, --round-timeout, --on-missing: only with --backend flower-sim")
         return None
     try:
@@ -148,7 +148,7 @@ def _backend(name: str, *, ray_address: str | None, round_timeout: float | None,
     config = default_backend_config()
     if ray_address is not None:
         config["init_args"] = {"address": ray_address}
-    return FlowerSimulation(backend_config=config, round_timeout=round_timeout, on_missing=on_missing)  # type: ignore[arg-type]
+    return FlowerSimulation(backend_config=config, round_timeout=round_timeout)
 
 
 flower_cli = typer.Typer(help="Deploy recipes on a Flower federation (SuperLink + SuperNodes; needs the flower extra).", no_args_is_help=True)
@@ -162,16 +162,16 @@ def flower_app_cmd(
     set_: SetOpt = None,
     nodes: Annotated[int | None, typer.Option(min=1, help="number of SuperNodes, one per partition (sets data.partition.n_clients)")] = None,
     out: Annotated[Path | None, typer.Option(help="results folder on the SuperLink's machine (default runs/<name>, made absolute)")] = None,
-    on_missing: Annotated[str, typer.Option(help="continue (aggregate the replies that arrived) | fail, when a selected client does not reply")] = "continue",
+    on_missing: Annotated[str | None, typer.Option(help="continue (aggregate the replies that arrived) | fail, when a selected client does not reply (default: the recipe's train.on_missing)")] = None,
     round_timeout: Annotated[float, typer.Option(min=0.0, help="seconds to wait for a round's replies; 0: until every reply or node error")] = 0.0,
     register_timeout: Annotated[float, typer.Option(min=0.001, help="seconds to wait for every SuperNode to connect and register")] = 300.0,
     resume: Annotated[bool, typer.Option(help="continue the results folder's checkpoint instead of starting afresh")] = False,
     superlink: Annotated[str, typer.Option(help="the SuperLink's host:port, for the commands in DIR/README.md")] = "127.0.0.1:8000",
 ) -> None:
     """Write a Flower app for RECIPE into DIR, to run with `flwr run DIR <connection>` on a SuperLink."""
-    if on_missing not in ("continue", "fail"):
+    if on_missing not in (None, "continue", "fail"):
         _fail(f"--on-missing: must be 'continue' or 'fail', got {on_missing!r}")
-    overrides = list(set_ or [])
+    overrides = [*(set_ or []), *([] if on_missing is None else [f"train.on_missing={on_missing}"])]
     if nodes is not None:
         for o in overrides:
             key, _, value = o.partition("=")
@@ -185,7 +185,7 @@ def flower_app_cmd(
         _fail(f"flower app: needs the flower extra (pip install -e '.[flower]'): {escape(str(e))}")
     try:
         path = write_app(
-            cfg, dir_, out=out or Path("runs") / cfg.name, on_missing=on_missing,  # type: ignore[arg-type]
+            cfg, dir_, out=out or Path("runs") / cfg.name,
             round_timeout=round_timeout, register_timeout=register_timeout, resume=resume, superlink=superlink,
         )
     except ValueError as e:

@@ -29,6 +29,7 @@ from fedgame.experiments.config import RunConfig, parse_recipe  # noqa: E402
 from fedgame.experiments.runner import run_one  # noqa: E402
 from fedgame.experiments.store import ResultStore  # noqa: E402
 from fedgame.sim import RunResult  # noqa: E402
+from fedgame.sim.engine import MissingReplies  # noqa: E402
 from tests.deploy.test_flower_messages import FakeGrid, task_identity  # noqa: E402,F401
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
@@ -178,9 +179,27 @@ def test_as_the_round_driver_it_writes_run_ones_folder_and_resumes(tmp_path: Pat
 def test_bad_strategy_options_are_refused() -> None:
     cfg = parse_recipe(recipe())
     built = build_engine(cfg)
-    with pytest.raises(ValueError, match="on_missing: must be 'continue' or 'fail', got 'skip'"):
+    with pytest.raises(ValueError, match=r"on_missing: must be 'continue' or 'fail' \(None: the recipe's\), got 'skip'"):
         FedgameStrategy(built, cfg, on_missing="skip")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="round_timeout: must be > 0 seconds"):
         FedgameStrategy(built, cfg, round_timeout=0)
     with pytest.raises(RuntimeError, match=r"call drive\(grid\)"):
         FedgameStrategy(built, cfg)(built.engine, range(0, 1), lambda r: None)
+
+
+def test_the_recipes_on_missing_fail_stops_the_round_naming_the_client() -> None:
+    cfg = parse_recipe(recipe(train={**recipe()["train"], "on_missing": "fail"}))
+    built = build_engine(cfg)
+    assert built.engine.on_missing == "fail"
+    grid = FakeGrid(cfg, 5)
+    strategy = FedgameStrategy(built, cfg, register_timeout=1)
+    msgs = list(strategy.configure_train(1, strategy.initial_arrays(), ConfigRecord(), grid))  # type: ignore[arg-type]
+    lost = int(msgs[0].content["job"]["partition-id"])  # type: ignore[arg-type]
+    with pytest.raises(MissingReplies, match=rf"round 0: no reply from selected client\(s\) \[{lost}\]"):
+        strategy.aggregate_train(1, list(grid.send_and_receive(msgs[1:])))
+    # the strategy's own option overrides the recipe
+    built = build_engine(cfg)
+    strategy = FedgameStrategy(built, cfg, register_timeout=1, on_missing="continue")
+    msgs = list(strategy.configure_train(1, strategy.initial_arrays(), ConfigRecord(), grid))  # type: ignore[arg-type]
+    strategy.aggregate_train(1, list(grid.send_and_receive(msgs[1:])))
+    assert json.loads(built.engine.records[-1]["missing"]) == [int(msgs[0].content["job"]["partition-id"])]  # type: ignore[arg-type]

@@ -166,3 +166,26 @@ def test_resume_refuses_a_folder_of_another_config(tmp_path: Path) -> None:
     other = cfg.model_copy(update={"seed": 5})
     with pytest.raises(RunFolderMismatch, match="different config"):
         run_one(other, tmp_path / "run", resume=True)
+
+
+def test_a_run_folder_written_before_a_field_was_added_is_still_the_same_config(tmp_path: Path) -> None:
+    """A field added to the schema later (at its default) does not turn an old run into
+    "another config": the stored config.yaml is resolved again by today's schema. A real
+    difference still is one, and so is a file today's schema cannot read."""
+    from fedgame.experiments.runner import RunFolderMismatch
+
+    cfg = parse_recipe(smoke(train={"rounds": 1, "clients_per_round": 2, "local": {"epochs": 1, "batch_size": 32, "lr": 0.1}}))
+    first = run_one(cfg, tmp_path / "run", resume=True)
+    stored = tmp_path / "run" / "config.yaml"
+    old = yaml.safe_load(stored.read_text())
+    del old["train"]["on_missing"]  # as a folder written before train.on_missing existed
+    stored.write_text(yaml.safe_dump(old, sort_keys=False))
+    assert run_one(cfg, tmp_path / "run", resume=True) == first
+    old["train"]["on_missing"] = "fail"
+    stored.write_text(yaml.safe_dump(old, sort_keys=False))
+    with pytest.raises(RunFolderMismatch, match="different config"):
+        run_one(cfg, tmp_path / "run", resume=True)
+    old["train"]["no_such_field"] = 1
+    stored.write_text(yaml.safe_dump(old, sort_keys=False))
+    with pytest.raises(RunFolderMismatch, match="different config"):
+        run_one(cfg, tmp_path / "run", resume=True)

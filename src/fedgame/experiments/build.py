@@ -452,6 +452,7 @@ def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None, execut
         eval_every=cfg.train.eval_every,
         delta=cfg.accountant.delta,
         executor=executor,
+        on_missing=cfg.train.on_missing,
     )
     return Built(engine=engine, data=data, model=model, plan=plan, phs=phs)
 

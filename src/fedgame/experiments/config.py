@@ -116,6 +116,10 @@ class TrainCfg(_Frozen):
     local: LocalCfg = Field(default_factory=LocalCfg)
     per_example: Literal["auto", "bk", "ghost", "functorch", "hooks"] = "auto"
     threads: int | None = Field(None, ge=1, le=256)
+    on_missing: Literal["continue", "fail"] = "continue"
+    """When a selected client does not reply (a remote backend: Flower): ``continue`` ends the
+    round with the replies that arrived (the missing client is not charged), ``fail`` stops
+    the run with a clear error. In process every client replies."""
 
 
 # -- plug-ins -----------------------------------------------------------------------------

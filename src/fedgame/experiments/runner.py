@@ -23,7 +23,7 @@ import yaml
 import fedgame
 from fedgame.data import save_partition
 from fedgame.experiments.build import Built, build_engine, build_jdp
-from fedgame.experiments.config import JDPPrivacyCfg, RunConfig
+from fedgame.experiments.config import JDPPrivacyCfg, RunConfig, parse_recipe
 from fedgame.experiments.store import ResultStore
 from fedgame.incentives.qidpfl import QIDPFLPlan
 from fedgame.sim import RunResult
@@ -82,7 +82,7 @@ def run_one(
         raise ValueError(f"backend: '{execute.name}' runs the fedgame engine; JDP-FL runs (jdp:) use their own engine, run them in process")
     store = ResultStore(out)
     resolved = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
-    if resume and store.exists("config.yaml") and store.path("config.yaml").read_text() != resolved:
+    if resume and store.exists("config.yaml") and _resolved_again(store.path("config.yaml").read_text()) != resolved:
         # never resume (or return) a run of another config: a grid would mix results silently
         raise RunFolderMismatch(
             f"out: {out} holds a run of a different config (see its config.yaml); "
@@ -141,6 +141,15 @@ def run_one(
     store.write_json("summary.json", summary)
     store.path("checkpoint.pt").unlink(missing_ok=True)
     return summary
+
+
+def _resolved_again(text: str) -> str | None:
+    """A run folder's ``config.yaml`` resolved by this version's schema (so a field added since,
+    at its default, does not make an old run "another config"); None if it no longer parses."""
+    try:
+        return yaml.safe_dump(parse_recipe(yaml.safe_load(text)).model_dump(mode="json"), sort_keys=False)
+    except Exception:  # noqa: BLE001 - any file this schema cannot read is another config
+        return None
 
 
 def _write_plan(store: ResultStore, built: Built) -> None:

@@ -55,7 +55,8 @@ class DeploymentConfig:
     * ``recipe`` — the resolved recipe, YAML (what ``fedgame run`` writes as ``config.yaml``);
     * ``out`` — absolute path of the results folder, on the SuperLink's machine (the ServerApp
       runs there, in a subprocess of the SuperLink);
-    * ``on-missing`` — ``continue`` (a round ends with the replies that arrived) or ``fail``;
+    * ``on-missing`` (optional) — overrides the recipe's ``train.on_missing``: ``continue`` (a
+      round ends with the replies that arrived) or ``fail``;
     * ``round-timeout`` — seconds to wait for a round's replies; 0: until every reply or error
       arrives (a dead node's message errors after Flower's heartbeat patience, about 60 s);
     * ``register-timeout`` — seconds to wait for every SuperNode to connect and register;
@@ -65,7 +66,7 @@ class DeploymentConfig:
 
     recipe: str
     out: str
-    on_missing: OnMissing = "continue"
+    on_missing: OnMissing | None = None
     round_timeout: float = 0.0
     register_timeout: float = 300.0
     resume: bool = False
@@ -75,7 +76,7 @@ class DeploymentConfig:
             raise ValueError("run config: 'recipe' must hold the resolved recipe (YAML); write the app with `fedgame flower app`")
         if not isinstance(self.out, str) or not Path(self.out).is_absolute():
             raise ValueError(f"run config: 'out' must be an absolute path (the results folder on the SuperLink's machine), got {self.out!r}")
-        if self.on_missing not in ("continue", "fail"):
+        if self.on_missing not in (None, "continue", "fail"):
             raise ValueError(f"run config: 'on-missing' must be 'continue' or 'fail', got {self.on_missing!r}")
         if isinstance(self.round_timeout, bool) or not isinstance(self.round_timeout, (int, float)) or self.round_timeout < 0:
             raise ValueError(f"run config: 'round-timeout' must be a number of seconds >= 0 (0: wait for every reply), got {self.round_timeout!r}")
@@ -94,7 +95,7 @@ class DeploymentConfig:
         return {
             "recipe": self.recipe,
             "out": self.out,
-            "on-missing": self.on_missing,
+            **({} if self.on_missing is None else {"on-missing": self.on_missing}),
             "round-timeout": float(self.round_timeout),
             "register-timeout": float(self.register_timeout),
             "resume": self.resume,
@@ -115,7 +116,7 @@ class DeploymentConfig:
         return cls(
             recipe=run_config["recipe"],
             out=run_config["out"],
-            on_missing=run_config.get("on-missing", "continue"),
+            on_missing=run_config.get("on-missing"),
             round_timeout=float(rt) if isinstance(rt, int) and not isinstance(rt, bool) else rt,
             register_timeout=float(reg) if isinstance(reg, int) and not isinstance(reg, bool) else reg,
             resume=run_config.get("resume", False),
@@ -228,7 +229,7 @@ def write_app(
     dest: str | Path,
     *,
     out: str | Path,
-    on_missing: OnMissing = "continue",
+    on_missing: OnMissing | None = None,
     round_timeout: float = 0.0,
     register_timeout: float = 300.0,
     resume: bool = False,
@@ -249,7 +250,7 @@ def write_app(
     dep = DeploymentConfig(
         recipe=recipe_text(cfg),
         out=str(Path(out).expanduser().resolve()),
-        on_missing=on_missing,
+        on_missing=on_missing if on_missing is not None else cfg.train.on_missing,  # a key --run-config can override
         round_timeout=float(round_timeout),
         register_timeout=float(register_timeout),
         resume=resume,

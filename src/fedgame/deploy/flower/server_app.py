@@ -42,7 +42,6 @@ from fedgame.experiments.config import RunConfig, parse_recipe  # noqa: E402
 from fedgame.experiments.runner import run_one  # noqa: E402
 from fedgame.experiments.store import ResultStore  # noqa: E402
 from fedgame.sim import RunResult  # noqa: E402
-from fedgame.sim.engine import OnMissing  # noqa: E402
 
 __all__ = ["FlowerDeployment", "app", "run_deployment"]
 
@@ -62,22 +61,16 @@ class FlowerDeployment:
         *,
         round_timeout: float | None = None,
         register_timeout: float = 300.0,
-        on_missing: OnMissing = "continue",
     ) -> None:
-        if on_missing not in ("continue", "fail"):
-            raise ValueError(f"on_missing: must be 'continue' or 'fail', got {on_missing!r}")
         self.grid = grid
         self.round_timeout = round_timeout
         self.register_timeout = register_timeout
-        self.on_missing: OnMissing = on_missing
         self.executor: FlowerExecutor | None = None
         self.startup_seconds: float | None = None
 
     def __call__(self, built: Built, cfg: RunConfig, run: Callable[[], RunResult]) -> RunResult:
         tic = time.perf_counter()
-        strategy = FedgameStrategy(
-            built, cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout, on_missing=self.on_missing
-        )
+        strategy = FedgameStrategy(built, cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout)
         strategy.drive(self.grid)
         self.executor = strategy.executor
         self.startup_seconds = time.perf_counter() - tic
@@ -89,7 +82,6 @@ class FlowerDeployment:
             "startup_seconds": self.startup_seconds,
             "round_timeout": self.round_timeout,
             "register_timeout": self.register_timeout,
-            "on_missing": self.on_missing,
             **({} if ex is None else ex.describe()),
         }
 
@@ -102,10 +94,13 @@ def run_deployment(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
     store = ResultStore(dep.out)
     store.path("error.txt").unlink(missing_ok=True)
     try:
-        cfg = parse_recipe(yaml.safe_load(dep.recipe))
+        raw = yaml.safe_load(dep.recipe)
+        if dep.on_missing is not None:  # the run config's override of the recipe's train.on_missing
+            raw.setdefault("train", {})["on_missing"] = dep.on_missing
+        cfg = parse_recipe(raw)
         if not dep.resume:
             store.clear()
-        execute = FlowerDeployment(grid, round_timeout=dep.timeout, register_timeout=dep.register_timeout, on_missing=dep.on_missing)
+        execute = FlowerDeployment(grid, round_timeout=dep.timeout, register_timeout=dep.register_timeout)
         log.info("running %s (%d clients, %d rounds) into %s", cfg.name, cfg.data.partition.n_clients, cfg.train.rounds, dep.out)
         summary = run_one(cfg, Path(dep.out), resume=dep.resume, execute=execute, on_round=_log_round)
     except Exception as e:

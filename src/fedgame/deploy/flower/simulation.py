@@ -37,7 +37,6 @@ from fedgame.experiments.build import Built  # noqa: E402
 from fedgame.experiments.config import RunConfig  # noqa: E402
 from fedgame.experiments.runner import run_one  # noqa: E402
 from fedgame.sim import RunResult  # noqa: E402
-from fedgame.sim.engine import OnMissing  # noqa: E402
 
 __all__ = ["FlowerSimulation", "run_flower_simulation"]
 
@@ -61,15 +60,11 @@ class FlowerSimulation:
         backend_config: dict[str, Any] | None = None,
         round_timeout: float | None = None,
         register_timeout: float = 300.0,
-        on_missing: OnMissing = "continue",
         verbose: bool = False,
     ) -> None:
-        if on_missing not in ("continue", "fail"):
-            raise ValueError(f"on_missing: must be 'continue' or 'fail', got {on_missing!r}")
         self.backend_config = backend_config if backend_config is not None else default_backend_config()
         self.round_timeout = round_timeout
         self.register_timeout = register_timeout
-        self.on_missing: OnMissing = on_missing
         self.verbose = verbose
         self.executor: FlowerExecutor | None = None
         self.startup_seconds: float | None = None
@@ -82,9 +77,7 @@ class FlowerSimulation:
 
         @app.main()
         def main(grid: Grid, context: Context) -> None:
-            strategy = FedgameStrategy(
-                built, cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout, on_missing=self.on_missing
-            )
+            strategy = FedgameStrategy(built, cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout)
             strategy.drive(grid)
             self.executor = strategy.executor
             self.startup_seconds = time.perf_counter() - tic
@@ -114,7 +107,6 @@ class FlowerSimulation:
             "startup_seconds": self.startup_seconds,
             "backend_config": self.backend_config,
             "round_timeout": self.round_timeout,
-            "on_missing": self.on_missing,
             **({} if ex is None else ex.describe()),
         }
 

@@ -77,7 +77,7 @@ def job_info(engine: Engine) -> Callable[[ClientJob], dict[str, int | float | st
 
 
 def connect_engine(
-    grid: Grid, built: Built, cfg: RunConfig, *, round_timeout: float | None, register_timeout: float, on_missing: OnMissing
+    grid: Grid, built: Built, cfg: RunConfig, *, round_timeout: float | None, register_timeout: float, on_missing: OnMissing | None = None
 ) -> FlowerExecutor:
     """Discover the nodes on ``grid``, point the built engine at them (a plan that needs their
     query answers, e.g. QI-DPFL screening, is rebuilt from them) and return the executor; the
@@ -86,7 +86,8 @@ def connect_engine(
     ex.connect()
     attach_executor(built, cfg, ex)
     ex.info = job_info(built.engine)
-    built.engine.on_missing = on_missing
+    if on_missing is not None:  # else the recipe's train.on_missing
+        built.engine.on_missing = on_missing
     return ex
 
 
@@ -106,7 +107,8 @@ def round_metrics(record: dict[str, Any]) -> MetricRecord:
 class FedgameStrategy(Strategy):
     """A Flower strategy whose selection, mechanisms, accounting and aggregation are a fedgame
     engine's (see the module docstring). ``sink`` receives each round's record and checkpoint
-    when the strategy runs the rounds itself (:meth:`start`); ``on_round`` sees each record."""
+    when the strategy runs the rounds itself (:meth:`start`); ``on_round`` sees each record;
+    ``on_missing`` overrides the recipe's ``train.on_missing``."""
 
     def __init__(
         self,
@@ -115,19 +117,19 @@ class FedgameStrategy(Strategy):
         *,
         round_timeout: float | None = None,
         register_timeout: float = 300.0,
-        on_missing: OnMissing = "continue",
+        on_missing: OnMissing | None = None,
         sink: RunSink | None = None,
         on_round: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
-        if on_missing not in ("continue", "fail"):
-            raise ValueError(f"on_missing: must be 'continue' or 'fail', got {on_missing!r}")
+        if on_missing not in (None, "continue", "fail"):
+            raise ValueError(f"on_missing: must be 'continue' or 'fail' (None: the recipe's), got {on_missing!r}")
         if round_timeout is not None and not round_timeout > 0:
             raise ValueError(f"round_timeout: must be > 0 seconds (or None: wait for every reply), got {round_timeout}")
         self.built = built
         self.cfg = cfg
         self.round_timeout = round_timeout
         self.register_timeout = register_timeout
-        self.on_missing: OnMissing = on_missing
+        self.on_missing: OnMissing | None = on_missing
         self.sink = sink
         self.on_round = on_round
         self.executor: FlowerExecutor | None = None
@@ -213,5 +215,5 @@ class FedgameStrategy(Strategy):
         e = self.engine
         log.info(
             "fedgame strategy: recipe %s, %d clients, selection %s, privacy %s, server update %s, on_missing %s",
-            self.cfg.name, e.sizes.size, type(e.selection).__name__, e.privacy.name, type(e.server_update).__name__, self.on_missing,
+            self.cfg.name, e.sizes.size, type(e.selection).__name__, e.privacy.name, type(e.server_update).__name__, e.on_missing,
         )
