@@ -321,20 +321,24 @@ def jdp_report_cmd(
     runs: Annotated[Path, typer.Argument(help="a JDP-FL grid folder written by `fedgame compare` (scripts/jdp_fig3.sh)")],
     dest: Annotated[Path, typer.Option(help="where fig3.csv, fig3.md, fig3.png and configs go")],
     budget: Annotated[str, typer.Option(help="label for the training budget the grid used")] = "reduced",
+    fig4: Annotated[bool, typer.Option("--fig4", help="RUNS is an (m, eps) grid (scripts/jdp_fig4.sh): write Fig. 4")] = False,
     fig5: Annotated[bool, typer.Option("--fig5", help="RUNS is a group-size grid (scripts/jdp_fig5.sh): write Fig. 5")] = False,
 ) -> None:
     """JDP-FL Fig. 3: accuracy against ε per server rule, under attack and without, the attack's
     cost per method beside the paper's 4-5 % / 1-2 %, and check 26 decided from the numbers
-    (or, with --fig5, accuracy against the random-group size beside leave-one-out)."""
-    from fedgame.experiments.jdp_report import write_fig3, write_fig5
+    (with --fig4: ours against ε and the number of participants m; with --fig5: accuracy
+    against the random-group size beside leave-one-out)."""
+    from fedgame.experiments.jdp_report import write_fig3, write_fig4, write_fig5
 
+    if fig4 and fig5:
+        _fail("--fig4, --fig5: choose one")
     if not runs.is_dir():
         _fail(f"runs: not a folder: {runs}")
+    name = "fig4" if fig4 else "fig5" if fig5 else "fig3"
     try:
-        rows = (write_fig5 if fig5 else write_fig3)(runs, dest, budget=budget)
+        rows = {"fig3": write_fig3, "fig4": write_fig4, "fig5": write_fig5}[name](runs, dest, budget=budget)
     except ValueError as e:
         _fail(str(e))
-    name = "fig5" if fig5 else "fig3"
     console.print(f"{name}: {len(rows)} cells → {dest / f'{name}.md'}")
 
 
