@@ -69,11 +69,11 @@ def _untimed(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     return [{k: v for k, v in r.items() if not k.endswith("time")} for r in rows]
 
 
-def _write_app(tmp_path: Path, overrides: list[str], *extra: str) -> tuple[Path, Path]:
+def _write_app(tmp_path: Path, overrides: list[str], *extra: str, recipe: Path = RECIPE) -> tuple[Path, Path]:
     """`fedgame flower app` into tmp_path/app, results to tmp_path/flower; (app dir, out dir)."""
     app_dir, out = tmp_path / "app", tmp_path / "flower"
     sets = [a for o in overrides for a in ("--set", o)]
-    r = CliRunner().invoke(cli, ["flower", "app", str(RECIPE), str(app_dir), *sets, "--out", str(out), *extra])
+    r = CliRunner().invoke(cli, ["flower", "app", str(recipe), str(app_dir), *sets, "--out", str(out), *extra])
     assert r.exit_code == 0, r.output
     return app_dir, out
 
@@ -107,6 +107,36 @@ def test_deployed_run_writes_the_in_process_results(tmp_path: Path) -> None:
     assert _rows(out / "privacy.csv") == _rows(tmp_path / "inprocess" / "privacy.csv")
     assert float(got["epsilon_max"]) > 0
     assert "round 1: replied [" in run.stdout, run.stdout  # the ServerApp's progress, streamed
+
+
+QIDPFL = RECIPE.parents[1] / "qidpfl" / "fmnist.yaml"
+
+
+def test_deployed_qidpfl_screens_on_the_nodes_histograms(tmp_path: Path) -> None:
+    """QI-DPFL over real SuperNodes: the ServerApp asks each node for its label histogram
+    (``query.label_counts``), screens and solves the game on the answers, and trains the
+    participation sets: the same plan, metrics and ledgers as in process."""
+    over = [
+        "data.max_train=800", "data.max_test=200", "data.partition.n_clients=4", "data.partition.min_size=30",
+        "train.rounds=2", "train.threads=1", "train.clients_per_round=2",
+    ]
+    app_dir, out = _write_app(tmp_path, over, recipe=QIDPFL)
+    cfg = load_recipe(QIDPFL, over)
+    ref = run_one(cfg, tmp_path / "inprocess")
+
+    run = None
+    with LoopbackFederation(tmp_path / "flwr-home", nodes=4) as fed:
+        run = fed.run(app_dir, timeout=RUN_TIMEOUT)
+        assert run.returncode == 0 and (out / "summary.json").exists(), _explain(fed, run)
+
+    got = json.loads((out / "summary.json").read_text())
+    assert got["backend_info"]["queries"] == {"label_counts": 4} and got["backend_info"]["errors"] == []
+    for key in ("final_accuracy", "epsilon_per_client", "partition_fingerprint"):
+        assert got[key] == ref[key], key
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in (tmp_path / "inprocess").iterdir())
+    assert json.loads((out / "qidpfl.json").read_text()) == json.loads((tmp_path / "inprocess" / "qidpfl.json").read_text())
+    assert _untimed(_rows(out / "metrics.csv")) == _untimed(_rows(tmp_path / "inprocess" / "metrics.csv"))
+    assert _rows(out / "privacy.csv") == _rows(tmp_path / "inprocess" / "privacy.csv")
 
 
 def _run_and_kill(fed: LoopbackFederation, app_dir: Path, out: Path, node: int) -> subprocess.CompletedProcess[str]:
