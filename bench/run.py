@@ -593,12 +593,12 @@ def bench_jdp(quick: bool) -> dict[str, object]:
                             "jdp": {"aggregator": "leave_one_out", "attack": {"kind": "dirty_label"}}})
     jdp = build_jdp(jdp_cfg).engine
     fedavg = build_engine(parse_recipe({**base, "aggregation": {"kind": "fedavg"}})).engine
-    thetas0, params0 = jdp.thetas.clone(), fedavg.params.clone()
+    thetas0, jdp_params0, params0 = jdp.thetas.clone(), jdp.params.clone(), fedavg.params.clone()
     jdp._rounds = fedavg._rounds = 10**6  # round() evaluates the test split only on the last round
     split: dict[str, float] = {}
 
     def jdp_round() -> None:
-        jdp.thetas = thetas0.clone()
+        jdp.thetas, jdp.params = thetas0.clone(), jdp_params0.clone()  # round 0 starts every winner from params
         rec = jdp.round(0)
         split.update(train=rec["train_time"], server=rec["server_time"])
 

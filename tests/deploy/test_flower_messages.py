@@ -63,8 +63,9 @@ def test_a_job_and_its_result_round_trip_exactly() -> None:
 
 
 class FakeGrid:
-    """Nodes 100+i hold partition i and run the real ClientApp in this process; ``dead`` nodes
-    never answer, ``unavailable`` ones answer with Flower's NODE_UNAVAILABLE error."""
+    """Nodes 100+i hold partition i and run the real ClientApp in this process, each with its
+    own Context kept across messages; ``dead`` nodes never answer, ``unavailable`` ones answer
+    with Flower's NODE_UNAVAILABLE error."""
 
     def __init__(self, cfg, n: int, *, dead: set[int] | None = None, unavailable: set[int] | None = None, pids: list[int] | None = None):  # type: ignore[no-untyped-def]
         self.app = make_client_app(cfg)
@@ -72,6 +73,7 @@ class FakeGrid:
         self.n = n
         self.dead, self.unavailable = dead or set(), unavailable or set()
         self.sent: list[int] = []
+        self.contexts: dict[int, Context] = {}  # one per node, kept across messages (as Flower keeps Context.state)
 
     def get_node_ids(self) -> Iterable[int]:
         return [100 + i for i in range(len(self.pids))]
@@ -86,8 +88,10 @@ class FakeGrid:
             if node in self.unavailable:
                 out.append(Message(Error(code=5, reason="node unavailable"), reply_to=m))
                 continue
-            ctx = Context(run_id=1, node_id=node, node_config={"partition-id": self.pids[node - 100], "num-partitions": self.n}, state=RecordDict(), run_config={})
-            out.append(self.app(m, ctx))
+            if node not in self.contexts:
+                nc = {"partition-id": self.pids[node - 100], "num-partitions": self.n}
+                self.contexts[node] = Context(run_id=1, node_id=node, node_config=nc, state=RecordDict(), run_config={})
+            out.append(self.app(m, self.contexts[node]))
         return out
 
 

@@ -507,12 +507,15 @@ class BuiltJDP:
         return out
 
 
-def _jdp_winners(cfg: RunConfig, data: FederatedDataset, streams: Streams) -> tuple[np.ndarray, AuctionOutcome | None, np.ndarray | None]:
+def _jdp_winners(
+    cfg: RunConfig, data: FederatedDataset, streams: Streams, bids: np.ndarray | None = None
+) -> tuple[np.ndarray, AuctionOutcome | None, np.ndarray | None]:
     assert cfg.jdp is not None
     au = cfg.jdp.auction
     if au.mechanism == "none":
         return np.arange(data.n_clients), None, None
-    costs = draw_costs(streams, data.n_clients, low=au.cost_low, high=au.cost_high)  # the clients' `bid` answers
+    # the clients' `bid` answers: asked over the network by a remote backend, else drawn here
+    costs = np.asarray(bids, dtype=np.float64) if bids is not None else draw_costs(streams, data.n_clients, low=au.cost_low, high=au.cost_high)
     auction = UnitPriceAuction() if au.mechanism == "M1" else KnapsackAuction()
     out = auction.run(costs, budget=au.budget, data_sizes=np.asarray(data.sizes, dtype=np.float64))
     winners = np.sort(np.asarray(out.winners, dtype=np.int64))
@@ -524,10 +527,28 @@ def _jdp_winners(cfg: RunConfig, data: FederatedDataset, streams: Streams) -> tu
     return winners, out, costs
 
 
-def build_jdp(cfg: RunConfig, *, data: FederatedDataset | None = None) -> BuiltJDP:
+def jdp_poisoned_labels(cfg: RunConfig, data: FederatedDataset, y: torch.Tensor, adversary: int) -> torch.Tensor:
+    """A copy of the training labels ``y`` with client ``adversary``'s examples dirty-labelled
+    as ``jdp.attack`` says (the shared labels stay clean: validation, other clients). The
+    server's in-process run and the adversary's own Flower node both call this."""
+    assert cfg.jdp is not None
+    a = cfg.jdp.attack
+    name = cfg.data.dataset.lower()
+    target = a.target if a.target is not None else DIRTY_LABEL_TARGETS.get(name, 2)
+    source = a.source
+    if a.mode == "one_class" and source is None:
+        source = ONE_CLASS_SOURCES.get(name, 7)
+    idx = torch.as_tensor(data.parts[adversary], dtype=torch.long)
+    out = y.clone()
+    out[idx] = dirty_label(out[idx], target=target, mode=a.mode, source=source, num_classes=data.train.classes)
+    return out
+
+
+def build_jdp(cfg: RunConfig, *, data: FederatedDataset | None = None, bids: np.ndarray | None = None) -> BuiltJDP:
     """Everything a JDP-FL run needs (spec jdp.md §3.10), seeded from ``cfg.seed``: the
-    auction (or every client), the adversary and its dirty labels, M3 per winner, the server
-    rule and each winner's per-round privacy events."""
+    auction (or every client; on ``bids`` when the clients were asked over the network), the
+    adversary and its dirty labels, M3 per winner, the server rule and each winner's per-round
+    privacy events."""
     j = cfg.jdp
     if j is None:
         raise ValueError("jdp: this recipe has no jdp section")
@@ -535,21 +556,14 @@ def build_jdp(cfg: RunConfig, *, data: FederatedDataset | None = None) -> BuiltJ
         torch.set_num_threads(cfg.train.threads)
     streams = Streams(seed=cfg.seed)
     data = data if data is not None else build_data(cfg, streams)
-    winners, auction, costs = _jdp_winners(cfg, data, streams)
+    winners, auction, costs = _jdp_winners(cfg, data, streams, bids)
     train = data.train
     model = build_model(cfg.model.name, in_shape=tuple(train.x.shape[1:]), num_classes=train.classes, seed=streams.integer("init"))
     x_train, y_train, _, _ = data.as_tensors()
     adversary: int | None = None
     if j.attack.kind == "dirty_label":
-        name = cfg.data.dataset.lower()
-        target = j.attack.target if j.attack.target is not None else DIRTY_LABEL_TARGETS.get(name, 2)
-        source = j.attack.source
-        if j.attack.mode == "one_class" and source is None:
-            source = ONE_CLASS_SOURCES.get(name, 7)
         adversary = choose_adversary(winners, streams.numpy("adversary"))
-        idx = torch.as_tensor(data.parts[adversary], dtype=torch.long)
-        y_train = y_train.clone()  # the shared labels stay clean (validation, other clients)
-        y_train[idx] = dirty_label(y_train[idx], target=target, mode=j.attack.mode, source=source, num_classes=train.classes)
+        y_train = jdp_poisoned_labels(cfg, data, y_train, adversary)
     l = cfg.train.local
     trainer = LocalTrainer(
         model=model,

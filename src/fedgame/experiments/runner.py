@@ -22,7 +22,7 @@ import yaml
 
 import fedgame
 from fedgame.data import save_partition
-from fedgame.experiments.build import Built, build_engine, build_jdp
+from fedgame.experiments.build import Built, BuiltJDP, build_engine, build_jdp
 from fedgame.experiments.config import JDPPrivacyCfg, RunConfig, parse_recipe
 from fedgame.experiments.store import ResultStore
 from fedgame.incentives.qidpfl import QIDPFLPlan
@@ -57,7 +57,7 @@ class Execute(Protocol):
 
     name: str
 
-    def __call__(self, built: Built, cfg: RunConfig, run: Callable[[], RunResult]) -> RunResult: ...
+    def __call__(self, built: Built | BuiltJDP, cfg: RunConfig, run: Callable[[], RunResult]) -> RunResult: ...
 
     def describe(self) -> dict[str, Any]: ...
 
@@ -78,8 +78,6 @@ def run_one(
     """Run ``cfg`` into folder ``out`` (resuming from its checkpoint if there is one) and
     return the summary. A finished folder is returned as it is. ``execute`` runs the engine
     on another backend (default: in this process); the results files are the same."""
-    if execute is not None and getattr(cfg, "jdp", None) is not None:
-        raise ValueError(f"backend: '{execute.name}' runs the fedgame engine; JDP-FL runs (jdp:) use their own engine, run them in process")
     store = ResultStore(out)
     resolved = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
     if resume and store.exists("config.yaml") and _resolved_again(store.path("config.yaml").read_text()) != resolved:
@@ -93,7 +91,7 @@ def run_one(
         return summary
     store.write_text("config.yaml", resolved)
     if cfg.jdp is not None:
-        return _run_jdp(cfg, store, resume=resume, on_round=on_round, on_start=on_start)
+        return _run_jdp(cfg, store, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
     built = build_engine(cfg)
     data = built.data
     save_partition(store.path("partition.npz"), list(data.parts))
@@ -187,22 +185,29 @@ def _run_jdp(
     resume: bool,
     on_round: Callable[[dict[str, Any]], None] | None,
     on_start: Callable[[int], None] | None,
+    execute: Execute | None = None,
 ) -> dict[str, Any]:
     """A JDP-FL run (spec jdp.md §3.10) into ``store``: ``jdp.json`` (winners, adversary,
     auction and payments), the rounds, and ``privacy.csv`` with each winner's ledger the three
     ways of §3.7: the accountant's ε, the paper's basic composition (T(ε_L+ε_E), Tδ), and the
-    RDP figure of the Gaussian part plus T ε_E."""
+    RDP figure of the Gaussian part plus T ε_E. ``execute`` runs the winners elsewhere (Flower)."""
     built = build_jdp(cfg)
-    data, engine = built.data, built.engine
+    data = built.data
     save_partition(store.path("partition.npz"), list(data.parts))
     store.write_json(
         "partition.json",
         {"fingerprint": data.fingerprint, "n_clients": data.n_clients, "sizes": np.asarray(data.sizes).tolist()},
     )
-    store.write_json("jdp.json", built.summary())
     if on_start is not None:
         on_start(cfg.train.rounds)
-    result = engine.run(cfg.train.rounds, sink=store, resume=resume, on_round=on_round)
+
+    def run() -> RunResult:
+        # written once ``execute`` has reached the clients: on Flower the auction runs on their bids
+        store.write_json("jdp.json", built.summary())
+        return built.engine.run(cfg.train.rounds, sink=store, resume=resume, on_round=on_round)
+
+    result = run() if execute is None else execute(built, cfg, run)
+    engine = built.engine
     eps = result.epsilons
     p = cfg.privacy
     won = np.zeros(data.n_clients, dtype=bool)
@@ -238,6 +243,8 @@ def _run_jdp(
         **built.summary(),
         "partition_fingerprint": data.fingerprint,
         "resumed_from_round": result.resumed_from,
+        "backend": "inprocess" if execute is None else execute.name,
+        **({} if execute is None else {"backend_info": execute.describe()}),
         "versions": versions(),
     }
     store.write_json("summary.json", summary)

@@ -53,14 +53,17 @@ from fedgame.robust import (
     trimmed_mean,
     weighted_average,
 )
-from fedgame.sim.engine import RoundLoop
+from fedgame.sim.engine import MissingReplies, RoundLoop
 from fedgame.sim.local import LocalTrainer, evaluate
 
 if TYPE_CHECKING:
     from fedgame.data import FederatedDataset
     from fedgame.privacy.accountants import Accountant
 
-__all__ = ["Broadcast", "ServerRule", "LeaveOneOut", "RandomGroups", "GlobalRule", "global_rule", "JDPEngine"]
+__all__ = [
+    "Broadcast", "ServerRule", "LeaveOneOut", "RandomGroups", "GlobalRule", "global_rule", "JDPEngine",
+    "JDPJob", "JDPReply", "JDPPublish", "JDPClientState", "JDPClients", "InProcessJDPClients", "jdp_client_train", "jdp_client_update",
+]
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +167,148 @@ def global_rule(name: str, *, krum_byzantine: int = 1, trim_beta: float = 0.1) -
     raise ValueError(f"jdp.aggregator: must be one of fedavg, krum, median, trimmed_mean, leave_one_out, random_groups; got {name!r}")
 
 
+
+# -- the client side: one winner's own model between rounds ----------------------------------
+@dataclass(frozen=True, eq=False)
+class JDPJob:
+    """Round ``t``'s instruction to winner ``client``: train from your own model, upload M3 of
+    it (``mechanism``; None: upload the model itself). ``start`` is θ⁰ for a client that holds
+    no model yet (round 0)."""
+
+    t: int
+    client: int
+    mechanism: GaussianMechanism | None
+    start: Tensor | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class JDPReply:
+    """What winner ``client`` sends back: its M3 output θ̂_i and what the round's record logs."""
+
+    client: int
+    upload: Tensor
+    train_loss: float
+    clip_active: bool
+
+
+@dataclass(frozen=True, eq=False)
+class JDPPublish:
+    """What the server sends winner ``client`` after the rule: the model every client restarts
+    from (``model``: FedAvg, Krum, median, trimmed mean), or M4's public signal (``agg``,
+    ``total``) and whether the client is in the chosen group (``member``) for M5."""
+
+    t: int
+    client: int
+    model: Tensor | None = None
+    agg: Tensor | None = None
+    total: float = 0.0
+    member: bool = False
+
+
+@dataclass
+class JDPClientState:
+    """A winner's private state: its model θ_i, and between its upload and the server's
+    publication, its clipped un-noised θ_i (``kept``, A11) and its upload of round ``t``."""
+
+    theta: Tensor | None = None
+    kept: Tensor | None = None
+    upload: Tensor | None = None
+    t: int = -1
+
+
+def jdp_client_train(state: JDPClientState, job: JDPJob, *, trainer: LocalTrainer, indices: Tensor, streams: Streams) -> JDPReply:
+    """Steps 1-2 of the round on the client: local training from θ_i (generator ``train[t, i,
+    0]``), then M3 (``noise[t, i, 0]``); ``state`` keeps the clipped θ_i and the upload for M5.
+    The one function the in-process clients and a Flower node both run."""
+    if job.start is not None:
+        state.theta = job.start.clone()
+    if state.theta is None:
+        raise RuntimeError(f"round {job.t}: client {job.client} holds no model (a node restarted mid-run loses its JDP-FL state)")
+    res = trainer.train(state.theta, indices, streams.torch("train", job.t, job.client, 0))
+    if not bool(torch.isfinite(res.params).all()):
+        raise FloatingPointError(
+            f"round {job.t}: client {job.client}'s local training diverged (non-finite parameters); M3's noise "
+            f"(σ = {getattr(job.mechanism, 'noise_std', 0.0):.3g} per coordinate) or train.local.lr "
+            "is too large for this model: raise privacy.epsilon, give clients more data "
+            "(record-level sensitivity is 2C/d_i) or lower train.local.lr"
+        )
+    if job.mechanism is None:
+        upload, kept, active = res.params, res.params, False
+    else:
+        out = perturb(res.params, job.mechanism, streams.torch("noise", job.t, job.client, 0))
+        upload, kept, active = out.upload, out.clipped, out.clip_active
+    state.kept, state.upload, state.t = kept, upload, job.t
+    return JDPReply(client=job.client, upload=upload, train_loss=res.train_loss, clip_active=active)
+
+
+def jdp_client_update(state: JDPClientState, pub: JDPPublish, *, n_examples: float, self_weighting: SelfWeighting) -> None:
+    """Step 3's client half: restart from the published model, or M5 on the public signal with
+    the client's own kept θ_i and data size (:func:`~fedgame.privacy.jdp.jdp_local_update`)."""
+    if state.t != pub.t or state.kept is None:
+        raise RuntimeError(f"round {pub.t}: client {pub.client} got the server's publication but did not train in round {pub.t}")
+    if pub.agg is None:
+        if pub.model is None:
+            raise ValueError(f"round {pub.t}: the publication to client {pub.client} holds neither a model nor a signal")
+        state.theta = pub.model.clone()
+    else:
+        state.theta = jdp_local_update(
+            pub.agg, pub.total, state.kept, float(n_examples), self_weighting=self_weighting, upload=state.upload, member=pub.member,
+        )
+    state.kept = state.upload = None
+
+
+class JDPClients(Protocol):
+    """How the JDP-FL server reaches its winners (in this process, or Flower nodes)."""
+
+    def train(self, jobs: Sequence[JDPJob]) -> list[JDPReply | None]: ...
+    def publish(self, pubs: Sequence[JDPPublish]) -> list[bool]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class InProcessJDPClients:
+    """Every winner's state in this process (``winners`` in position order)."""
+
+    def __init__(
+        self, *, trainer: LocalTrainer, parts: Sequence[Tensor], streams: Streams, winners: np.ndarray, sizes: np.ndarray,
+        start: Tensor, self_weighting: SelfWeighting,
+    ) -> None:
+        self.trainer, self.streams, self.self_weighting = trainer, streams, self_weighting
+        self.pos = {int(c): k for k, c in enumerate(winners)}
+        self.parts = list(parts)
+        self.sizes = np.asarray(sizes, dtype=np.float64)
+        self.states = [JDPClientState(theta=start.clone()) for _ in self.pos]
+
+    @property
+    def thetas(self) -> Tensor:
+        """(m, d): every winner's own θ_i, in position order."""
+        return torch.stack([s.theta for s in self.states])  # type: ignore[misc]
+
+    @thetas.setter
+    def thetas(self, value: Tensor) -> None:
+        for s, row in zip(self.states, value, strict=True):
+            s.theta = row.clone()
+
+    def train(self, jobs: Sequence[JDPJob]) -> list[JDPReply | None]:
+        out: list[JDPReply | None] = []
+        for job in jobs:
+            k = self.pos[job.client]
+            out.append(jdp_client_train(self.states[k], job, trainer=self.trainer, indices=self.parts[k], streams=self.streams))
+        return out
+
+    def publish(self, pubs: Sequence[JDPPublish]) -> list[bool]:
+        for pub in pubs:
+            k = self.pos[pub.client]
+            jdp_client_update(self.states[k], pub, n_examples=float(self.sizes[k]), self_weighting=self.self_weighting)
+        return [True] * len(pubs)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"thetas": self.thetas.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.thetas = state["thetas"]
+
+
 class JDPEngine(RoundLoop):
     """One JDP-FL run (see the module docstring for the round).
 
@@ -190,6 +335,7 @@ class JDPEngine(RoundLoop):
         adversary: int | None = None,
         eval_every: int = 1,
         delta: float = 1e-5,
+        clients: JDPClients | None = None,
     ) -> None:
         w = np.asarray(winners, dtype=np.int64)
         if w.ndim != 1 or w.size < 1:
@@ -218,7 +364,9 @@ class JDPEngine(RoundLoop):
         self._val = data.validation_tensors() if rule.personal else None
         start = parameters_to_vector([p for p in model.parameters() if p.requires_grad]).detach().clone()
         self.params = start  # θ^t, the server's model (θ⁰ before the first round)
-        self.thetas = start.unsqueeze(0).repeat(w.size, 1)  # every winner's own θ_i
+        self.clients: JDPClients = clients or InProcessJDPClients(
+            trainer=trainer, parts=self._parts, streams=streams, winners=w, sizes=self.sizes, start=start, self_weighting=self_weighting,
+        )
         self.selected_counts = np.zeros(data.n_clients, dtype=np.int64)
         self.records: list[dict[str, Any]] = []
         self.t_next = 0
@@ -231,12 +379,27 @@ class JDPEngine(RoundLoop):
         return int(np.flatnonzero(self.winners == self.adversary)[0])
 
     # -- checkpointing ------------------------------------------------------------------
+    @property
+    def thetas(self) -> Tensor:
+        """(m, d): every winner's own θ_i (in-process clients only: on Flower they live on the nodes)."""
+        clients = self.clients
+        if not isinstance(clients, InProcessJDPClients):
+            raise AttributeError("thetas: the winners' models live on their nodes")
+        return clients.thetas
+
+    @thetas.setter
+    def thetas(self, value: Tensor) -> None:
+        clients = self.clients
+        if not isinstance(clients, InProcessJDPClients):
+            raise AttributeError("thetas: the winners' models live on their nodes")
+        clients.thetas = value
+
     def state_dict(self) -> dict[str, Any]:
-        return {**self._loop_state(), "thetas": self.thetas.clone()}
+        return {**self._loop_state(), **self.clients.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._load_loop_state(state)
-        self.thetas = state["thetas"].clone()
+        self.clients.load_state_dict(state)
 
     # -- one round ----------------------------------------------------------------------
     def _score(self, params: Tensor) -> float:
@@ -246,45 +409,35 @@ class JDPEngine(RoundLoop):
 
     def round(self, t: int) -> dict[str, Any]:
         tic = time.perf_counter()
-        uploads: list[Tensor] = []
-        kept: list[Tensor] = []
-        clip_active: list[bool] = []
-        losses: list[float] = []
-        for pos, client in enumerate(self.winners):
-            i = int(client)
-            res = self.trainer.train(self.thetas[pos], self._parts[pos], self.streams.torch("train", t, i, 0))
-            if not bool(torch.isfinite(res.params).all()):
-                raise FloatingPointError(
-                    f"round {t}: client {i}'s local training diverged (non-finite parameters); M3's noise "
-                    f"(σ = {getattr(self.mechanisms[pos], 'noise_std', 0.0):.3g} per coordinate) or train.local.lr "
-                    "is too large for this model: raise privacy.epsilon, give clients more data "
-                    "(record-level sensitivity is 2C/d_i) or lower train.local.lr"
-                )
-            losses.append(res.train_loss)
-            mech = self.mechanisms[pos]
-            if mech is None:
-                uploads.append(res.params)
-                kept.append(res.params)
-                clip_active.append(False)
-            else:
-                out = perturb(res.params, mech, self.streams.torch("noise", t, i, 0))
-                uploads.append(out.upload)
-                kept.append(out.clipped)
-                clip_active.append(out.clip_active)
+        jobs = [
+            JDPJob(t=t, client=int(c), mechanism=self.mechanisms[pos], start=self.params if t == 0 else None)
+            for pos, c in enumerate(self.winners)
+        ]
+        replies = self.clients.train(jobs)
+        lost = [j.client for j, r in zip(jobs, replies, strict=True) if r is None]
+        if lost:
+            raise MissingReplies(f"round {t}: no upload from winner(s) {lost}; JDP-FL's groups need every winner's upload")
+        got = [r for r in replies if r is not None]
+        uploads = [r.upload for r in got]
+        clip_active = [r.clip_active for r in got]
+        losses = [r.train_loss for r in got]
         train_time = time.perf_counter() - tic
         b = self.rule(uploads, self.sizes, self._score, self.streams.numpy("server", t))
         server_time = time.perf_counter() - tic - train_time
-        for pos, client in enumerate(self.winners):
+        for client in self.winners:
             for event, count in self.events(int(client)):
                 self.accountant.record([int(client)], event, count)
-            if b.signal is None:
-                self.thetas[pos] = b.model
-            else:
-                sig = b.signal
-                self.thetas[pos] = jdp_local_update(
-                    sig.agg, sig.total, kept[pos], float(self.sizes[pos]),
-                    self_weighting=self.self_weighting, upload=uploads[pos], member=sig.contains(pos),
-                )
+        sig = b.signal
+        pubs = [
+            JDPPublish(t=t, client=int(c), model=b.model)
+            if sig is None
+            else JDPPublish(t=t, client=int(c), agg=sig.agg, total=float(sig.total), member=sig.contains(pos))
+            for pos, c in enumerate(self.winners)
+        ]
+        acked = self.clients.publish(pubs)
+        if not all(acked):
+            lost = [p.client for p, ok in zip(pubs, acked, strict=True) if not ok]
+            raise MissingReplies(f"round {t}: winner(s) {lost} did not confirm the server's publication; their models are unknown")
         self.params = b.model.clone()
         self.selected_counts[self.winners] += 1
         adv = self.adversary_position

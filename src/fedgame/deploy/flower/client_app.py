@@ -12,7 +12,10 @@ dataset, partition, model and trainer once per process (:func:`build_client_side
 * ``query.losses`` — the global model's mean loss on its data (power-of-choice probes);
 * ``query.<name>`` for every client query of :data:`~fedgame.sim.client.QUERIES`
   (``label_counts``, ``bid``) — :func:`~fedgame.sim.client.answer_query` on its own partition:
-  the very function the in-process executor calls.
+  the very function the in-process executor calls;
+* ``train.jdp`` / ``train.jdp_publish`` — a JDP-FL winner's round
+  (:mod:`fedgame.deploy.flower.jdp`): local training from its own model and M3, then M5 on the
+  server's publication, its model kept in the node's ``Context.state``.
 
 A node only ever trains its own partition: a job for another one is refused.
 """
@@ -35,10 +38,12 @@ from flwr.clientapp import ClientApp  # noqa: E402
 
 from fedgame.data.partition import fingerprint  # noqa: E402
 from fedgame.deploy.flower._messages import decode_job, decode_params, encode_answer, encode_result  # noqa: E402
-from fedgame.experiments.build import ClientSide, build_client_side  # noqa: E402
+from fedgame.deploy.flower.jdp import decode_jdp_job, decode_publish, encode_jdp_reply, load_state, save_state  # noqa: E402
+from fedgame.experiments.build import ClientSide, build_client_side, jdp_poisoned_labels  # noqa: E402
 from fedgame.experiments.config import RunConfig, parse_recipe  # noqa: E402
 from fedgame.sim.client import QUERIES, ClientView, answer_query, run_client_job  # noqa: E402
-from fedgame.sim.local import client_losses  # noqa: E402
+from fedgame.sim.jdp import jdp_client_train, jdp_client_update  # noqa: E402
+from fedgame.sim.local import LocalTrainer, client_losses  # noqa: E402
 
 __all__ = ["RECIPE_KEY", "app", "make_client_app", "recipe_text"]
 
@@ -48,6 +53,7 @@ RECIPE_KEY = "recipe"
 _SIDES: dict[str, ClientSide] = {}
 _LOCK = threading.Lock()  # build each client side once
 _RUN = threading.Lock()  # one job at a time per process: the trainer's model is shared
+_POISONED: dict[tuple[str, int], LocalTrainer] = {}
 
 
 def recipe_text(cfg: RunConfig) -> str:
@@ -62,6 +68,18 @@ def _side(cfg: RunConfig) -> ClientSide:
         if key not in _SIDES:
             _SIDES[key] = build_client_side(cfg)
         return _SIDES[key]
+
+
+def _poisoned_trainer(cfg: RunConfig, side: ClientSide, pid: int) -> LocalTrainer:
+    """The JDP-FL poisoning client's trainer: the shared model, its own labels dirty
+    (:func:`~fedgame.experiments.build.jdp_poisoned_labels`, as the server's in-process run)."""
+    key = (hashlib.sha256(recipe_text(cfg).encode()).hexdigest(), pid)
+    with _LOCK:
+        if key not in _POISONED:
+            tr = side.trainer
+            y = jdp_poisoned_labels(cfg, side.data, tr.y, pid)
+            _POISONED[key] = LocalTrainer(model=tr.model, x=tr.x, y=y, spec=tr.spec, per_example=tr.per_example)
+        return _POISONED[key]
 
 
 def _partition(context: Context, n_clients: int) -> int:
@@ -136,6 +154,36 @@ class _Handlers:
             loss = float(client_losses(tr.model, params, tr.x, tr.y, [side.parts[pid]])[0])
         return Message(RecordDict({"loss": MetricRecord({"loss": loss, "partition-id": pid})}), reply_to=msg)
 
+    def jdp_train(self, msg: Message, context: Context) -> Message:
+        """A JDP-FL winner's local training and M3, from the model its node keeps."""
+        cfg = self.cfg(context)
+        pid = _partition(context, cfg.data.partition.n_clients)
+        job, adversary = decode_jdp_job(msg.content)
+        if job.client != pid:
+            raise ValueError(f"train.jdp: this node holds partition {pid}, got a job for partition {job.client}")
+        if cfg.jdp is None:
+            raise ValueError("train.jdp: the recipe has no jdp section")
+        side = _side(cfg)
+        trainer = _poisoned_trainer(cfg, side, pid) if adversary else side.trainer
+        state = load_state(context)
+        with _RUN:
+            reply = jdp_client_train(state, job, trainer=trainer, indices=side.parts[pid], streams=side.streams)
+        save_state(context, state)
+        return Message(encode_jdp_reply(job, reply), reply_to=msg)
+
+    def jdp_publish(self, msg: Message, context: Context) -> Message:
+        """M5 on the server's publication (or the restart model); the new model stays here."""
+        cfg = self.cfg(context)
+        pid = _partition(context, cfg.data.partition.n_clients)
+        pub = decode_publish(msg.content)
+        if pub.client != pid or cfg.jdp is None:
+            raise ValueError(f"train.jdp_publish: this node holds partition {pid}, got a publication for partition {pub.client}")
+        side = _side(cfg)
+        state = load_state(context)
+        jdp_client_update(state, pub, n_examples=float(side.parts[pid].numel()), self_weighting=cfg.jdp.self_weighting)
+        save_state(context, state)
+        return Message(RecordDict({"ack": ConfigRecord({"round": pub.t, "partition-id": pid})}), reply_to=msg)
+
     def query(self, msg: Message, context: Context) -> Message:
         """Answer ``query.<name>`` from this node's own partition, with the registry function."""
         cfg = self.cfg(context)
@@ -157,6 +205,8 @@ def make_client_app(recipe: RunConfig | None = None) -> ClientApp:
     app.query("register")(h.register)
     app.train()(h.train)
     app.query("losses")(h.losses)
+    app.train("jdp")(h.jdp_train)
+    app.train("jdp_publish")(h.jdp_publish)
     for name in QUERIES:
         app.query(name)(h.query)
     return app

@@ -238,10 +238,7 @@ def write_app(
     """Write the Flower app of ``cfg`` into folder ``dest`` and return its ``pyproject.toml``.
 
     ``out`` is made absolute here (the ServerApp runs in another working directory).
-    ``superlink`` only fills in the commands of the app's README. JDP-FL recipes (``jdp:``) run
-    their own engine and are refused, as by ``fedgame run --backend flower-sim``."""
-    if cfg.jdp is not None:
-        raise ValueError("recipe: JDP-FL runs (jdp:) use their own engine; run them in process (`fedgame run`)")
+    ``superlink`` only fills in the commands of the app's README."""
     host, _, port = superlink.rpartition(":")
     if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise ValueError(f"superlink: must be host:port with a port in [1, 65535], got {superlink!r}")

@@ -36,8 +36,8 @@ from flwr.serverapp import Grid, ServerApp  # noqa: E402
 
 from fedgame.deploy.flower.deployment import DeploymentConfig  # noqa: E402
 from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
-from fedgame.deploy.flower.strategy import FedgameStrategy  # noqa: E402
-from fedgame.experiments.build import Built  # noqa: E402
+from fedgame.deploy.flower.strategy import attach_flower  # noqa: E402
+from fedgame.experiments.build import Built, BuiltJDP  # noqa: E402
 from fedgame.experiments.config import RunConfig, parse_recipe  # noqa: E402
 from fedgame.experiments.runner import run_one  # noqa: E402
 from fedgame.experiments.store import ResultStore  # noqa: E402
@@ -68,11 +68,9 @@ class FlowerDeployment:
         self.executor: FlowerExecutor | None = None
         self.startup_seconds: float | None = None
 
-    def __call__(self, built: Built, cfg: RunConfig, run: Callable[[], RunResult]) -> RunResult:
+    def __call__(self, built: Built | BuiltJDP, cfg: RunConfig, run: Callable[[], RunResult]) -> RunResult:
         tic = time.perf_counter()
-        strategy = FedgameStrategy(built, cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout)
-        strategy.drive(self.grid)
-        self.executor = strategy.executor
+        self.executor = attach_flower(self.grid, built, cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout)
         self.startup_seconds = time.perf_counter() - tic
         return run()
 

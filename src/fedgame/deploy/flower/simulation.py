@@ -32,8 +32,8 @@ from flwr.serverapp import Grid, ServerApp  # noqa: E402
 
 from fedgame.deploy.flower.client_app import make_client_app  # noqa: E402
 from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
-from fedgame.deploy.flower.strategy import FedgameStrategy  # noqa: E402
-from fedgame.experiments.build import Built  # noqa: E402
+from fedgame.deploy.flower.strategy import attach_flower  # noqa: E402
+from fedgame.experiments.build import Built, BuiltJDP  # noqa: E402
 from fedgame.experiments.config import RunConfig  # noqa: E402
 from fedgame.experiments.runner import run_one  # noqa: E402
 from fedgame.sim import RunResult  # noqa: E402
@@ -69,7 +69,7 @@ class FlowerSimulation:
         self.executor: FlowerExecutor | None = None
         self.startup_seconds: float | None = None
 
-    def server_app(self, built: Built, cfg: RunConfig, run: Callable[[], RunResult], box: dict[str, Any]) -> ServerApp:
+    def server_app(self, built: Built | BuiltJDP, cfg: RunConfig, run: Callable[[], RunResult], box: dict[str, Any]) -> ServerApp:
         """The ServerApp: a :class:`FedgameStrategy` on the grid (node discovery first) drives
         the engine's rounds."""
         app = ServerApp()
@@ -77,15 +77,13 @@ class FlowerSimulation:
 
         @app.main()
         def main(grid: Grid, context: Context) -> None:
-            strategy = FedgameStrategy(built, cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout)
-            strategy.drive(grid)
-            self.executor = strategy.executor
+            self.executor = attach_flower(grid, built, cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout)
             self.startup_seconds = time.perf_counter() - tic
             box["result"] = run()
 
         return app
 
-    def __call__(self, built: Built, cfg: RunConfig, run: Callable[[], RunResult]) -> RunResult:
+    def __call__(self, built: Built | BuiltJDP, cfg: RunConfig, run: Callable[[], RunResult]) -> RunResult:
         from flwr.simulation import run_simulation
 
         box: dict[str, Any] = {}

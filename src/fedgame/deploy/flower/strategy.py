@@ -55,12 +55,13 @@ from flwr.serverapp.strategy import Result, Strategy  # noqa: E402
 
 from fedgame.deploy.flower._messages import encode_params  # noqa: E402
 from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
-from fedgame.experiments.build import Built, attach_executor  # noqa: E402
+from fedgame.deploy.flower.jdp import connect_jdp  # noqa: E402
+from fedgame.experiments.build import Built, BuiltJDP, attach_executor  # noqa: E402
 from fedgame.experiments.config import RunConfig  # noqa: E402
 from fedgame.sim import ClientJob  # noqa: E402
 from fedgame.sim.engine import Engine, OnMissing, PendingRound, RoundLoop, RunSink  # noqa: E402
 
-__all__ = ["FedgameStrategy", "connect_engine", "job_info", "round_metrics"]
+__all__ = ["FedgameStrategy", "attach_flower", "connect_engine", "job_info", "round_metrics"]
 
 log = logging.getLogger(__name__)
 
@@ -217,3 +218,16 @@ class FedgameStrategy(Strategy):
             "fedgame strategy: recipe %s, %d clients, selection %s, privacy %s, server update %s, on_missing %s",
             self.cfg.name, e.sizes.size, type(e.selection).__name__, e.privacy.name, type(e.server_update).__name__, e.on_missing,
         )
+
+
+def attach_flower(grid: Grid, built: Built | BuiltJDP, cfg: RunConfig, *, round_timeout: float | None, register_timeout: float) -> FlowerExecutor:
+    """Point a built run at the Flower nodes behind ``grid`` — the one start-up of the
+    simulation and the deployed ServerApp: a fedgame engine is driven by a
+    :class:`FedgameStrategy`; a JDP-FL engine keeps its own loop and reaches its winners'
+    nodes through :func:`~fedgame.deploy.flower.jdp.connect_jdp` (auction on their bids)."""
+    if isinstance(built, BuiltJDP):
+        return connect_jdp(grid, built, cfg, round_timeout=round_timeout, register_timeout=register_timeout)
+    strategy = FedgameStrategy(built, cfg, round_timeout=round_timeout, register_timeout=register_timeout)
+    strategy.drive(grid)
+    assert strategy.executor is not None
+    return strategy.executor

@@ -1,0 +1,205 @@
+"""JDP-FL on Flower: every winner's model lives on its own node (spec jdp.md §3.10).
+
+JDP-FL clients never restart from a server model: each keeps its own θ_i between rounds and
+forms it by M5 from the public signal and its *un-noised* parameters, which must never leave
+the node. So on Flower the winners' state is the nodes' (Flower keeps a node's
+``Context.state`` across the messages of a run), and a round is two messages per winner:
+
+``train.jdp`` (server → winner i)
+    round t, M3's clip and noise std, whether this client is the recipe's poisoning client
+    (a testbed device: the attack is part of the experiment), and θ⁰ in round 0. The node runs
+    :func:`~fedgame.sim.jdp.jdp_client_train` — the function the in-process clients run — and
+    replies with its M3 upload θ̂_i, its training loss and whether clipping bound.
+``train.jdp_publish`` (server → winner i)
+    the rule's outcome: the model every winner restarts from (FedAvg, Krum, median, trimmed
+    mean), or M4's public signal (agg_{k*}, sum_{k*}) and whether i is in the chosen group;
+    the node runs :func:`~fedgame.sim.jdp.jdp_client_update` (M5) and acknowledges.
+
+Before training, the auction runs on the candidates' ``query.bid`` answers
+(:func:`connect_jdp`), so who trains is decided by what the nodes bid. The server (scores,
+exponential mechanism, ledger, evaluation) is the in-process :class:`~fedgame.sim.jdp.JDPEngine`;
+the same seed gives the same uploads, draws, ledgers and metrics as in process.
+
+A winner that does not reply stops the run (JDP-FL's groups need every upload). A run cannot
+resume from the server's checkpoint: the winners' models are on their nodes, not in it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedgame.deploy.flower._env import configure
+
+configure()
+
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
+
+from fedgame.deploy.flower._messages import decode_params, encode_params  # noqa: E402
+from fedgame.deploy.flower.executor import FlowerExecutor, NodesNotReady, _error_text  # noqa: E402
+from fedgame.experiments.build import BuiltJDP, build_jdp  # noqa: E402
+from fedgame.experiments.config import RunConfig  # noqa: E402
+from fedgame.privacy.mechanisms import GaussianMechanism  # noqa: E402
+from fedgame.sim.jdp import JDPClientState, JDPJob, JDPPublish, JDPReply  # noqa: E402
+
+__all__ = [
+    "JDP_PUBLISH", "JDP_TRAIN", "FlowerJDPClients", "connect_jdp", "decode_jdp_job", "decode_publish",
+    "encode_jdp_job", "encode_publish", "load_state", "save_state",
+]
+
+log = logging.getLogger(__name__)
+
+JDP_TRAIN = "train.jdp"
+JDP_PUBLISH = "train.jdp_publish"
+STATE_KEY = "fedgame-jdp"
+
+
+# -- messages ---------------------------------------------------------------------------------
+def encode_jdp_job(job: JDPJob, *, adversary: bool) -> RecordDict:
+    cfg: dict[str, Any] = {"round": int(job.t), "partition-id": int(job.client), "adversary": bool(adversary), "m3": job.mechanism is not None}
+    if job.mechanism is not None:
+        cfg["m3.clip"] = float(job.mechanism.clip)
+        cfg["m3.noise-std"] = float(job.mechanism.noise_std)
+    content = RecordDict({"job": ConfigRecord(cfg)})
+    if job.start is not None:
+        content["start"] = encode_params(job.start, "start")
+    return content
+
+
+def decode_jdp_job(content: RecordDict) -> tuple[JDPJob, bool]:
+    """The job and whether the node is the recipe's poisoning client."""
+    cfg = content["job"]
+    mech = GaussianMechanism(clip=float(cfg["m3.clip"]), noise_std=float(cfg["m3.noise-std"])) if cfg["m3"] else None  # type: ignore[arg-type]
+    start = decode_params(content["start"], "start") if "start" in content else None  # type: ignore[arg-type]
+    return JDPJob(t=int(cfg["round"]), client=int(cfg["partition-id"]), mechanism=mech, start=start), bool(cfg["adversary"])  # type: ignore[call-overload]
+
+
+def encode_jdp_reply(job: JDPJob, reply: JDPReply) -> RecordDict:
+    return RecordDict({
+        "upload": encode_params(reply.upload, "upload"),
+        "result": MetricRecord({"train-loss": float(reply.train_loss), "clip-active": int(reply.clip_active)}),
+        "job": ConfigRecord({"round": int(job.t), "partition-id": int(job.client)}),
+    })
+
+
+def decode_jdp_reply(content: RecordDict) -> tuple[int, JDPReply]:
+    """(round, reply)."""
+    job, m = content["job"], content["result"]
+    client = int(job["partition-id"])  # type: ignore[call-overload]
+    reply = JDPReply(client=client, upload=decode_params(content["upload"], "upload"),  # type: ignore[arg-type]
+                     train_loss=float(m["train-loss"]), clip_active=bool(m["clip-active"]))  # type: ignore[arg-type]
+    return int(job["round"]), reply  # type: ignore[call-overload]
+
+
+def encode_publish(pub: JDPPublish) -> RecordDict:
+    cfg: dict[str, Any] = {"round": int(pub.t), "partition-id": int(pub.client), "signal": pub.agg is not None,
+                           "total": float(pub.total), "member": bool(pub.member)}
+    content = RecordDict({"publish": ConfigRecord(cfg)})
+    if pub.agg is not None:
+        content["agg"] = ArrayRecord({"agg": Array(np.ascontiguousarray(pub.agg.detach().cpu().numpy()))})  # float64, exact
+    elif pub.model is not None:
+        content["model"] = encode_params(pub.model, "model")
+    return content
+
+
+def decode_publish(content: RecordDict) -> JDPPublish:
+    cfg = content["publish"]
+    t, client = int(cfg["round"]), int(cfg["partition-id"])  # type: ignore[call-overload]
+    if cfg["signal"]:
+        agg = torch.from_numpy(np.array(content["agg"]["agg"].numpy(), copy=True))  # type: ignore[index,union-attr]
+        return JDPPublish(t=t, client=client, agg=agg, total=float(cfg["total"]), member=bool(cfg["member"]))  # type: ignore[arg-type]
+    return JDPPublish(t=t, client=client, model=decode_params(content["model"], "model"))  # type: ignore[arg-type]
+
+
+# -- the node's state ---------------------------------------------------------------------------
+def load_state(context: Context) -> JDPClientState:
+    """The winner's JDP-FL state kept in its node's ``Context.state`` (empty before round 0)."""
+    if STATE_KEY not in context.state:
+        return JDPClientState()
+    rec = context.state[STATE_KEY]
+    arrays = {k: torch.from_numpy(np.array(v.numpy(), copy=True)) for k, v in rec.items()}  # type: ignore[union-attr]
+    t = int(context.state[STATE_KEY + "-round"]["t"])  # type: ignore[index,call-overload]
+    return JDPClientState(theta=arrays.get("theta"), kept=arrays.get("kept"), upload=arrays.get("upload"), t=t)
+
+
+def save_state(context: Context, state: JDPClientState) -> None:
+    arrays = {k: Array(np.ascontiguousarray(v.detach().cpu().numpy())) for k, v in
+              (("theta", state.theta), ("kept", state.kept), ("upload", state.upload)) if v is not None}
+    context.state[STATE_KEY] = ArrayRecord(arrays)
+    context.state[STATE_KEY + "-round"] = ConfigRecord({"t": int(state.t)})
+
+
+# -- the server side ----------------------------------------------------------------------------
+class FlowerJDPClients:
+    """:class:`~fedgame.sim.jdp.JDPClients` over Flower: two messages per winner and round."""
+
+    def __init__(self, executor: FlowerExecutor, *, adversary: int | None) -> None:
+        self.executor = executor
+        self.adversary = adversary
+
+    def _send(self, kind: str, items: Sequence[JDPJob | JDPPublish], contents: list[RecordDict]) -> dict[int, Message]:
+        ex = self.executor
+        msgs = [Message(c, dst_node_id=ex._node(it.client), message_type=kind, group_id=str(it.t)) for it, c in zip(items, contents, strict=True)]
+        sent = {m.metadata.message_id: it.client for m, it in zip(msgs, items, strict=True) if m.metadata.message_id}
+        out: dict[int, Message] = {}
+        for r in ex.grid.send_and_receive(msgs, timeout=ex.round_timeout):
+            if r.has_error():
+                who = sent.get(r.metadata.reply_to_message_id, "?")
+                text = f"{kind}, round {items[0].t}, partition {who}: {_error_text(r)}"
+                ex.errors.append(text)
+                log.warning("no reply: %s", text)
+                continue
+            cfg = r.content["job"] if "job" in r.content else r.content["ack"]
+            out[int(cfg["partition-id"])] = r  # type: ignore[call-overload]
+        return out
+
+    def train(self, jobs: Sequence[JDPJob]) -> list[JDPReply | None]:
+        got = self._send(JDP_TRAIN, jobs, [encode_jdp_job(j, adversary=j.client == self.adversary) for j in jobs])
+        out: list[JDPReply | None] = []
+        for j in jobs:
+            r = got.get(j.client)
+            if r is None:
+                out.append(None)
+                continue
+            t, reply = decode_jdp_reply(r.content)
+            out.append(reply if t == j.t else None)
+        if any(r is None for r in out) and self.executor.errors:
+            log.error("JDP-FL round %d: %s", jobs[0].t, "; ".join(self.executor.errors[-len(jobs):]))
+        return out
+
+    def publish(self, pubs: Sequence[JDPPublish]) -> list[bool]:
+        got = self._send(JDP_PUBLISH, pubs, [encode_publish(p) for p in pubs])
+        return [p.client in got and int(got[p.client].content["ack"]["round"]) == p.t for p in pubs]  # type: ignore[call-overload]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        raise RuntimeError(
+            "resume: a JDP-FL run on Flower keeps every winner's model on its node, not in the server's checkpoint; "
+            "it cannot resume: start it afresh (without --resume) or run it in process"
+        )
+
+
+def connect_jdp(grid: Any, built: BuiltJDP, cfg: RunConfig, *, round_timeout: float | None, register_timeout: float) -> FlowerExecutor:
+    """Discover the nodes, run the auction on their ``query.bid`` answers (the engine is
+    rebuilt from them, in place), and point the JDP engine's clients at the winners' nodes."""
+    ex = FlowerExecutor(grid, data=built.data, round_timeout=round_timeout, register_timeout=register_timeout)
+    ex.connect()
+    assert cfg.jdp is not None
+    au = cfg.jdp.auction
+    if au.mechanism != "none":
+        n = built.data.n_clients
+        bids = ex.query("bid", range(n), {"low": au.cost_low, "high": au.cost_high})
+        silent = [i for i, b in enumerate(bids) if b is None]
+        if silent:
+            raise NodesNotReady(f"query 'bid': candidate(s) {silent} did not bid; the auction needs every candidate's bid")
+        fresh = build_jdp(cfg, data=built.data, bids=np.array([float(b) for b in bids if b is not None]))
+        for name in ("engine", "model", "auction", "costs", "adversary", "eps_exp"):
+            setattr(built, name, getattr(fresh, name))
+    built.engine.clients = FlowerJDPClients(ex, adversary=built.adversary)
+    return ex
