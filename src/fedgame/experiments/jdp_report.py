@@ -316,6 +316,25 @@ def collect_fig5(root: Path) -> dict[int, list[dict[str, Any]]]:
     return dict(cells)
 
 
+def _rises(ys: list[float], slack: float = 1.0) -> tuple[bool, float]:
+    """Whether ``ys`` (in x order) never drops by more than ``slack`` points from an earlier
+    value, and the largest such drop."""
+    drop = max((ys[i] - ys[j] for i in range(len(ys)) for j in range(i + 1, len(ys))), default=0.0)
+    return drop <= slack, max(drop, 0.0)
+
+
+def _finish(fig: Any, dest: Path, name: str, title: str, lines: list[str], cells: Any, root: Path) -> None:
+    """Save ``fig`` as ``<name>.png``, write ``<name>.md`` (``lines`` and the figure) and copy
+    the configs of the runs behind ``cells``."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(dest / f"{name}.png", dpi=110)
+    plt.close(fig)
+    atomic_write_text(dest / f"{name}.md", "\n".join([*lines, "", f"![{title}]({name}.png)"]) + "\n")
+    copy_configs(cells, dest, root=root)
+
+
 def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     """Fig. 5 (spec §5.4): accuracy against the group size s with m = 60 and one adversary;
     the paper's claim (rises with s, stays below leave-one-out) decided from the means.
@@ -343,9 +362,8 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     lines += [f"| {METHODS[r['rule']]} | {r['group_size']} | {r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f} ({r['seeds']}) | "
               f"{r['adversary_used_fraction']} |" for r in rows]
     if len(groups) >= 2:
-        ys = [r["accuracy_mean"] for r in groups]
-        drop = max((ys[i] - ys[j] for i in range(len(ys)) for j in range(i + 1, len(ys))), default=0.0)
-        lines += ["", f"- rises with s (within 1 point): **{'holds' if drop <= 1 else 'fails'}** (largest drop {max(drop, 0):.2f})"]
+        ok, drop = _rises([r["accuracy_mean"] for r in groups])
+        lines += ["", f"- rises with s (within 1 point): **{'holds' if ok else 'fails'}** (largest drop {drop:.2f})"]
     if groups and loo:
         top = max(r["accuracy_mean"] for r in groups)
         lines += [f"- every group size below leave-one-out: **{'holds' if top <= loo[0]['accuracy_mean'] else 'fails'}** "
@@ -364,12 +382,7 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     ax.set_xlabel("group size s")
     ax.set_ylabel("final test accuracy (%)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(dest / "fig5.png", dpi=110)
-    plt.close(fig)
-    lines += ["", "![Fig. 5](fig5.png)"]
-    atomic_write_text(dest / "fig5.md", "\n".join(lines) + "\n")
-    copy_configs(cells.values(), dest, root=root)
+    _finish(fig, dest, "fig5", "Fig. 5", lines, cells.values(), root)
     return rows
 
 
@@ -386,13 +399,6 @@ def collect_fig4(root: Path) -> dict[tuple[int, float], list[dict[str, Any]]]:
     for runs in cells.values():
         runs.sort(key=lambda r: r["seed"])
     return dict(cells)
-
-
-def _rises(ys: list[float], slack: float = 1.0) -> tuple[bool, float]:
-    """Whether ``ys`` (in x order) never drops by more than ``slack`` points from an earlier
-    value, and the largest such drop."""
-    drop = max((ys[i] - ys[j] for i in range(len(ys)) for j in range(i + 1, len(ys))), default=0.0)
-    return drop <= slack, max(drop, 0.0)
 
 
 def write_fig4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
@@ -482,10 +488,5 @@ def write_fig4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     ax_m.set_title("(c) accuracy vs m", fontsize=9)
     if ax_m.has_data():
         ax_m.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(dest / "fig4.png", dpi=110)
-    plt.close(fig)
-    lines += ["", "![Fig. 4](fig4.png)"]
-    atomic_write_text(dest / "fig4.md", "\n".join(lines) + "\n")
-    copy_configs(cells.values(), dest, root=root)
+    _finish(fig, dest, "fig4", "Fig. 4", lines, cells.values(), root)
     return rows
