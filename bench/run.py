@@ -729,11 +729,47 @@ def bench_flower(quick: bool) -> dict[str, object]:
     return out
 
 
+def bench_flower_jdp(quick: bool) -> dict[str, object]:
+    """A JDP-FL round on Flower's Simulation Engine against the same round in process: m = 20
+    winners (every client), the paper's MNIST CNN, one local epoch, M3 at eps = 1, leave-one-out
+    M4 on 1,000 validation examples, M5 on each node (its model kept in the node's state);
+    two messages per winner and round. Median round time without the last (evaluated) round."""
+    from fedgame.deploy.flower import FlowerSimulation
+    from fedgame.experiments.build import build_jdp
+    from fedgame.experiments.config import parse_recipe
+
+    rounds = 3 if quick else 5
+    m = 6 if quick else 20
+    cfg = parse_recipe({
+        "seed": 0,
+        "data": {"dataset": "fashion_mnist", "validation": 1000, "partition": {"kind": "iid", "n_clients": m}},
+        "model": {"name": "jdp_mnist_cnn"},
+        "train": {"rounds": rounds, "threads": 1, "local": {"epochs": 1, "batch_size": 64, "lr": 0.001, "momentum": 0.9}},
+        "selection": {"kind": "full"},
+        "privacy": {"kind": "jdp", "epsilon": 1.0, "clip": 20},
+        "jdp": {"aggregator": "leave_one_out", "attack": {"kind": "dirty_label"}},
+    })
+    ref = build_jdp(cfg).engine.run(rounds)
+    built = build_jdp(cfg)
+    sim = FlowerSimulation()
+    tic = time.perf_counter()
+    got = sim(built, cfg, lambda: built.engine.run(rounds))  # type: ignore[arg-type]
+    total = time.perf_counter() - tic
+    assert got.records[-1]["test_acc"] == ref.records[-1]["test_acc"], "JDP-FL on flower-sim and in process differ"
+    t_in, t_sim = _per_round(ref.records), _per_round(got.records)
+    print(ratio_line(f"JDP-FL round on Flower simulation (m = {m}, M3 + leave-one-out M4 + M5 on the nodes)", "flower-sim", t_sim, "in process", t_in))
+    print(f"  Flower start-up (Ray, {m} nodes registered): {sim.startup_seconds:.1f} s; whole simulation {total:.1f} s for {rounds} rounds")
+    out = {"m": m, "rounds": rounds, "flower_round_s": t_sim, "inprocess_round_s": t_in, "ratio": t_sim / t_in,
+           "startup_s": sim.startup_seconds, "total_s": total}
+    save("flower_jdp", out)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke check of the bench itself)")
     ap.add_argument("--main", action="store_true", help="also time the main job (about 4 minutes)")
-    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl, auctions, jdp, flower")
+    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl, auctions, jdp, flower, flower_jdp")
     args = ap.parse_args()
     torch.manual_seed(0)
     np.random.seed(0)
@@ -758,6 +794,8 @@ def main() -> None:
         bench_jdp(args.quick)
     if "flower" in only:  # needs the flower extra; run it alone (it starts Ray and SuperNodes)
         bench_flower(args.quick)
+    if "flower" in only or "flower_jdp" in only:
+        bench_flower_jdp(args.quick)
     if args.main:
         bench_main()
 
