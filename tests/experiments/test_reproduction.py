@@ -50,6 +50,15 @@ def test_cli_writes_the_page_and_refuses_an_empty_folder(tmp_path: Path) -> None
     assert (tmp_path / "page.md").read_text().startswith("# Reproduction")
     (tmp_path / "empty").mkdir()
     res = runner.invoke(app, ["report", str(tmp_path / "empty"), "--reproduction", "--out", str(tmp_path / "x.md")])
-    assert res.exit_code != 0 and "no table2.csv, table4.csv or QI-DPFL comparison.md" in res.output
+    assert res.exit_code != 0 and "no table2.csv, table4.csv, QI-DPFL comparison.md or JDP-FL fig*.md" in " ".join(res.output.split())
     with pytest.raises(FileNotFoundError, match="results: not a folder"):
         write_reproduction(tmp_path / "missing", tmp_path / "y.md")
+
+
+def test_jdp_figures_are_included_with_their_claims_and_images(tmp_path: Path) -> None:
+    r = tmp_path / "r" / "jdp_fig5_reduced"
+    r.mkdir(parents=True)
+    (r / "fig5.md").write_text("# JDP-FL Fig. 5 on Fashion-MNIST (reduced budget)\n\n| rule | s |\n\n- rises with s: **holds**\n\n![Fig. 5](fig5.png)\n")
+    page = write_reproduction(tmp_path / "r", tmp_path / "docs" / "reproduction.md").read_text()
+    assert "## JDP-FL Fig. 5 on Fashion-MNIST (reduced budget) (`" in page
+    assert "- rises with s: **holds**" in page and "![Fig. 5](../r/jdp_fig5_reduced/fig5.png)" in page

@@ -158,8 +158,17 @@ def write_reproduction(results: Path, dest: Path) -> Path:
         lines += [ln.replace("](", f"]({rel}/", 1) if ln.startswith("![") else ln for ln in body if not ln.startswith("# ")]
         lines += [""]
         found = True
+    for path in sorted(results.glob("jdp_fig*_*/fig[345].md")):
+        # JDP-FL's figures give no numbers; the paper's text gives the attack's cost and orderings
+        body = path.read_text().splitlines()
+        title = body[0].lstrip("# ") if body else path.stem
+        lines += [f"## {title} (`{path.parent.as_posix()}`)", ""]
+        rel = Path(os.path.relpath(path.parent, dest.parent)).as_posix()
+        lines += [ln.replace("](", f"]({rel}/", 1) if ln.startswith("![") else ln for ln in body[1:]]
+        lines += [""]
+        found = True
     if not found:
-        raise FileNotFoundError(f"results: no table2.csv, table4.csv or QI-DPFL comparison.md under {results}")
+        raise FileNotFoundError(f"results: no table2.csv, table4.csv, QI-DPFL comparison.md or JDP-FL fig*.md under {results}")
     dest.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(dest, "\n".join(lines).rstrip() + "\n")
     return dest
