@@ -139,6 +139,36 @@ def test_deployed_qidpfl_screens_on_the_nodes_histograms(tmp_path: Path) -> None
     assert _rows(out / "privacy.csv") == _rows(tmp_path / "inprocess" / "privacy.csv")
 
 
+JDP = RECIPE.parents[1] / "jdp" / "fmnist.yaml"
+
+
+def test_deployed_jdp_keeps_each_winners_model_on_its_node(tmp_path: Path) -> None:
+    """JDP-FL over real SuperNodes: the auction on the nodes' bids, then each winner's model
+    lives in its SuperNode's context between rounds (a fresh ClientApp process per message):
+    the same auction, draws, ledgers and metrics as in process."""
+    over = [
+        "data.max_train=900", "data.max_test=200", "data.validation=150", "data.partition.n_clients=4",
+        "train.rounds=2", "train.threads=1", "train.local.lr=0.05", "model.name=logreg",
+        "jdp.auction.budget=3000", "jdp.auction.mechanism=M2",
+    ]
+    app_dir, out = _write_app(tmp_path, over, recipe=JDP)
+    cfg = load_recipe(JDP, over)
+    ref = run_one(cfg, tmp_path / "inprocess")
+
+    run = None
+    with LoopbackFederation(tmp_path / "flwr-home", nodes=4) as fed:
+        run = fed.run(app_dir, timeout=RUN_TIMEOUT)
+        assert run.returncode == 0 and (out / "summary.json").exists(), _explain(fed, run)
+
+    got = json.loads((out / "summary.json").read_text())
+    assert got["backend"] == "flower" and got["backend_info"]["queries"] == {"bid": 4} and got["backend_info"]["errors"] == []
+    assert json.loads((out / "jdp.json").read_text()) == json.loads((tmp_path / "inprocess" / "jdp.json").read_text())
+    for key in ("final_accuracy", "epsilon_per_client", "m", "adversary"):
+        assert got[key] == ref[key], key
+    assert _untimed(_rows(out / "metrics.csv")) == _untimed(_rows(tmp_path / "inprocess" / "metrics.csv"))
+    assert _rows(out / "privacy.csv") == _rows(tmp_path / "inprocess" / "privacy.csv")
+
+
 def _run_and_kill(fed: LoopbackFederation, app_dir: Path, out: Path, node: int) -> subprocess.CompletedProcess[str]:
     """Submit the app; as soon as round 0's record is in ``metrics.csv`` — round 1's jobs are
     on their way, a ClientApp takes seconds to start — crash SuperNode ``node``."""

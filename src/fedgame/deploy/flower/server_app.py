@@ -109,12 +109,11 @@ def run_deployment(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _log_round(record: dict[str, Any]) -> None:
-    """One line per round: who replied, who is missing, the test accuracy when evaluated."""
+    """One line per round: who replied and who is missing (a JDP-FL round: whose uploads the
+    server's model used), the test accuracy when evaluated."""
     acc = record.get("test_acc", float("nan"))
-    log.info(
-        "round %d: replied %s, missing %s%s (%.1f s)",
-        record["round"], record["replied"], record["missing"], "" if acc != acc else f", test accuracy {acc:.4f}", record["round_time"],
-    )
+    who = f"replied {record['replied']}, missing {record['missing']}" if "replied" in record else f"used {record.get('used')}"
+    log.info("round %d: %s%s (%.1f s)", record["round"], who, "" if acc != acc else f", test accuracy {acc:.4f}", record["round_time"])
 
 
 def _log_to_run() -> None:
