@@ -83,29 +83,34 @@ def _explain(fed: LoopbackFederation, run: subprocess.CompletedProcess[str] | No
     return f"flwr run:\n{run.stdout if run else '(none)'}\nsuperlink log (tail):\n{fed.log_text('superlink')[-4000:]}"
 
 
-def test_deployed_run_writes_the_in_process_results(tmp_path: Path) -> None:
-    over = SMOKE
-    app_dir, out = _write_app(tmp_path, over)
-    cfg = load_recipe(RECIPE, over)
-    ref = run_one(cfg, tmp_path / "inprocess")
-
+def _deploy_beside_in_process(
+    tmp_path: Path, recipe: Path, over: list[str], nodes: int
+) -> tuple[dict[str, Any], dict[str, Any], Path, subprocess.CompletedProcess[str]]:
+    """The recipe in process and deployed on ``nodes`` loopback SuperNodes; (in-process summary,
+    deployed summary, deployed results folder, flwr run), after checking what every deployed
+    run must equal: the same files, metrics (apart from timings) and ``privacy.csv``."""
+    app_dir, out = _write_app(tmp_path, over, recipe=recipe)
+    ref = run_one(load_recipe(recipe, over), tmp_path / "inprocess")
     run = None
-    with LoopbackFederation(tmp_path / "flwr-home", nodes=3) as fed:
+    with LoopbackFederation(tmp_path / "flwr-home", nodes=nodes) as fed:
         run = fed.run(app_dir, timeout=RUN_TIMEOUT)
         assert run.returncode == 0 and (out / "summary.json").exists(), _explain(fed, run)
-
     got = json.loads((out / "summary.json").read_text())
     assert got["backend"] == "flower" and ref["backend"] == "inprocess"
-    assert got["backend_info"]["nodes"] == 3 and got["backend_info"]["errors"] == []
-    for key in ("final_accuracy", "final_loss", "epsilon_per_client", "partition_fingerprint"):
-        assert got[key] == ref[key], key
+    assert got["backend_info"]["nodes"] == nodes and got["backend_info"]["errors"] == []
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in (tmp_path / "inprocess").iterdir())
     assert (out / "config.yaml").read_text() == (tmp_path / "inprocess" / "config.yaml").read_text()
-    a, b = _rows(tmp_path / "inprocess" / "metrics.csv"), _rows(out / "metrics.csv")
-    assert _untimed(b) == _untimed(a)  # selections, replies, losses, accuracies, ε: same strings
-    assert all(json.loads(r["missing"]) == [] and len(json.loads(r["selected"])) == 2 for r in b)
+    assert _untimed(_rows(out / "metrics.csv")) == _untimed(_rows(tmp_path / "inprocess" / "metrics.csv"))  # same strings
     assert _rows(out / "privacy.csv") == _rows(tmp_path / "inprocess" / "privacy.csv")
-    assert float(got["epsilon_max"]) > 0
+    for key in ("final_accuracy", "epsilon_per_client", "partition_fingerprint"):
+        assert got[key] == ref[key], key
+    return ref, got, out, run
+
+
+def test_deployed_run_writes_the_in_process_results(tmp_path: Path) -> None:
+    ref, got, out, run = _deploy_beside_in_process(tmp_path, RECIPE, SMOKE, 3)
+    assert got["final_loss"] == ref["final_loss"] and float(got["epsilon_max"]) > 0
+    assert all(json.loads(r["missing"]) == [] and len(json.loads(r["selected"])) == 2 for r in _rows(out / "metrics.csv"))
     assert "round 1: replied [" in run.stdout, run.stdout  # the ServerApp's progress, streamed
 
 
@@ -120,23 +125,9 @@ def test_deployed_qidpfl_screens_on_the_nodes_histograms(tmp_path: Path) -> None
         "data.max_train=800", "data.max_test=200", "data.partition.n_clients=4", "data.partition.min_size=30",
         "train.rounds=2", "train.threads=1", "train.clients_per_round=2",
     ]
-    app_dir, out = _write_app(tmp_path, over, recipe=QIDPFL)
-    cfg = load_recipe(QIDPFL, over)
-    ref = run_one(cfg, tmp_path / "inprocess")
-
-    run = None
-    with LoopbackFederation(tmp_path / "flwr-home", nodes=4) as fed:
-        run = fed.run(app_dir, timeout=RUN_TIMEOUT)
-        assert run.returncode == 0 and (out / "summary.json").exists(), _explain(fed, run)
-
-    got = json.loads((out / "summary.json").read_text())
-    assert got["backend_info"]["queries"] == {"label_counts": 4} and got["backend_info"]["errors"] == []
-    for key in ("final_accuracy", "epsilon_per_client", "partition_fingerprint"):
-        assert got[key] == ref[key], key
-    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in (tmp_path / "inprocess").iterdir())
+    _, got, out, _ = _deploy_beside_in_process(tmp_path, QIDPFL, over, 4)
+    assert got["backend_info"]["queries"] == {"label_counts": 4}
     assert json.loads((out / "qidpfl.json").read_text()) == json.loads((tmp_path / "inprocess" / "qidpfl.json").read_text())
-    assert _untimed(_rows(out / "metrics.csv")) == _untimed(_rows(tmp_path / "inprocess" / "metrics.csv"))
-    assert _rows(out / "privacy.csv") == _rows(tmp_path / "inprocess" / "privacy.csv")
 
 
 JDP = RECIPE.parents[1] / "jdp" / "fmnist.yaml"
@@ -151,22 +142,10 @@ def test_deployed_jdp_keeps_each_winners_model_on_its_node(tmp_path: Path) -> No
         "train.rounds=2", "train.threads=1", "train.local.lr=0.05", "model.name=logreg",
         "jdp.auction.budget=3000", "jdp.auction.mechanism=M2",
     ]
-    app_dir, out = _write_app(tmp_path, over, recipe=JDP)
-    cfg = load_recipe(JDP, over)
-    ref = run_one(cfg, tmp_path / "inprocess")
-
-    run = None
-    with LoopbackFederation(tmp_path / "flwr-home", nodes=4) as fed:
-        run = fed.run(app_dir, timeout=RUN_TIMEOUT)
-        assert run.returncode == 0 and (out / "summary.json").exists(), _explain(fed, run)
-
-    got = json.loads((out / "summary.json").read_text())
-    assert got["backend"] == "flower" and got["backend_info"]["queries"] == {"bid": 4} and got["backend_info"]["errors"] == []
+    ref, got, out, _ = _deploy_beside_in_process(tmp_path, JDP, over, 4)
+    assert got["backend_info"]["queries"] == {"bid": 4}
     assert json.loads((out / "jdp.json").read_text()) == json.loads((tmp_path / "inprocess" / "jdp.json").read_text())
-    for key in ("final_accuracy", "epsilon_per_client", "m", "adversary"):
-        assert got[key] == ref[key], key
-    assert _untimed(_rows(out / "metrics.csv")) == _untimed(_rows(tmp_path / "inprocess" / "metrics.csv"))
-    assert _rows(out / "privacy.csv") == _rows(tmp_path / "inprocess" / "privacy.csv")
+    assert got["m"] == ref["m"] and got["adversary"] == ref["adversary"]
 
 
 def _run_and_kill(fed: LoopbackFederation, app_dir: Path, out: Path, node: int) -> subprocess.CompletedProcess[str]:
