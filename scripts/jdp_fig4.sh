@@ -12,12 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
-budget="${BUDGET:-reduced}"
-case "$budget" in
-  reduced) sets=(--set train.rounds=5 --set train.local.lr=0.01 --set data.max_test=2000) ;;
-  paper) sets=() ;;
-  *) echo "BUDGET must be reduced or paper, got '$budget'" >&2; exit 2 ;;
-esac
+source scripts/jdp_budget.sh
 out="runs/jdp_fig4_${budget}"
 .venv/bin/fedgame compare recipes/jdp/fig3.yaml --seeds "${SEEDS:-3}" --out "$out" "${sets[@]}" \
   --grid "data.partition.n_clients=${MS_C:-5,10,20,30,40,50,60}" --grid "privacy.epsilon=1" --no-report
