@@ -441,7 +441,6 @@ class JDPEngine(RoundLoop):
         self.params = b.model.clone()
         self.selected_counts[self.winners] += 1
         adv = self.adversary_position
-        sig = b.signal
         record: dict[str, Any] = {
             "round": t,
             "n_selected": int(self.winners.size),

@@ -61,9 +61,14 @@ def recipe_text(cfg: RunConfig) -> str:
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
 
 
+def _key(cfg: RunConfig) -> str:
+    """The recipe's cache key in this process (its resolved text's hash)."""
+    return hashlib.sha256(recipe_text(cfg).encode()).hexdigest()
+
+
 def _side(cfg: RunConfig) -> ClientSide:
     """This process's client side of ``cfg``, built once (a Ray actor serves many nodes)."""
-    key = hashlib.sha256(recipe_text(cfg).encode()).hexdigest()
+    key = _key(cfg)
     with _LOCK:
         if key not in _SIDES:
             _SIDES[key] = build_client_side(cfg)
@@ -73,7 +78,7 @@ def _side(cfg: RunConfig) -> ClientSide:
 def _poisoned_trainer(cfg: RunConfig, side: ClientSide, pid: int) -> LocalTrainer:
     """The JDP-FL poisoning client's trainer: the shared model, its own labels dirty
     (:func:`~fedgame.experiments.build.jdp_poisoned_labels`, as the server's in-process run)."""
-    key = (hashlib.sha256(recipe_text(cfg).encode()).hexdigest(), pid)
+    key = (_key(cfg), pid)
     with _LOCK:
         if key not in _POISONED:
             tr = side.trainer

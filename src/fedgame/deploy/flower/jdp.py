@@ -167,8 +167,6 @@ class FlowerJDPClients:
                 continue
             t, reply = decode_jdp_reply(r.content)
             out.append(reply if t == j.t else None)
-        if any(r is None for r in out) and self.executor.errors:
-            log.error("JDP-FL round %d: %s", jobs[0].t, "; ".join(self.executor.errors[-len(jobs):]))
         return out
 
     def publish(self, pubs: Sequence[JDPPublish]) -> list[bool]:
