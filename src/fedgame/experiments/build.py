@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -37,6 +37,7 @@ from fedgame.incentives import (
     Incentive,
     QIDPFLIncentive,
     QIDPFLPlan,
+    baseline_plan,
     plan_qidpfl,
     solve_plan,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "BuiltJDP",
     "ClientSide",
     "attach_executor",
+    "baseline_rho",
     "build_client_side",
     "build_data",
     "build_engine",
@@ -195,10 +197,25 @@ def fedpcs_game(cfg: RunConfig) -> FedPCSGame | None:
     )
 
 
+def baseline_rho(cfg: RunConfig) -> Literal["initial", "low", "game"] | None:
+    """Where the clients' ρ_i^t come from (spec §7 R3): ``"game"`` for FedPCS itself
+    (``selection.kind: privacy_aware``) and for baselines with ``incentive.baseline_rho: game``
+    (A15); ``"initial"``/``"low"`` for baselines outside the game; None without a FedPCS game."""
+    ic = cfg.incentive
+    if not isinstance(ic, FedPCSCfg):
+        return None
+    return "game" if isinstance(cfg.selection, PrivacyAwareSel) else ic.baseline_rho
+
+
 def build_game(cfg: RunConfig) -> FedPCSPlan | None:
-    """Solve (or read from the cache) the recipe's FedPCS game; None without one."""
+    """The recipe's FedPCS plan: the game solved (or read from the cache), or for a baseline
+    outside the game (:func:`baseline_rho`) the fixed budgets of :func:`baseline_plan`; None
+    without ``incentive.kind: fedpcs``."""
     game = fedpcs_game(cfg)
-    return None if game is None else solve_plan(game)
+    if game is None:
+        return None
+    source = baseline_rho(cfg)
+    return solve_plan(game) if source == "game" else baseline_plan(game, "low" if source == "low" else "initial")
 
 
 def build_qidpfl(

@@ -392,7 +392,13 @@ class BudgetCfg(_Frozen):
 class FedPCSCfg(_Frozen):
     """The FedPCS Stackelberg game solved before training (spec §3.6-3.10, §5.3 defaults).
     ``inclusion: uniform`` is the Random baseline's game (A15). ``acc_scale``: κ of A7,
-    ``data`` = (Σ|D|)²."""
+    ``data`` = (Σ|D|)².
+
+    ``baseline_rho`` (spec §7 R3): the client budgets of a baseline, i.e. of any selection
+    other than ``privacy_aware``: ``initial`` (each client keeps ρ_i⁰ every round, no reward,
+    no game; the Table II default), ``low`` (every client at ``rho_min``, no reward) or
+    ``game`` (A15: the clients play the game against ``inclusion`` and are paid). FedPCS's
+    own ``privacy_aware`` selection always uses the game, whatever this says."""
 
     kind: Literal["fedpcs"] = "fedpcs"
     gamma: float = Field(0.5, gt=0, lt=1)
@@ -405,6 +411,7 @@ class FedPCSCfg(_Frozen):
     R_max: float = Field(100.0, gt=0, le=1e9)
     mf_tol: float = Field(1e-7, gt=0, le=1)
     n_starts: int = Field(8, ge=0, le=1000)
+    baseline_rho: Literal["initial", "low", "game"] = "initial"
 
     @model_validator(mode="after")
     def _ranges(self) -> FedPCSCfg:
@@ -616,6 +623,12 @@ class RunConfig(_Frozen):
             )
         if game and self.train.rounds < 2:
             raise ValueError(f"train.rounds: the FedPCS game needs >= 2 rounds (T >= 1), got {self.train.rounds}")
+        ic = self.incentive
+        if isinstance(ic, FedPCSCfg) and ic.budget is not None and not isinstance(sel, PrivacyAwareSel) and ic.baseline_rho != "game":
+            raise ValueError(
+                f"incentive.baseline_rho: incentive.budget sets K_t from the game (Algorithm 3), which a baseline "
+                f"plays only with baseline_rho 'game' (allowed: 'initial', 'low', 'game'), got '{ic.baseline_rho}'"
+            )
         phs_priv = isinstance(self.privacy, PHSPrivacyCfg)
         if isinstance(sel, PHSSel) and not phs_priv:
             raise ValueError("selection.kind: 'phs' needs privacy.kind 'phs' (the clients' budgets and counts)")

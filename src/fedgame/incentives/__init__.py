@@ -7,7 +7,7 @@ strategy and a privacy plan.
 """
 
 from fedgame.incentives.base import INCENTIVES, Incentive, NoIncentive
-from fedgame.incentives.fedpcs import FedPCSGame, FedPCSIncentive, FedPCSPlan, solve_plan
+from fedgame.incentives.fedpcs import FedPCSGame, FedPCSIncentive, FedPCSPlan, baseline_plan, solve_plan
 from fedgame.incentives.qidpfl import QIDPFLIncentive, QIDPFLPlan, plan_qidpfl
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "NoIncentive",
     "QIDPFLIncentive",
     "QIDPFLPlan",
+    "baseline_plan",
     "plan_qidpfl",
     "solve_plan",
 ]

@@ -10,8 +10,10 @@ The platform then plugs the plan in three places:
 * incentive :class:`FedPCSIncentive` pays R_t ρ_i^t to each sampled client, fixes K_t, and
   logs the round's game quantities (server cost realised and expected, welfare, budget use).
 
-The Random baseline (spec §5.4, A15) is the same pipeline with ``inclusion="uniform"``: the
-clients play the game against uniform sampling, and are drawn uniformly.
+Baselines (spec §5.4) run the same pipeline with their own selection. Their clients' budgets
+(spec §7 R3, ``incentive.baseline_rho``): by default they are not in the game at all
+(:func:`baseline_plan`: ρ_i^t = ρ_i⁰ every round, or ρ_L for all, no reward); with ``game``
+(A15) they play the game against uniform sampling (``inclusion="uniform"``) and are paid.
 
 Solved plans are cached on disk by the hash of their inputs (``FEDGAME_CACHE``, default
 ``~/.cache/fedgame``): seeds × partitions of a grid share one solve.
@@ -47,7 +49,7 @@ from fedgame.incentives.games import (
     stackelberg,
 )
 
-__all__ = ["FedPCSGame", "FedPCSPlan", "FedPCSIncentive", "solve_plan", "cache_dir"]
+__all__ = ["BaselineRho", "FedPCSGame", "FedPCSPlan", "FedPCSIncentive", "baseline_plan", "solve_plan", "cache_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +144,7 @@ class FedPCSPlan:
     def summary(self) -> dict[str, Any]:
         return {
             "inclusion": self.inclusion,
+            "baseline_rho": self.extras.get("baseline_rho", "game"),
             "reward": self.reward.tolist(),
             "phi": self.phi.tolist(),
             "K": self.K.tolist(),
@@ -225,6 +228,42 @@ def solve_plan(game: FedPCSGame, *, cache: Path | None | Literal[False] = None) 
     root.mkdir(parents=True, exist_ok=True)
     plan.save(path)
     return plan
+
+
+BaselineRho = Literal["initial", "low"]
+
+
+def baseline_plan(game: FedPCSGame, rho: BaselineRho) -> FedPCSPlan:
+    """The plan of a baseline whose clients are outside the game (spec §7 R3): no game is
+    solved, every client keeps ρ_i^t = ρ_i⁰ (``"initial"``) or sits at ρ_L (``"low"``) in every
+    round (α ≡ 1 in Eq. 20), R_t = 0 (no payments), K_t = K.
+
+    ρ⁰ and ϕ are the game's own seeded draws, so a baseline's clients are FedPCS's clients
+    before any incentive. The round log's game columns stay meaningful: the expected server
+    cost (Eq. 13) with the inclusion of a sampler that ignores ρ (uniform, as in A15), the
+    welfare (Eq. 30) at these budgets and the social optimum at R = 0 (Eqs. 31-32, bounded)."""
+    if rho not in ("initial", "low"):
+        raise ValueError(f"incentive.baseline_rho: must be 'initial' or 'low' without a game, got {rho!r}")
+    if game.budget is not None:
+        raise ValueError("incentive.baseline_rho: incentive.budget sets K_t from the game (Algorithm 3); use 'game'")
+    tic = time.perf_counter()
+    N, T, K = game.n_clients, game.rounds - 1, game.clients_per_round
+    rho0, varphi = _types(game)
+    level = rho0 if rho == "initial" else np.full(N, game.rho_min)
+    budgets = np.repeat(level[:, None], T + 1, axis=1)
+    R = np.zeros(T + 1)
+    phi = budgets.mean(axis=0)
+    v = accuracy_weights(T, gamma=game.gamma, acc_scale=1.0 if game.acc_scale is None else game.acc_scale)
+    cost = server_cost(budgets, R, N, K, v, gamma=game.gamma, phi=phi, inclusion="uniform")
+    opt = social_optimum(R, varphi, bounded=True, rho_min=game.rho_min, rho_max=game.rho_max)
+    return FedPCSPlan(
+        rho0=rho0, varphi=varphi, rho=budgets, alpha=np.ones((N, T + 1)), reward=R, phi=phi,
+        K=np.full(T + 1, K, dtype=np.int64), v=np.asarray(v), cost=np.asarray(cost),
+        welfare=np.asarray(social_welfare_per_round(budgets, R, varphi)),
+        welfare_optimum=np.asarray(social_welfare_per_round(np.asarray(opt.rho), R, varphi)),
+        budget=np.full(T + 1, np.inf), phi_history=phi[None, :].copy(), residual=0.0, converged=True,
+        solve_seconds=time.perf_counter() - tic, inclusion="uniform", gamma=game.gamma, extras={"baseline_rho": rho},
+    )
 
 
 @INCENTIVES.register("fedpcs")
