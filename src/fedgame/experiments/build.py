@@ -57,6 +57,7 @@ from fedgame.selection.phs_problem import P1Solution, solve_p1
 from fedgame.sim import AGGREGATORS, Engine, LocalSpec, LocalTrainer, server_sgd
 from fedgame.sim.client import Executor, InProcessExecutor, draw_costs
 from fedgame.sim.jdp import JDPEngine, LeaveOneOut, RandomGroups, ServerRule, global_rule
+from fedgame.sim.pool import PoolExecutor, WorkerContext, WorkerPool, available_cores
 
 __all__ = [
     "Built",
@@ -85,6 +86,12 @@ class Built:
     model: torch.nn.Module
     plan: FedPCSPlan | QIDPFLPlan | None = None
     phs: PHSSetup | None = None
+    pool: WorkerPool | None = None
+
+    def close(self) -> None:
+        """Stop the run's worker processes, if it has any."""
+        if self.pool is not None:
+            self.pool.close()
 
 
 @dataclass(frozen=True)
@@ -372,11 +379,42 @@ def build_server_update(cfg: RunConfig) -> ServerUpdate:
     return chain(AGGREGATORS.get(cfg.aggregation.kind)(), server_sgd(lr=cfg.server.lr))
 
 
-def build_trainer(cfg: RunConfig, data: FederatedDataset, streams: Streams) -> LocalTrainer:
-    """The recipe's model (initialised from the ``init`` stream) and the local trainer every
-    client of ``data`` trains with; sets the recipe's torch thread count."""
+def workers_for(cfg: RunConfig, jobs: int) -> int:
+    """How many worker processes a run uses: ``train.workers``, or (None) this machine's
+    cores capped by the round's ``jobs``; 1 on a GPU."""
+    w = cfg.train.workers
+    if w is None:
+        from fedgame.sim.local import resolve_device
+
+        w = 1 if resolve_device(cfg.train.device).type == "cuda" else min(available_cores(), max(1, int(jobs)))
+    return int(w)
+
+
+def set_threads(cfg: RunConfig, workers: int = 1) -> None:
+    """This process's torch threads: the recipe's ``threads``; with a worker pool, 1 unless
+    given (the workers do the heavy work, and one thread keeps the server's arithmetic the same
+    as on the sequential path with ``threads: 1``)."""
     if cfg.train.threads is not None:
         torch.set_num_threads(cfg.train.threads)
+    elif workers > 1:
+        torch.set_num_threads(1)
+
+
+def start_pool(
+    cfg: RunConfig, trainer: LocalTrainer, parts: list[torch.Tensor], streams: Streams, data: FederatedDataset, workers: int
+) -> WorkerPool | None:
+    """A pool of ``workers`` processes holding the trainer, the parts and the test set (None
+    when ``workers`` is 1: the sequential path)."""
+    if workers <= 1:
+        return None
+    _, _, x_test, y_test = data.as_tensors()
+    ctx = WorkerContext(trainer=trainer, parts=parts, streams=streams, classes=data.train.classes, eval_sets={"test": (x_test, y_test)})
+    return WorkerPool(ctx, workers)
+
+
+def build_trainer(cfg: RunConfig, data: FederatedDataset, streams: Streams) -> LocalTrainer:
+    """The recipe's model (initialised from the ``init`` stream) and the local trainer every
+    client of ``data`` trains with (on the recipe's device, precision and memory format)."""
     train = data.train
     model = build_model(
         cfg.model.name, in_shape=tuple(train.x.shape[1:]), num_classes=train.classes, seed=streams.integer("init")
@@ -391,6 +429,9 @@ def build_trainer(cfg: RunConfig, data: FederatedDataset, streams: Streams) -> L
             batch_size=l.batch_size, lr=l.lr, epochs=l.epochs, steps=l.steps, momentum=l.momentum, weight_decay=l.weight_decay
         ),
         per_example=cfg.train.per_example,
+        precision=cfg.train.precision,
+        memory_format=cfg.train.memory_format,
+        device=cfg.train.device,
     )
 
 
@@ -409,8 +450,7 @@ class ClientSide:
 def build_client_side(cfg: RunConfig) -> ClientSide:
     """The client half of :func:`build_engine`: data, partition, model and trainer (no game,
     no privacy plan, no selection — those live on the server, which sends each job's settings)."""
-    if cfg.train.threads is not None:
-        torch.set_num_threads(cfg.train.threads)
+    set_threads(cfg)
     streams = Streams(seed=cfg.seed)
     data = build_data(cfg, streams)
     trainer = build_trainer(cfg, data, streams)
@@ -436,20 +476,29 @@ def query_label_counts(executor: Executor, n_clients: int) -> np.ndarray:
     return np.stack([np.asarray(a, dtype=np.int64) for a in answers])
 
 
-def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None, executor: Executor | None = None) -> Built:
+def build_engine(
+    cfg: RunConfig, *, data: FederatedDataset | None = None, executor: Executor | None = None, parallel: bool = False
+) -> Built:
     """Everything a run needs, seeded from ``cfg.seed``. ``executor`` reaches the clients
     (default: in this process); what the plan needs from them before training (label
-    histograms: :func:`needs_label_counts`) is asked of it as query messages."""
-    if cfg.train.threads is not None:
-        torch.set_num_threads(cfg.train.threads)
+    histograms: :func:`needs_label_counts`) is asked of it as query messages. ``parallel``
+    (and no ``executor``): the clients train in a pool of ``train.workers`` processes
+    (:func:`workers_for`); close it with :meth:`Built.close`."""
+    workers = workers_for(cfg, cfg.train.clients_per_round) if parallel and executor is None else 1
+    set_threads(cfg, workers)
     streams = Streams(seed=cfg.seed)
     data = data if data is not None else build_data(cfg, streams)
     plan: FedPCSPlan | QIDPFLPlan | None = build_game(cfg)
     trainer = build_trainer(cfg, data, streams)
     model = trainer.model
+    pool: WorkerPool | None = None
     if executor is None:
         parts = [torch.as_tensor(p, dtype=torch.long) for p in data.parts]
-        executor = InProcessExecutor(trainer=trainer, model=model, parts=parts, streams=streams, classes=data.train.classes)
+        pool = start_pool(cfg, trainer, parts, streams, data, workers)
+        if pool is not None:
+            executor = PoolExecutor(pool, parts=parts)
+        else:
+            executor = InProcessExecutor(trainer=trainer, model=model, parts=parts, streams=streams, classes=data.train.classes)
     counts = query_label_counts(executor, data.n_clients) if needs_label_counts(cfg) else None
     dim = count_params(model)
     phs = build_phs(cfg, data, streams, dim)
@@ -471,7 +520,10 @@ def build_engine(cfg: RunConfig, *, data: FederatedDataset | None = None, execut
         executor=executor,
         on_missing=cfg.train.on_missing,
     )
-    return Built(engine=engine, data=data, model=model, plan=plan, phs=phs)
+    if pool is not None:
+        n_test = int(data.as_tensors()[2].shape[0])
+        engine.evaluator = lambda params: pool.evaluate("test", params, n_test)
+    return Built(engine=engine, data=data, model=model, plan=plan, phs=phs, pool=pool)
 
 
 def attach_executor(built: Built, cfg: RunConfig, executor: Executor) -> None:
@@ -499,6 +551,12 @@ class BuiltJDP:
     costs: np.ndarray | None
     adversary: int | None
     eps_exp: float
+    pool: WorkerPool | None = None
+
+    def close(self) -> None:
+        """Stop the run's worker processes, if it has any."""
+        if self.pool is not None:
+            self.pool.close()
 
     def summary(self) -> dict[str, Any]:
         a = self.auction
@@ -561,7 +619,7 @@ def jdp_poisoned_labels(cfg: RunConfig, data: FederatedDataset, y: torch.Tensor,
     return out
 
 
-def build_jdp(cfg: RunConfig, *, data: FederatedDataset | None = None, bids: np.ndarray | None = None) -> BuiltJDP:
+def build_jdp(cfg: RunConfig, *, data: FederatedDataset | None = None, bids: np.ndarray | None = None, parallel: bool = False) -> BuiltJDP:
     """Everything a JDP-FL run needs (spec jdp.md §3.10), seeded from ``cfg.seed``: the
     auction (or every client; on ``bids`` when the clients were asked over the network), the
     adversary and its dirty labels, M3 per winner, the server rule and each winner's per-round
@@ -569,11 +627,11 @@ def build_jdp(cfg: RunConfig, *, data: FederatedDataset | None = None, bids: np.
     j = cfg.jdp
     if j is None:
         raise ValueError("jdp: this recipe has no jdp section")
-    if cfg.train.threads is not None:
-        torch.set_num_threads(cfg.train.threads)
     streams = Streams(seed=cfg.seed)
     data = data if data is not None else build_data(cfg, streams)
     winners, auction, costs = _jdp_winners(cfg, data, streams, bids)
+    workers = workers_for(cfg, int(np.asarray(winners).size)) if parallel else 1
+    set_threads(cfg, workers)
     train = data.train
     model = build_model(cfg.model.name, in_shape=tuple(train.x.shape[1:]), num_classes=train.classes, seed=streams.integer("init"))
     x_train, y_train, _, _ = data.as_tensors()
@@ -588,6 +646,9 @@ def build_jdp(cfg: RunConfig, *, data: FederatedDataset | None = None, bids: np.
         y=y_train,
         spec=LocalSpec(batch_size=l.batch_size, lr=l.lr, epochs=l.epochs, steps=l.steps, momentum=l.momentum, weight_decay=l.weight_decay),
         per_example=cfg.train.per_example,
+        precision=cfg.train.precision,
+        memory_format=cfg.train.memory_format,
+        device=cfg.train.device,
     )
     p = cfg.privacy
     private = isinstance(p, JDPPrivacyCfg)
@@ -635,6 +696,10 @@ def build_jdp(cfg: RunConfig, *, data: FederatedDataset | None = None, bids: np.
             out.append((PrivacyEvent.approx_dp(eps_exp, 0.0) if paper else PrivacyEvent.exponential(eps_exp), 1))
         return out
 
+    # the winners' trainings (each winner's state travels with its job) and the test evaluation
+    # in a pool of processes that inherit the trainer, the poisoned labels and the winners' parts
+    parts = [torch.as_tensor(data.parts[int(i)], dtype=torch.long) for i in np.asarray(winners, dtype=np.int64)]
+    pool = start_pool(cfg, trainer, parts, streams, data, workers)
     engine = JDPEngine(
         model=model,
         data=data,
@@ -649,5 +714,11 @@ def build_jdp(cfg: RunConfig, *, data: FederatedDataset | None = None, bids: np.
         adversary=adversary,
         eval_every=cfg.train.eval_every,
         delta=cfg.accountant.delta,
+        pool=pool,
     )
-    return BuiltJDP(engine=engine, data=data, model=model, auction=auction, costs=costs, adversary=adversary, eps_exp=eps_exp)
+    if pool is not None:
+        n_test = int(data.as_tensors()[2].shape[0])
+        engine.evaluator = lambda params: pool.evaluate("test", params, n_test)
+    return BuiltJDP(
+        engine=engine, data=data, model=model, auction=auction, costs=costs, adversary=adversary, eps_exp=eps_exp, pool=pool
+    )

@@ -116,6 +116,34 @@ class TrainCfg(_Frozen):
     local: LocalCfg = Field(default_factory=LocalCfg)
     per_example: Literal["auto", "bk", "ghost", "functorch", "hooks"] = "auto"
     threads: int | None = Field(None, ge=1, le=256)
+    """Torch threads of this process (None: torch's default, all cores). With ``workers`` > 1
+    the server side runs on ``threads`` or 1 thread and every worker on one."""
+    workers: int | None = Field(None, ge=1, le=256)
+    """Worker processes that train a round's clients in parallel (:mod:`fedgame.sim.pool`);
+    None: this machine's cores, capped by the round's jobs; 1: the sequential path in this
+    process. A run with ``workers: N`` gives exactly the numbers of ``workers: 1, threads: 1``."""
+    precision: Literal["fp32", "bf16"] = "fp32"
+    """``bf16``: forward passes under bfloat16 autocast (clipping, noise and every privacy
+    quantity stay float32); refused on a device without bf16 support."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where local training runs (``auto``: CUDA when available); ``cuda`` without CUDA is refused."""
+    memory_format: Literal["auto", "channels_last", "contiguous"] = "auto"
+    """``auto``: conv nets train in channels_last on the CPU (faster with oneDNN, same maths)."""
+
+    @model_validator(mode="after")
+    def _device_can_be_honoured(self) -> TrainCfg:
+        # refused here, before any data is read or any model trained
+        from fedgame.sim.local import bf16_supported, resolve_device
+
+        dev = resolve_device(self.device)
+        if self.precision == "bf16" and not bf16_supported(dev):
+            raise ValueError(f"train.precision: 'bf16' is not supported on this {dev.type} device; allowed here: fp32")
+        if dev.type == "cuda" and self.workers is not None and self.workers > 1:
+            raise ValueError(
+                f"train.workers: must be 1 with train.device '{self.device}' on a GPU (one process trains the clients "
+                f"one after another on the device), got {self.workers}"
+            )
+        return self
     on_missing: Literal["continue", "fail"] = "continue"
     """When a selected client does not reply (a remote backend: Flower): ``continue`` ends the
     round with the replies that arrived (the missing client is not charged), ``fail`` stops

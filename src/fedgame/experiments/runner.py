@@ -92,7 +92,23 @@ def run_one(
     store.write_text("config.yaml", resolved)
     if cfg.jdp is not None:
         return _run_jdp(cfg, store, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
-    built = build_engine(cfg)
+    built = build_engine(cfg, parallel=execute is None)
+    try:
+        return _run_built(cfg, store, built, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
+    finally:
+        built.close()
+
+
+def _run_built(
+    cfg: RunConfig,
+    store: ResultStore,
+    built: Built,
+    *,
+    resume: bool,
+    on_round: Callable[[dict[str, Any]], None] | None,
+    on_start: Callable[[int], None] | None,
+    execute: Execute | None,
+) -> dict[str, Any]:
     data = built.data
     save_partition(store.path("partition.npz"), list(data.parts))
     store.write_json(
@@ -123,7 +139,7 @@ def run_one(
             spent[f"{key}_over_budget_max"] = float(np.max(ratio)) if ratio else 0.0
             spent[f"{key}_over_budget_mean"] = float(np.mean(ratio)) if ratio else 0.0
     summary = {
-        **_base_summary(cfg, result),
+        **_base_summary(cfg, result, built),
         "privacy_accounting": built.engine.privacy.accounting if cfg.privacy.kind != "none" else "none",
         "epsilon_max": float(eps.max()),
         "epsilon_mean": float(eps.mean()),
@@ -163,9 +179,18 @@ def _write_plan(store: ResultStore, built: Built) -> None:
         store.write_json("game.json", built.plan.summary())
 
 
-def _base_summary(cfg: RunConfig, result: RunResult) -> dict[str, Any]:
-    """The fields every run's ``summary.json`` starts with."""
+def _base_summary(cfg: RunConfig, result: RunResult, built: Built | BuiltJDP) -> dict[str, Any]:
+    """The fields every run's ``summary.json`` starts with, and where it ran: the worker
+    processes, the training device (with the GPU's name), precision and memory format."""
     final = result.records[-1]
+    trainer = built.engine.trainer
+    dev = trainer.device
+    where = {
+        "workers": built.pool.workers if built.pool is not None else 1,
+        "device": str(dev) if dev.type != "cuda" else f"cuda ({torch.cuda.get_device_name(dev)})",
+        "precision": trainer.precision,
+        "memory_format": trainer.memory_format,
+    }
     return {
         "name": cfg.name,
         "seed": cfg.seed,
@@ -175,6 +200,7 @@ def _base_summary(cfg: RunConfig, result: RunResult) -> dict[str, Any]:
         "wall_time": result.wall_time,
         "delta": cfg.accountant.delta,
         "accountant": cfg.accountant.kind,
+        "ran_on": where,
     }
 
 
@@ -191,7 +217,23 @@ def _run_jdp(
     auction and payments), the rounds, and ``privacy.csv`` with each winner's ledger the three
     ways of §3.7: the accountant's ε, the paper's basic composition (T(ε_L+ε_E), Tδ), and the
     RDP figure of the Gaussian part plus T ε_E. ``execute`` runs the winners elsewhere (Flower)."""
-    built = build_jdp(cfg)
+    built = build_jdp(cfg, parallel=execute is None)
+    try:
+        return _run_built_jdp(cfg, store, built, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
+    finally:
+        built.close()
+
+
+def _run_built_jdp(
+    cfg: RunConfig,
+    store: ResultStore,
+    built: BuiltJDP,
+    *,
+    resume: bool,
+    on_round: Callable[[dict[str, Any]], None] | None,
+    on_start: Callable[[int], None] | None,
+    execute: Execute | None,
+) -> dict[str, Any]:
     data = built.data
     save_partition(store.path("partition.npz"), list(data.parts))
     store.write_json(
@@ -228,7 +270,7 @@ def _run_jdp(
     last5 = [r["test_acc"] for r in result.records[-5:] if np.isfinite(r["test_acc"])]
     adv_used = [r["adversary_used"] for r in result.records if r["adversary_used"] is not None]
     summary = {
-        **_base_summary(cfg, result),
+        **_base_summary(cfg, result, built),
         "last5_accuracy": float(np.mean(last5)) if last5 else float("nan"),
         "privacy_accounting": p.accounting if isinstance(p, JDPPrivacyCfg) else "none",
         "epsilon_max": float(eps.max()),

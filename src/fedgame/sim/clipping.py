@@ -59,13 +59,24 @@ class BookKeepingClipper:
         if self._active:
             self._records.append((module, inputs[0].detach(), output))
 
-    def clipped_sum(self, x: torch.Tensor, y: torch.Tensor, max_grad_norm: float) -> tuple[torch.Tensor, torch.Tensor]:
+    def clipped_sum(
+        self, x: torch.Tensor, y: torch.Tensor, max_grad_norm: float, *, autocast: torch.dtype | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Set ``p.grad`` to the sum of per-example gradients clipped to ``max_grad_norm``;
-        return (sum of losses, per-example gradient norms)."""
+        return (sum of losses, per-example gradient norms).
+
+        ``autocast=torch.bfloat16`` runs the forward pass (and so the backward to the layer
+        outputs) under bfloat16 autocast; the book-kept activations and output gradients are
+        cast back to float32 before the per-example gradients, their norms, the clip factors
+        and the clipped sum, so every privacy-relevant quantity is computed in float32."""
         self._records = []
         self._active = True
         try:
-            losses = F.cross_entropy(self.model(x), y, reduction="none")
+            if autocast is None:
+                losses = F.cross_entropy(self.model(x), y, reduction="none")
+            else:
+                with torch.autocast(device_type=x.device.type, dtype=autocast):
+                    losses = F.cross_entropy(self.model(x), y, reduction="none").float()
         finally:
             self._active = False
         records = self._records
@@ -75,9 +86,11 @@ class BookKeepingClipper:
         outs = [o for _, _, o in records]
         grads = torch.autograd.grad(losses.sum(), outs)
         b = x.shape[0]
-        sq = torch.zeros(b, dtype=x.dtype)
+        sq = torch.zeros(b, dtype=torch.float32 if autocast is not None else x.dtype, device=x.device)
         kept: list[tuple[nn.Module, torch.Tensor, torch.Tensor, torch.Tensor | None]] = []
         for (m, a, _), g in zip(records, grads, strict=True):
+            if autocast is not None:  # per-example gradients, norms and clipping in float32
+                a, g = a.float(), g.float()
             if isinstance(m, nn.Conv2d):
                 cols = F.unfold(a, m.kernel_size, dilation=m.dilation, padding=m.padding, stride=m.stride)  # B×K×T
                 gg = g.reshape(b, g.shape[1], -1)  # B×O×T

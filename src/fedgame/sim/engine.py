@@ -11,7 +11,8 @@ Round ``t``:
 4. ``accountant.record(i, events)`` for every result that came back — a client whose reply
    never arrived did no work the server can see, so its ledger is not charged
 5. ``params += server_update(updates, ctx)`` over the slots that replied (importance- or
-   size-weighted, then server step); the record lists who ``replied`` and who is ``missing``
+   size-weighted, then server step); the record lists who ``replied`` and who is ``missing``,
+   and takes what the server update reported in ``ctx.metrics`` (e.g. ``max_agg_weight``)
 6. ``selection.after_round(...)``; evaluation every ``eval_every`` rounds
 7. the round's record is appended and a checkpoint written (both atomic): a killed run resumes
    at the first unfinished round with identical results, because every random stream is a
@@ -36,7 +37,6 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 import torch
 from torch import nn
-from torch.nn.utils import parameters_to_vector
 
 from fedgame.core.seeding import Streams
 from fedgame.core.server_update import RoundContext, ServerUpdate
@@ -45,7 +45,7 @@ from fedgame.incentives.base import Incentive, NoIncentive
 from fedgame.privacy.plans import ClientPrivacy
 from fedgame.selection.base import SelectionStrategy
 from fedgame.sim.client import ClientJob, Executor, InProcessExecutor
-from fedgame.sim.local import LocalTrainer, evaluate
+from fedgame.sim.local import LocalTrainer, evaluate, flat_params
 
 if TYPE_CHECKING:
     from fedgame.data import FederatedDataset
@@ -109,6 +109,9 @@ class RoundLoop:
     model: nn.Module
     eval_every: int
     _test: tuple[torch.Tensor, torch.Tensor]
+    evaluator: "Callable[[torch.Tensor], tuple[float, float]] | None" = None
+    """Test accuracy and loss of flat parameters; None: :func:`~fedgame.sim.local.evaluate`
+    here. A worker pool shares the test batches out (:meth:`~fedgame.sim.pool.WorkerPool.evaluate`)."""
 
     def round(self, t: int) -> dict[str, Any]:
         raise NotImplementedError
@@ -141,7 +144,7 @@ class RoundLoop:
         default all) every ``eval_every`` rounds and on the last; NaN on the other rounds."""
         last = self._rounds is not None and t == self._rounds - 1
         if (t + 1) % self.eval_every == 0 or last:
-            acc, loss = evaluate(self.model, self.params, *self._test)
+            acc, loss = self.evaluator(self.params) if self.evaluator is not None else evaluate(self.model, self.params, *self._test)
             eps = self.accountant.epsilons(self.delta)
             eps = eps if clients is None else eps[clients]
             record.update(test_acc=acc, test_loss=loss, eps_max=float(eps.max()), eps_mean=float(eps.mean()))
@@ -258,7 +261,7 @@ class Engine(RoundLoop):
         self.on_missing: OnMissing = on_missing
         x_train, y_train, x_test, y_test = data.as_tensors()
         self._test = (x_test, y_test)
-        self.params = parameters_to_vector([p for p in model.parameters() if p.requires_grad]).detach().clone()
+        self.params = flat_params(model)
         self.server_state = self.server_update.init(self.params)
         self.selected_counts = np.zeros(self.sizes.size, dtype=np.int64)
         self.records: list[dict[str, Any]] = []
@@ -350,8 +353,11 @@ class Engine(RoundLoop):
             log.warning("round %d: no reply from client(s) %s; aggregating the %d replies that arrived", t, missing, len(results))
         used = sel if keep.all() else replace(sel, indices=sel.indices[keep], probs=sel.probs[keep])
         slot_updates = [got[key].update for key, ok in zip(slot_keys, keep, strict=True) if ok]  # type: ignore[union-attr]
+        server_metrics: dict[str, float] = {}  # what the server update reports (e.g. max_agg_weight)
         if slot_updates:
-            ctx = RoundContext(t=t, selection=used, theta=self.theta, params=self.params, rng=self.streams.numpy("server", t))
+            ctx = RoundContext(
+                t=t, selection=used, theta=self.theta, params=self.params, rng=self.streams.numpy("server", t), metrics=server_metrics
+            )
             out, self.server_state = self.server_update.update(slot_updates, self.server_state, ctx)
             self.params = self.params + out[0]
         replied = np.unique(np.array([r.client for r in results], dtype=np.int64))
@@ -372,6 +378,7 @@ class Engine(RoundLoop):
             "select_time": pending.select_time,
             "probe_loss_queries": probe.loss_queries,
             "probe_trainings": probe.extra_trainings(sel),
+            **server_metrics,
             **self.incentive.metrics(t, sel),
         }
         self._evaluate_into(record, t)

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import torch
 from torch import Tensor, nn
-from torch.nn.utils import parameters_to_vector
 
 from fedgame.core.seeding import Streams
 from fedgame.privacy.events import PrivacyEvent
@@ -54,11 +53,12 @@ from fedgame.robust import (
     weighted_average,
 )
 from fedgame.sim.engine import MissingReplies, RoundLoop
-from fedgame.sim.local import LocalTrainer, evaluate
+from fedgame.sim.local import LocalTrainer, evaluate, flat_params
 
 if TYPE_CHECKING:
     from fedgame.data import FederatedDataset
     from fedgame.privacy.accountants import Accountant
+    from fedgame.sim.pool import WorkerPool
 
 __all__ = [
     "Broadcast", "ServerRule", "LeaveOneOut", "RandomGroups", "GlobalRule", "global_rule", "JDPEngine",
@@ -267,13 +267,16 @@ class JDPClients(Protocol):
 
 
 class InProcessJDPClients:
-    """Every winner's state in this process (``winners`` in position order)."""
+    """Every winner's state in this process (``winners`` in position order). With a worker
+    ``pool`` the trainings run in its processes (each winner's state travels with its job and
+    comes back with the reply); the publication step is cheap and stays here."""
 
     def __init__(
         self, *, trainer: LocalTrainer, parts: Sequence[Tensor], streams: Streams, winners: np.ndarray, sizes: np.ndarray,
-        start: Tensor, self_weighting: SelfWeighting,
+        start: Tensor, self_weighting: SelfWeighting, pool: "WorkerPool | None" = None,
     ) -> None:
         self.trainer, self.streams, self.self_weighting = trainer, streams, self_weighting
+        self.pool = pool
         self.pos = {int(c): k for k, c in enumerate(winners)}
         self.parts = list(parts)
         self.sizes = np.asarray(sizes, dtype=np.float64)
@@ -290,6 +293,13 @@ class InProcessJDPClients:
             s.theta = row.clone()
 
     def train(self, jobs: Sequence[JDPJob]) -> list[JDPReply | None]:
+        if self.pool is not None:
+            payloads = [(self.states[self.pos[j.client]], j, self.pos[j.client]) for j in jobs]
+            out_pool: list[JDPReply | None] = []
+            for job, (reply, state) in zip(jobs, self.pool.map("jdp_train", payloads), strict=True):
+                self.states[self.pos[job.client]] = state
+                out_pool.append(reply)
+            return out_pool
         out: list[JDPReply | None] = []
         for job in jobs:
             k = self.pos[job.client]
@@ -336,6 +346,7 @@ class JDPEngine(RoundLoop):
         eval_every: int = 1,
         delta: float = 1e-5,
         clients: JDPClients | None = None,
+        pool: "WorkerPool | None" = None,
     ) -> None:
         w = np.asarray(winners, dtype=np.int64)
         if w.ndim != 1 or w.size < 1:
@@ -362,10 +373,11 @@ class JDPEngine(RoundLoop):
         _, _, x_test, y_test = data.as_tensors()
         self._test = (x_test, y_test)
         self._val = data.validation_tensors() if rule.personal else None
-        start = parameters_to_vector([p for p in model.parameters() if p.requires_grad]).detach().clone()
+        start = flat_params(model)
         self.params = start  # θ^t, the server's model (θ⁰ before the first round)
         self.clients: JDPClients = clients or InProcessJDPClients(
             trainer=trainer, parts=self._parts, streams=streams, winners=w, sizes=self.sizes, start=start, self_weighting=self_weighting,
+            pool=pool,
         )
         self.selected_counts = np.zeros(data.n_clients, dtype=np.int64)
         self.records: list[dict[str, Any]] = []

@@ -25,9 +25,11 @@ per round except the mini-batches themselves.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,16 +37,83 @@ import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
-from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from fedgame.privacy.plans import DPSGD
 
 # Opacus hooks warn on every step that inputs do not require grad; that is expected here.
 warnings.filterwarnings("ignore", message="Full backward hook is firing")
 
-__all__ = ["LocalSpec", "LocalResult", "LocalTrainer", "evaluate", "client_losses"]
+__all__ = [
+    "LocalSpec",
+    "LocalResult",
+    "LocalTrainer",
+    "Precision",
+    "MemoryFormat",
+    "client_losses",
+    "evaluate",
+    "flat_params",
+    "resolve_device",
+    "set_flat_params",
+]
 
 PerExample = Literal["auto", "bk", "ghost", "functorch", "hooks"]
+Precision = Literal["fp32", "bf16"]
+MemoryFormat = Literal["auto", "channels_last", "contiguous"]
+
+
+def trainable(model: nn.Module) -> list[nn.Parameter]:
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def flat_params(model_or_params: nn.Module | Sequence[torch.Tensor]) -> torch.Tensor:
+    """The trainable parameters as one flat float32 CPU vector, each tensor in its logical
+    (row-major, NCHW) order whatever its memory format, so a vector means the same model on
+    any device and in channels_last or contiguous layout."""
+    params = trainable(model_or_params) if isinstance(model_or_params, nn.Module) else list(model_or_params)
+    return torch.cat([p.detach().reshape(-1).to("cpu") for p in params])
+
+
+@torch.no_grad()
+def set_flat_params(model_or_params: nn.Module | Sequence[torch.Tensor], vec: torch.Tensor) -> None:
+    """Copy flat ``vec`` (logical order, any device) into the parameters in place, keeping each
+    parameter's own storage, device and memory format (``vector_to_parameters`` would replace
+    them with contiguous views of ``vec``)."""
+    params = trainable(model_or_params) if isinstance(model_or_params, nn.Module) else list(model_or_params)
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.copy_(vec[offset : offset + n].view(p.shape))
+        offset += n
+    if offset != vec.numel():
+        raise ValueError(f"parameters: the model has {offset} trainable values, the vector {vec.numel()}")
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` → CUDA when available, else CPU; ``cuda`` without CUDA is refused."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("train.device: 'cuda' but no CUDA device is available here; allowed: auto, cpu, cuda (with a CUDA GPU)")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"train.device: must be one of auto, cpu, cuda; got {device!r}")
+    return torch.device(device)
+
+
+def bf16_supported(device: torch.device) -> bool:
+    """Whether bfloat16 autocast runs natively: on CUDA, a GPU that reports bf16 support; on
+    CPU, oneDNN's AVX-512 BF16 / AMX kernels (``torch.backends.mkldnn.is_bf16_supported``)."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    check = getattr(torch.backends.mkldnn, "is_bf16_supported", None)
+    return bool(check()) if check is not None else False
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    return next(iter(model.parameters())).device
+
+
+def _has_conv(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.Conv2d) for m in model.modules())
 
 
 @dataclass(frozen=True)
@@ -106,7 +175,14 @@ class _GradMoments:
 
 
 class LocalTrainer:
-    """Trains any client of one federated dataset with one reusable model instance."""
+    """Trains any client of one federated dataset with one reusable model instance.
+
+    ``device`` is where the model, the training data and the DP-SGD noise live (``auto``: CUDA
+    when available); flat parameters go in and come out on the CPU, so the server side never
+    needs the device. ``precision="bf16"`` runs forward passes under bfloat16 autocast; the
+    per-example gradients, their norms, clipping, noise and the SGD step stay float32.
+    ``memory_format="auto"`` trains conv nets in channels_last on the CPU (oneDNN's fastest
+    layout here: ``bench/results/speed.json``), which changes only float round-off."""
 
     def __init__(
         self,
@@ -116,14 +192,47 @@ class LocalTrainer:
         y: torch.Tensor,
         spec: LocalSpec,
         per_example: PerExample = "auto",
+        precision: Precision = "fp32",
+        memory_format: MemoryFormat = "auto",
+        device: str | torch.device = "cpu",
     ) -> None:
-        self.model = model
-        self.x, self.y = x, y
-        self.spec = spec
+        self.device = resolve_device(device) if isinstance(device, str) else device
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"train.precision: must be 'fp32' or 'bf16', got {precision!r}")
+        if precision == "bf16" and not bf16_supported(self.device):
+            raise ValueError(f"train.precision: 'bf16' is not supported on this {self.device.type} device; allowed here: fp32")
+        if memory_format not in ("auto", "channels_last", "contiguous"):
+            raise ValueError(f"train.memory_format: must be one of auto, channels_last, contiguous; got {memory_format!r}")
+        self.precision: Precision = precision
         if per_example == "auto":
             from fedgame.sim.clipping import supports
 
             per_example = "bk" if supports(model) else "ghost"
+        if precision == "bf16" and per_example != "bk":
+            raise ValueError(
+                "train.precision: 'bf16' needs book-keeping clipping, whose per-example gradients are taken in float32 "
+                f"(train.per_example 'auto' or 'bk' on a Linear/Conv2d model), got per_example {per_example!r}"
+            )
+        if memory_format == "auto":
+            # Opacus' hooks unfold convolutions assuming contiguous weights: channels_last only
+            # with our book-keeping clipper (the default whenever the model allows it)
+            fast = self.device.type == "cpu" or precision == "bf16"
+            memory_format = "channels_last" if _has_conv(model) and fast and per_example == "bk" else "contiguous"
+        elif memory_format == "channels_last" and per_example != "bk":
+            raise ValueError(
+                f"train.memory_format: 'channels_last' needs train.per_example 'auto' or 'bk' (Opacus' {per_example!r} "
+                "assumes contiguous conv weights); allowed here: auto, contiguous"
+            )
+        self.memory_format: MemoryFormat = memory_format
+        model.to(self.device)
+        if memory_format == "channels_last":
+            model.to(memory_format=torch.channels_last)
+        self.model = model
+        x = x.to(self.device)
+        if memory_format == "channels_last" and x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
+        self.x, self.y = x, y.to(self.device)
+        self.spec = spec
         self.per_example = per_example
         self._bk: object | None = None
         self._dp_module: nn.Module | None = None
@@ -165,6 +274,23 @@ class LocalTrainer:
             return self._train_plain(start, indices, gen, steps, moments)
         return self._train_dp(start, indices, gen, steps, dp, moments)
 
+    def _amp(self) -> contextlib.AbstractContextManager[object]:
+        """bfloat16 autocast for a forward pass when ``precision="bf16"``, else nothing."""
+        if self.precision == "bf16":
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _device_gen(self, gen: torch.Generator) -> torch.Generator:
+        """The generator DP-SGD noise is drawn from: ``gen`` itself on the CPU; on a GPU a
+        device generator seeded from ``gen`` (CPU and GPU random streams differ)."""
+        if self.device.type == "cpu":
+            return gen
+        seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+        return torch.Generator(device=self.device).manual_seed(seed)
+
+    def _on(self, batch: torch.Tensor) -> torch.Tensor:
+        return batch if self.device.type == "cpu" else batch.to(self.device, non_blocking=True)
+
     # -- plain SGD ----------------------------------------------------------------------
     def _optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
         s = self.spec
@@ -183,21 +309,23 @@ class LocalTrainer:
         self, start: torch.Tensor, indices: torch.Tensor, gen: torch.Generator, steps: int, moments: _GradMoments | None = None
     ) -> LocalResult:
         model = self.model
-        params = [p for p in model.parameters() if p.requires_grad]
-        vector_to_parameters(start.clone(), params)  # clone: it aliases, and SGD steps in place
+        params = trainable(model)
+        set_flat_params(params, start)
         model.train()
         opt = self._optimizer(params)
-        total = torch.zeros(())
+        total = torch.zeros((), device=self.device)
         for batch in self._batches(indices, gen, steps):
             opt.zero_grad(set_to_none=True)
-            loss = self._loss(model(self.x[batch]), self.y[batch])
+            b = self._on(batch)
+            with self._amp():
+                loss = self._loss(model(self.x[b]), self.y[b])
             loss.backward()
             if moments is not None:
                 moments.add(params)
             opt.step()
             total += loss.detach()
         var = None if moments is None else moments.variance()
-        return LocalResult(parameters_to_vector(params).detach(), float(total) / steps, steps, int(indices.numel()), grad_variance=var)
+        return LocalResult(flat_params(params), float(total) / steps, steps, int(indices.numel()), grad_variance=var)
 
     # -- DP-SGD -------------------------------------------------------------------------
     def _dp_model(self) -> nn.Module:
@@ -294,22 +422,25 @@ class LocalTrainer:
         moments: _GradMoments | None = None,
     ) -> LocalResult:
         module = self._dp_model()
-        params = [p for p in module.parameters() if p.requires_grad]
-        vector_to_parameters(start.clone(), params)  # clone: it aliases, and SGD steps in place
+        params = trainable(module)
+        set_flat_params(params, start)
         module.train()
+        noise_gen = self._device_gen(gen)
         opt = self._optimizer(params)
         c = dp.max_grad_norm
         # fixed denominator B_k = r_k |M_k| = min(B, |M_k|) under Poisson sampling (PHS A8, A9)
         denom = float(min(self.spec.batch_size, int(indices.numel()))) if dp.sampling == "poisson" else None
         std = dp.noise_multiplier * c
-        total, seen, clipped = torch.zeros(()), 0, 0
+        total, seen, clipped = torch.zeros((), device=self.device), 0, 0
         for batch in self._dp_batches(indices, gen, steps, dp):
             opt.zero_grad(set_to_none=True)
             b = int(batch.numel())
             if b > 0:
-                xb, yb = self.x[batch], self.y[batch]
+                on = self._on(batch)
+                xb, yb = self.x[on], self.y[on]
                 if self._bk is not None:
-                    loss_sum, norms = self._bk.clipped_sum(xb, yb, c)  # type: ignore[attr-defined]
+                    bf16 = torch.bfloat16 if self.precision == "bf16" else None
+                    loss_sum, norms = self._bk.clipped_sum(xb, yb, c, autocast=bf16)  # type: ignore[attr-defined]
                 elif self.per_example == "ghost":
                     loss_sum, norms = self._clipped_sum_ghost(module, xb, yb, c)
                 elif self.per_example == "hooks":
@@ -323,13 +454,13 @@ class LocalTrainer:
             for p in params:
                 g = p.grad if p.grad is not None else torch.zeros_like(p)
                 if std > 0:
-                    g = g + torch.normal(0.0, std, size=p.shape, generator=gen)
+                    g = g + torch.normal(0.0, std, size=p.shape, generator=noise_gen, device=p.device)
                 p.grad = g / d
             if moments is not None:
                 moments.add(params)
             opt.step()
         return LocalResult(
-            parameters_to_vector(params).detach(),
+            flat_params(params),
             float(total) / max(seen, 1),
             steps,
             int(indices.numel()),
@@ -338,25 +469,75 @@ class LocalTrainer:
         )
 
 
+def batch_starts(n: int, batch_size: int) -> list[int]:
+    """Where the fixed-size evaluation batches of ``n`` examples start (the last may be short)."""
+    return list(range(0, int(n), int(batch_size)))
+
+
 @torch.inference_mode()
+def evaluate_batches(
+    model: nn.Module, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, starts: Sequence[int], *, batch_size: int = 500
+) -> list[tuple[int, float]]:
+    """(correct predictions, summed cross-entropy) of flat ``params`` on each batch
+    ``x[s : s + batch_size]`` for ``s`` in ``starts``: the half of :func:`evaluate` a worker
+    process runs on its share of the batches (:mod:`fedgame.sim.pool`)."""
+    set_flat_params(model, params)
+    model.eval()
+    dev = _device_of(model)
+    out_: list[tuple[int, float]] = []
+    for i in starts:
+        out = model(x[i : i + batch_size].to(dev))
+        yb = y[i : i + batch_size].to(dev)
+        out_.append((int((out.argmax(1) == yb).sum()), float(nn.functional.cross_entropy(out, yb, reduction="sum"))))
+    return out_
+
+
+def combine_evaluation(parts: Sequence[tuple[int, float]], n: int) -> tuple[float, float]:
+    """Accuracy and mean loss from per-batch (correct, loss sum), summed in batch order, so the
+    figures are the same bit for bit however the batches were shared out."""
+    correct, loss = 0, 0.0
+    for c, l in parts:
+        correct += c
+        loss += l
+    return correct / n, loss / n
+
+
 def evaluate(model: nn.Module, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *, batch_size: int = 500) -> tuple[float, float]:
     """Accuracy and mean cross-entropy of flat ``params`` on ``(x, y)``.
 
     Batches of 500 keep the convolution activations in cache (2000 was 2.7× slower on the
     McMahan CNN on 2 cores)."""
-    vector_to_parameters(params, [p for p in model.parameters() if p.requires_grad])
-    model.eval()
-    correct, loss = 0, 0.0
-    for i in range(0, x.shape[0], batch_size):
-        out = model(x[i : i + batch_size])
-        yb = y[i : i + batch_size]
-        loss += float(nn.functional.cross_entropy(out, yb, reduction="sum"))
-        correct += int((out.argmax(1) == yb).sum())
-    n = x.shape[0]
-    return correct / n, loss / n
+    n = int(x.shape[0])
+    return combine_evaluation(evaluate_batches(model, params, x, y, batch_starts(n, batch_size), batch_size=batch_size), n)
+
+
+def loss_batches(parts: Sequence[torch.Tensor], *, batch_size: int = 500) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """The batches of :func:`client_losses`: every client's examples concatenated and cut into
+    batches of ``batch_size`` (one pass, not one per client), and each example's owner."""
+    idx = torch.cat(list(parts)) if parts else torch.zeros(0, dtype=torch.long)
+    owner = torch.repeat_interleave(torch.arange(len(parts)), torch.tensor([int(p.numel()) for p in parts], dtype=torch.long))
+    return [idx[i : i + batch_size] for i in range(0, int(idx.numel()), batch_size)], owner
 
 
 @torch.inference_mode()
+def example_losses(model: nn.Module, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, batches: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Per-example cross-entropy (float64) of flat ``params`` on each batch of indices."""
+    set_flat_params(model, params)
+    model.eval()
+    dev = _device_of(model)
+    return [nn.functional.cross_entropy(model(x[b].to(dev)), y[b].to(dev), reduction="none").double().cpu() for b in batches]
+
+
+def combine_losses(per_batch: Sequence[torch.Tensor], owner: torch.Tensor, parts: Sequence[torch.Tensor], *, batch_size: int = 500) -> np.ndarray:
+    """Per-client mean loss from the per-example losses of :func:`loss_batches`' batches,
+    summed back per client in batch order (the same bits however the batches were shared out)."""
+    sums = torch.zeros(len(parts), dtype=torch.float64)
+    for k, per in enumerate(per_batch):
+        sums.index_add_(0, owner[k * batch_size : k * batch_size + per.numel()], per)
+    counts = np.array([max(int(p.numel()), 1) for p in parts], dtype=np.float64)
+    return sums.numpy() / counts
+
+
 def client_losses(
     model: nn.Module, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, parts: list[torch.Tensor], *, batch_size: int = 500
 ) -> np.ndarray:
@@ -364,14 +545,5 @@ def client_losses(
 
     All clients' examples go through the model together in batches of ``batch_size`` (one
     pass, not one per client); per-example losses are summed back per client."""
-    vector_to_parameters(params, [p for p in model.parameters() if p.requires_grad])
-    model.eval()
-    idx = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
-    owner = torch.repeat_interleave(torch.arange(len(parts)), torch.tensor([int(p.numel()) for p in parts], dtype=torch.long))
-    sums = torch.zeros(len(parts), dtype=torch.float64)
-    for i in range(0, int(idx.numel()), batch_size):
-        b = idx[i : i + batch_size]
-        per = nn.functional.cross_entropy(model(x[b]), y[b], reduction="none").double()
-        sums.index_add_(0, owner[i : i + batch_size], per)
-    counts = np.array([max(int(p.numel()), 1) for p in parts], dtype=np.float64)
-    return sums.numpy() / counts
+    batches, owner = loss_batches(parts, batch_size=batch_size)
+    return combine_losses(example_losses(model, params, x, y, batches), owner, parts, batch_size=batch_size)

@@ -1,0 +1,140 @@
+"""Parallel clients (``train.workers``): a run with a worker pool gives exactly, bit for bit,
+the numbers of the sequential path on one thread, for every paper's recipe; bad settings are
+refused before any work; a worker's failure reaches the server with its traceback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from fedgame.experiments.build import build_engine, build_jdp
+from fedgame.experiments.config import RecipeError, apply_overrides, parse_recipe
+from fedgame.experiments.runner import run_one
+from fedgame.sim.pool import WorkerContext, WorkerPool, check_workers
+
+ROOT = Path(__file__).resolve().parents[2]
+FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
+needs_fmnist = pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fashion-mnist is not installed")
+
+SMOKE = ["data.max_train=1200", "data.max_test=400", "train.rounds=2", "train.eval_every=1"]
+RECIPES: dict[str, list[str]] = {
+    "main/fedavg.yaml": ["data.partition.n_clients=12", "train.clients_per_round=4"],
+    "main/dp_fedavg.yaml": ["data.partition.n_clients=12", "train.clients_per_round=4"],
+    "main/fedpcs.yaml": ["data.partition.n_clients=12", "train.clients_per_round=4"],
+    "phs/fmnist.yaml": ["data.partition.n_clients=12", "train.clients_per_round=4"],
+    "fedpcs/aocs.yaml": ["data.partition.n_clients=12", "train.clients_per_round=3"],
+}
+
+
+@pytest.fixture(autouse=True)
+def _keep_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("FEDGAME_CACHE", str(tmp_path / "cache"))
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+def _cfg(recipe: str, extra: list[str]) -> Any:
+    raw = yaml.safe_load((ROOT / "recipes" / recipe).read_text())
+    return parse_recipe(apply_overrides(raw, SMOKE + extra))
+
+
+def _same(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> None:
+    for ra, rb in zip(a, b, strict=True):
+        for key in ("selected", "train_loss", "test_acc", "test_loss", "eps_max", "payments", "clipped_fraction"):
+            if key in ra:
+                va, vb = ra[key], rb[key]
+                assert va == vb or (isinstance(va, float) and np.isnan(va) and np.isnan(vb)), (key, va, vb)
+
+
+@needs_fmnist
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_workers_are_bit_identical_to_one_thread(recipe: str) -> None:
+    seq = build_engine(_cfg(recipe, RECIPES[recipe] + ["train.workers=1", "train.threads=1"]))
+    a = seq.engine.run(2)
+    par = build_engine(_cfg(recipe, RECIPES[recipe] + ["train.workers=2"]), parallel=True)
+    try:
+        assert par.pool is not None and par.pool.workers == 2
+        b = par.engine.run(2)
+    finally:
+        par.close()
+    assert torch.equal(a.params, b.params)
+    np.testing.assert_array_equal(a.epsilons, b.epsilons)
+    _same(a.records, b.records)
+
+
+@needs_fmnist
+def test_jdp_workers_are_bit_identical_to_one_thread() -> None:
+    extra = ["data.partition.n_clients=8", "data.validation=200", "jdp.auction.budget=4000", "train.local.batch_size=32"]
+    seq = build_jdp(_cfg("jdp/fmnist.yaml", extra + ["train.workers=1", "train.threads=1"]))
+    a = seq.engine.run(2)
+    par = build_jdp(_cfg("jdp/fmnist.yaml", extra + ["train.workers=2"]), parallel=True)
+    try:
+        assert par.pool is not None
+        b = par.engine.run(2)
+        assert torch.equal(seq.engine.thetas, par.engine.thetas)  # every winner's own model
+    finally:
+        par.close()
+    assert torch.equal(a.params, b.params)
+    _same(a.records, b.records)
+
+
+@needs_fmnist
+def test_a_pooled_run_resumes_to_the_uninterrupted_numbers(tmp_path: Path) -> None:
+    cfg = _cfg("main/dp_fedavg.yaml", RECIPES["main/dp_fedavg.yaml"] + ["train.workers=2", "train.rounds=3"])
+    full = run_one(cfg, tmp_path / "full")
+    half = _cfg("main/dp_fedavg.yaml", RECIPES["main/dp_fedavg.yaml"] + ["train.workers=2", "train.rounds=3"])
+    # stop after round 1 (the checkpoint is written per round), then resume
+    built = build_engine(half, parallel=True)
+    try:
+        from fedgame.experiments.store import ResultStore
+
+        store = ResultStore(tmp_path / "cut")
+        import yaml as _yaml
+
+        store.write_text("config.yaml", _yaml.safe_dump(half.model_dump(mode="json"), sort_keys=False))
+        built.engine.run(1, sink=store)
+    finally:
+        built.close()
+    resumed = run_one(half, tmp_path / "cut")
+    assert resumed["resumed_from_round"] == 1
+    assert resumed["final_accuracy"] == full["final_accuracy"] and resumed["final_loss"] == full["final_loss"]
+    assert full["ran_on"]["workers"] == 2
+
+
+@pytest.mark.parametrize("bad", [0, 257, -1])
+def test_workers_out_of_range_is_refused_naming_the_field(bad: int) -> None:
+    with pytest.raises(RecipeError, match=r"train\.workers"):
+        _cfg("main/fedavg.yaml", [f"train.workers={bad}"])
+    with pytest.raises(ValueError, match=r"train\.workers: must be an integer in 1\.\.256"):
+        check_workers(bad)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_without_cuda_is_refused_before_any_work() -> None:
+    with pytest.raises(RecipeError, match=r"train\.device: 'cuda' but no CUDA device"):
+        _cfg("main/fedavg.yaml", ["train.device=cuda"])
+
+
+def _boom(ctx: WorkerContext, payload: int) -> int:
+    if payload == 3:
+        raise ValueError("payload three")
+    return payload * 2
+
+
+def test_a_worker_error_comes_back_with_its_traceback_and_the_pool_stays_usable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fedgame.sim import pool as pool_mod
+
+    monkeypatch.setitem(pool_mod.TASKS, "boom", _boom)  # inherited by the forked workers
+    ctx = WorkerContext(trainer=None, parts=[], streams=None, classes=2)  # type: ignore[arg-type]
+    with WorkerPool(ctx, 2) as pool:
+        assert pool.map("boom", [1, 2, 4, 5, 6]) == [2, 4, 8, 10, 12]  # in payload order
+        with pytest.raises(RuntimeError, match="ValueError: payload three"):
+            pool.map("boom", [1, 2, 3, 4])
+        assert pool.map("boom", [7]) == [14]
