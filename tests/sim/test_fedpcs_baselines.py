@@ -5,15 +5,21 @@ aggregation weights of the ablations and the ``max_agg_weight`` column of the ro
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+import torch
 
 from fedgame.experiments.build import build_engine, fedpcs_game
 from fedgame.experiments.config import RecipeError, load_recipe, parse_recipe
 from fedgame.incentives import solve_plan
+
+if TYPE_CHECKING:
+    from fedgame.core.types import Selection
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 needs_fmnist = pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fashion-mnist is not installed")
@@ -119,3 +125,112 @@ def test_a_budget_needs_the_game() -> None:
 @pytest.mark.parametrize("name", ["random", "aocs", "fedcbs", "delta"])
 def test_table2_baseline_recipes_default_to_initial(name: str) -> None:
     assert load_recipe(RECIPES / f"{name}.yaml").incentive.baseline_rho == "initial"  # type: ignore[union-attr]
+
+
+# -- R4 ablations: the aggregation weights and the max_agg_weight column ------------------------
+def _aggregate(kind: str, sel: "Selection", g: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+    """The library's aggregator ``kind`` on the slots of ``sel`` (client i uploads g[i])."""
+    from fedgame.core.server_update import RoundContext
+    from fedgame.sim import AGGREGATORS
+
+    ctx = RoundContext(t=0, selection=sel, theta=theta, params=torch.zeros(g.shape[1], dtype=torch.float64), rng=np.random.default_rng(0))
+    out, _ = AGGREGATORS.get(kind)().update([torch.as_tensor(g[i]) for i in sel.indices], (), ctx)
+    return out[0].numpy(), ctx.metrics
+
+
+def _all_draws(x: np.ndarray, k: int) -> list[tuple["Selection", float]]:
+    """Every ordered multiset of ``k`` draws with replacement from ``x``, with its probability."""
+    from fedgame.core.types import Selection
+
+    out = []
+    for idx in itertools.product(range(x.size), repeat=k):
+        i = np.array(idx)
+        out.append((Selection(indices=i, probs=x[i], k=k, scheme="draws"), float(np.prod(x[i]))))
+    return out
+
+
+TINY_RHO = np.array([0.05, 1.0, 3.0, 9.0])  # N = 4 clients, one rarely drawn under x ∝ ρ
+TINY_THETA = np.array([0.1, 0.2, 0.3, 0.4])
+TINY_G = np.random.default_rng(3).normal(size=(4, 3))
+
+
+@pytest.mark.parametrize("x", [TINY_RHO / TINY_RHO.sum(), np.full(4, 0.25)], ids=["x_prop_rho", "uniform"])
+def test_eq4_weights_are_unbiased_by_exact_enumeration(x: np.ndarray) -> None:
+    """E[Σ_j w_j g_{i_j}] = Σ_i θ_i g_i over all K = 3 draws (FedPCS Eq. 4, spec §3.4)."""
+    mean = sum(p * _aggregate("importance", sel, TINY_G, TINY_THETA)[0] for sel, p in _all_draws(x, 3))
+    np.testing.assert_allclose(mean, TINY_THETA @ TINY_G, rtol=1e-12, atol=1e-14)
+
+
+def test_uniform_draws_reduce_eq4_to_n_over_k_theta() -> None:
+    """R4 (i): with x = 1/N the weight of a client drawn m times is m (N/K) θ_i (spec §3.4)."""
+    from fedgame.core.types import Selection
+
+    sel = Selection(indices=np.array([2, 0, 2]), probs=np.full(3, 0.25), k=3, scheme="draws")
+    out, metrics = _aggregate("importance", sel, np.eye(4), TINY_THETA)
+    np.testing.assert_allclose(out, [4 / 3 * 0.1, 0, 2 * 4 / 3 * 0.3, 0], rtol=1e-12)
+    assert metrics["max_agg_weight"] == pytest.approx(2 * 4 / 3 * 0.3, rel=1e-12)
+
+
+def test_fedavg_weights_sum_to_one_on_every_draw_and_are_biased_under_x_prop_rho() -> None:
+    """R4 (ii): θ_i/Σ_S θ sums to 1 over the selected slots, whatever was drawn; under x ∝ ρ
+    its mean leans to the high-ρ clients, unlike Eq. 4 (previous test)."""
+    x = TINY_RHO / TINY_RHO.sum()
+    draws = _all_draws(x, 3)
+    for sel, _ in draws:
+        total, metrics = _aggregate("fedavg", sel, np.ones((4, 1)), TINY_THETA)
+        assert total[0] == pytest.approx(1.0, rel=1e-12)
+        assert 0 < metrics["max_agg_weight"] <= 1.0
+    mean = sum(p * _aggregate("fedavg", sel, TINY_G, TINY_THETA)[0] for sel, p in draws)
+    assert not np.allclose(mean, TINY_THETA @ TINY_G, rtol=1e-3)
+
+
+def test_max_agg_weight_is_the_largest_upload_weight_eq4_blows_up_for_rare_clients() -> None:
+    """The largest weight any upload got: a client drawn twice counts its two slots; the rarely
+    drawn low-ρ client gets θ_0/(K x_0) = 0.1 Σρ/(3·0.05) under Eq. 4, ≤ 1 under FedAvg."""
+    from fedgame.core.types import Selection
+
+    x = TINY_RHO / TINY_RHO.sum()
+    sel = Selection(indices=np.array([3, 0, 3]), probs=x[[3, 0, 3]], k=3, scheme="draws")
+    _, eq4 = _aggregate("importance", sel, TINY_G, TINY_THETA)
+    w0, w3 = 0.1 / (3 * x[0]), 2 * 0.4 / (3 * x[3])
+    assert eq4["max_agg_weight"] == pytest.approx(max(w0, w3), rel=1e-12) and w0 == pytest.approx(8.7)
+    _, avg = _aggregate("fedavg", sel, TINY_G, TINY_THETA)
+    assert avg["max_agg_weight"] == pytest.approx(0.8 / 0.9, rel=1e-12)
+
+
+def _smoke() -> list[str]:
+    """Overrides that shrink a FedPCS recipe to a smoke run (10 clients, 3 rounds, logreg)."""
+    return [
+        "data.max_train=1500", "data.max_test=300", "data.partition.n_clients=10", "model.name=logreg",
+        "train.rounds=3", "train.clients_per_round=4", "train.eval_every=3", "train.local.epochs=null", "train.local.steps=2",
+        "incentive.n_starts=2",
+    ]
+
+
+@needs_fmnist
+@pytest.mark.parametrize("recipe", ["ablation_uniform", "ablation_fedavg_weights", "fmnist"])
+def test_ablation_recipes_log_max_agg_weight_in_metrics_csv(recipe: str, tmp_path: Path) -> None:
+    """Each round's ``max_agg_weight`` in metrics.csv is the largest weight of an upload: Eq. 4
+    m_i θ_i/(K x_i^t) (x = 1/N for the uniform ablation, ρ^t/Σρ^t for FedPCS), or FedAvg's
+    m_i θ_i / Σ_slots θ."""
+    from fedgame.data import load_partition
+    from fedgame.experiments.runner import run_one
+    from fedgame.experiments.store import read_metrics
+    from fedgame.incentives import FedPCSPlan
+
+    cfg = load_recipe(RECIPES / f"{recipe}.yaml", _smoke())
+    run_one(cfg, tmp_path / "run", resume=True)
+    rows = read_metrics(tmp_path / "run" / "metrics.csv")
+    plan = FedPCSPlan.load(tmp_path / "run" / "game.npz")
+    assert plan.reward.max() >= 0 and "baseline_rho" not in plan.extras  # the game itself, paid
+    sizes = np.array([part.size for part in load_partition(tmp_path / "run" / "partition.npz")], dtype=np.float64)
+    theta = sizes / sizes.sum()
+    for t, r in enumerate(rows):
+        idx = np.array(json.loads(r["selected"]))
+        clients, m = np.unique(idx, return_counts=True)
+        if recipe == "ablation_fedavg_weights":
+            w = m * theta[clients] / theta[idx].sum()
+        else:
+            x = np.full(10, 0.1) if recipe == "ablation_uniform" else plan.rho[:, t] / plan.rho[:, t].sum()
+            w = m * theta[clients] / (4 * x[clients])
+        assert r["max_agg_weight"] == pytest.approx(w.max(), rel=1e-9)

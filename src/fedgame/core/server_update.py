@@ -9,7 +9,7 @@ global parameters. State is a value the engine checkpoints, never hidden in clos
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -22,13 +22,19 @@ __all__ = ["RoundContext", "ServerUpdate", "chain"]
 @dataclass(frozen=True)
 class RoundContext:
     """What a server update may read in round ``t``: the selection, aggregation weights θ and
-    the global parameters before the update."""
+    the global parameters before the update.
+
+    ``metrics`` is the one thing a server update may write: numbers about the round it
+    computed anyway (e.g. ``max_agg_weight``, the largest aggregation weight, FedPCS §7 R4),
+    which the engine copies into the round's record as they are — so a rule can report what
+    it applied without the engine knowing which rule ran."""
 
     t: int
     selection: Selection
     theta: np.ndarray
     params: Params
     rng: np.random.Generator
+    metrics: dict[str, float] = field(default_factory=dict, compare=False)
 
 
 Updates = list[Params]

@@ -15,11 +15,12 @@ import torch
 
 from fedgame.core.registry import Registry
 from fedgame.core.server_update import RoundContext, ServerUpdate, Updates
-from fedgame.core.types import Params
+from fedgame.core.types import Params, Selection
 
 __all__ = [
     "AGGREGATORS",
     "weighted_sum",
+    "upload_weights",
     "size_weighted_mean",
     "importance_weighted_mean",
     "uniform_mean",
@@ -38,9 +39,29 @@ def weighted_sum(updates: Sequence[Params], weights: np.ndarray) -> Params:
     return w @ stacked
 
 
+def upload_weights(selection: Selection, weights: np.ndarray) -> np.ndarray:
+    """The weight each upload enters the aggregate with, from per-slot ``weights``: a client
+    drawn m times uploads once and carries its m slot weights summed (FedPCS §3.3); with
+    ``independent_copies`` every slot is its own upload. Ordered like ``selection.clients``
+    (or like the slots, for independent copies)."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != selection.indices.shape:
+        raise ValueError(f"aggregation: {selection.indices.size} slots but {w.size} weights")
+    if selection.independent_copies:
+        return w
+    _, slot_of = np.unique(selection.indices, return_inverse=True)
+    return np.bincount(slot_of, weights=w)
+
+
 def _rule(weights: Callable[[RoundContext], np.ndarray]) -> ServerUpdate:
+    """A weighted sum of the slots; reports ``max_agg_weight``, the largest weight any upload
+    got this round (:func:`upload_weights`), in ``ctx.metrics`` (FedPCS §7 R4: rarely drawn
+    low-ρ clients enter Eq. 4 with large weights)."""
+
     def update(updates: Sequence[Params], state: Any, ctx: RoundContext) -> tuple[Updates, Any]:
-        return [weighted_sum(updates, weights(ctx))], state
+        w = weights(ctx)
+        ctx.metrics["max_agg_weight"] = float(upload_weights(ctx.selection, w).max())
+        return [weighted_sum(updates, w)], state
 
     return ServerUpdate(lambda params: (), update)
 
