@@ -101,11 +101,13 @@ def resolve_device(device: str) -> torch.device:
 
 def bf16_supported(device: torch.device) -> bool:
     """Whether bfloat16 autocast runs natively: on CUDA, a GPU that reports bf16 support; on
-    CPU, oneDNN's AVX-512 BF16 / AMX kernels (``torch.backends.mkldnn.is_bf16_supported``)."""
+    CPU, oneDNN's bf16 kernels (AVX-512 BF16 or AMX; ``_is_mkldnn_bf16_supported``)."""
     if device.type == "cuda":
         return bool(torch.cuda.is_bf16_supported())
-    check = getattr(torch.backends.mkldnn, "is_bf16_supported", None)
-    return bool(check()) if check is not None else False
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def _device_of(model: nn.Module) -> torch.device:
