@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,53 @@ def test_cells_means_and_paper_numbers(tmp_path: Path) -> None:
     for f in ("table2.csv", "fig6_server_cost.png", "fig9_accuracy.png", "fig10_loss.png"):
         assert (tmp_path / "out" / f).stat().st_size > 0
     assert len(list((tmp_path / "out" / "configs").glob("*.yaml"))) == 6  # the unknown method is left out
+
+
+def _run_with(root: Path, name: str, incentive: dict[str, object] | None, seed: int, acc: float, weights: list[float] | None = None) -> None:
+    """A finished run folder of recipe ``name`` at τ = 0.2 (IID) whose resolved config has
+    ``incentive`` (None: no incentive section) and, if given, a ``max_agg_weight`` column."""
+    d = root / name / f"seed_{seed}"
+    d.mkdir(parents=True)
+    cfg: dict[str, object] = {"data": {"partition": {"kind": "iid", "n_clients": 100}}, "train": {"rounds": 2, "clients_per_round": 20, "local": {"steps": 3}}}
+    if incentive is not None:
+        cfg["incentive"] = incentive
+    (d / "config.yaml").write_text(yaml.safe_dump(cfg))
+    (d / "summary.json").write_text(json.dumps({"name": f"{name}[clients_per_round=20,kind=iid]", "seed": seed, "final_accuracy": acc}))
+    rows = [{"round": t, "test_acc": acc, "train_loss": 1.0, **({"max_agg_weight": weights[t]} if weights else {})} for t in range(2)]
+    with (d / "metrics.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def test_baseline_rho_variants_and_r4_ablations_are_extra_rows(tmp_path: Path) -> None:
+    """Spec §7 R3/R4: a baseline's row says where its clients' ρ came from (``initial``: the
+    paper's column; ``game``, also runs written before the field existed, which ran A15; ``low``),
+    the ablations get rows without paper numbers, and table2.csv carries max_agg_weight."""
+    runs = tmp_path / "runs"
+    game = {"kind": "fedpcs", "inclusion": "uniform"}
+    _run_with(runs, "random", {**game, "baseline_rho": "initial"}, 0, 0.70, [0.5, 0.9])
+    _run_with(runs / "extras", "random_game", {**game, "baseline_rho": "game"}, 0, 0.71)
+    _run_with(runs, "aocs", game, 0, 0.72)  # written before baseline_rho existed: A15
+    _run_with(runs, "delta", {**game, "baseline_rho": "low"}, 0, 0.73)
+    _run_with(runs, "fedpcs", {"kind": "fedpcs", "inclusion": "privacy", "baseline_rho": "initial"}, 0, 0.80, [8.0, 3.0])
+    _run_with(runs, "ablation_uniform", {"kind": "fedpcs", "inclusion": "privacy", "baseline_rho": "game"}, 0, 0.78, [1.0, 2.0])
+    _run_with(runs, "ablation_fedavg_weights", {"kind": "fedpcs", "inclusion": "privacy"}, 0, 0.79, [0.2, 0.3])
+    rows = {r["method"]: r for r in write_table2(runs, tmp_path / "out", budget="test")}
+    assert set(rows) == {
+        "Random", "Random (game ρ)", "AOCS (game ρ)", "DELTA (ρ_L)", "FedPCS",
+        "FedPCS incentive + uniform draws", "FedPCS + FedAvg weights",
+    }
+    paper = PAPER_TABLE2_FMNIST[0.2]
+    assert rows["Random"]["paper_mean"] == rows["Random (game ρ)"]["paper_mean"] == paper["Random"][0][0]
+    assert rows["AOCS (game ρ)"]["paper_mean"] == paper["AOCS"][0][0]
+    for extra in ("FedPCS incentive + uniform draws", "FedPCS + FedAvg weights"):
+        assert math.isnan(rows[extra]["paper_mean"])
+    assert rows["FedPCS"]["max_agg_weight"] == 8.0 and rows["Random"]["max_agg_weight"] == 0.9
+    assert math.isnan(rows["AOCS (game ρ)"]["max_agg_weight"])  # not logged
+    md = (tmp_path / "out" / "table2.md").read_text()
+    header = md.splitlines()[2]
+    assert header.index("Random IID") < header.index("FedPCS IID") < header.index("FedPCS + FedAvg weights IID")
+    assert "78.00±0.00" in md and "78.00±0.00 / " not in md  # an extra row: ours only
+    with (tmp_path / "out" / "table2.csv").open() as f:
+        assert {r["method"] for r in csv.DictReader(f)} == set(rows)

@@ -3,8 +3,13 @@
 ``python -m fedgame.experiments.table2 RUNS --dest results/...`` reads every finished run
 under RUNS (``summary.json`` + ``config.yaml``), groups them by (method, τ, split), and writes
 ``table2.csv`` (one row per cell: ours mean ± std over seeds, the paper's mean ± std, the
-difference) and ``table2.md`` (Table II's shape, "ours / paper" per cell) into ``--dest``,
-with the configs and seeds that produced them.
+difference, the largest aggregation weight of the run) and ``table2.md`` (Table II's shape,
+"ours / paper" per cell) into ``--dest``, with the configs and seeds that produced them.
+
+Beside the paper's five methods (baselines with the clients outside the game, spec §7 R3's
+``baseline_rho: initial``), extra rows: a baseline whose clients play the game (``game``, A15)
+or sit at ρ_L (``low``) is "<method> (game ρ)" / "<method> (ρ_L)", and the R4 ablations
+(``recipes/fedpcs/ablation_*.yaml``) have rows of their own, without paper numbers.
 """
 
 from __future__ import annotations
@@ -50,9 +55,46 @@ PAPER_TABLE2_FMNIST: dict[float, dict[str, tuple[tuple[float, float], tuple[floa
     },
 }
 
-#: recipe name (before any "[grid]" suffix) → Table II column
-METHODS = {"fedpcs": "FedPCS", "random": "Random", "aocs": "AOCS", "fedcbs": "Fed-CBS", "delta": "DELTA"}
+#: recipe name (before any "[grid]" suffix) → Table II column (``random_game``: the Random
+#: recipe run with ``incentive.baseline_rho: game`` under its own name, scripts/fedpcs_table2.sh)
+METHODS = {
+    "fedpcs": "FedPCS", "random": "Random", "random_game": "Random", "aocs": "AOCS", "fedcbs": "Fed-CBS",
+    "delta": "DELTA", "ablation_uniform": "FedPCS incentive + uniform draws", "ablation_fedavg_weights": "FedPCS + FedAvg weights",
+}
+#: the paper's columns, in its order; other methods are extra rows after them
+PAPER_METHODS = ("Random", "AOCS", "Fed-CBS", "DELTA", "FedPCS")
+#: a baseline's ``incentive.baseline_rho`` (spec §7 R3) → suffix of its row (``initial``: none)
+BASELINE_RHO_SUFFIX = {"initial": "", "low": " (ρ_L)", "game": " (game ρ)"}
 SPLITS = {"iid": "IID", "dirichlet": "Non-IID"}
+
+
+def baseline_rho_of(cfg: dict[str, Any]) -> str:
+    """The ``incentive.baseline_rho`` a run's resolved config ran with. A FedPCS-game config
+    written before the field existed ran A15 (its baselines played the game): ``game``."""
+    inc = cfg.get("incentive") or {}
+    return str(inc.get("baseline_rho", "game" if inc.get("kind") == "fedpcs" else "initial"))
+
+
+def method_of(name: str, cfg: dict[str, Any]) -> tuple[str, str | None] | None:
+    """(row label, the paper's column it is compared with) of a run named ``name`` (before any
+    "[grid]" suffix) with resolved config ``cfg``; None for recipes that are not Table II's."""
+    base = METHODS.get(name)
+    if base is None:
+        return None
+    if base in PAPER_METHODS and base != "FedPCS":
+        return base + BASELINE_RHO_SUFFIX.get(baseline_rho_of(cfg), f" ({baseline_rho_of(cfg)})"), base
+    return base, base if base in PAPER_METHODS else None
+
+
+def _max_agg_weight(run_dir: Path) -> float:
+    """The largest aggregation weight any upload got in the run (``max_agg_weight`` of
+    metrics.csv, spec §7 R4); NaN when the run did not log it."""
+    from fedgame.experiments.store import read_metrics
+
+    path = run_dir / "metrics.csv"
+    w = [float(r["max_agg_weight"]) for r in read_metrics(path) if r.get("max_agg_weight", "") != ""] if path.exists() else []
+    w = [v for v in w if np.isfinite(v)]
+    return max(w) if w else float("nan")
 
 
 def collect(root: Path) -> dict[tuple[str, float, str], list[dict[str, Any]]]:
@@ -61,12 +103,16 @@ def collect(root: Path) -> dict[tuple[str, float, str], list[dict[str, Any]]]:
     for summary in sorted(root.rglob("summary.json")):
         s = json.loads(summary.read_text())
         cfg = yaml.safe_load((summary.parent / "config.yaml").read_text())
-        method = METHODS.get(str(s["name"]).split("[")[0])
+        found = method_of(str(s["name"]).split("[")[0], cfg)
         split = SPLITS.get(cfg["data"]["partition"]["kind"])
-        if method is None or split is None:
+        if found is None or split is None:
             continue
+        method, paper = found
         tau = round(cfg["train"]["clients_per_round"] / cfg["data"]["partition"]["n_clients"], 3)
-        cells[(method, tau, split)].append({"seed": s["seed"], "acc": 100.0 * s["final_accuracy"], "cfg": cfg, "dir": summary.parent})
+        cells[(method, tau, split)].append({
+            "seed": s["seed"], "acc": 100.0 * s["final_accuracy"], "cfg": cfg, "dir": summary.parent, "paper": paper,
+            "max_agg_weight": _max_agg_weight(summary.parent),
+        })
     return cells
 
 
@@ -75,7 +121,8 @@ def write_table2(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
     rows: list[dict[str, Any]] = []
     for (method, tau, split), runs in sorted(cells.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2])):
         acc = np.array([r["acc"] for r in runs])
-        paper = PAPER_TABLE2_FMNIST.get(tau, {}).get(method)
+        column = runs[0]["paper"]
+        paper = PAPER_TABLE2_FMNIST.get(tau, {}).get(column) if column is not None else None
         pm, ps = (paper[0] if split == "IID" else paper[1]) if paper else (float("nan"), float("nan"))
         cfg = runs[0]["cfg"]
         rows.append({
@@ -84,6 +131,7 @@ def write_table2(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
             "seeds": " ".join(str(r["seed"]) for r in sorted(runs, key=lambda r: r["seed"])),
             "paper_mean": pm, "paper_std": ps, "ours_minus_paper": round(float(acc.mean()) - pm, 2),
             "rounds": cfg["train"]["rounds"], "local": json.dumps(cfg["train"]["local"]), "budget": budget,
+            "max_agg_weight": round(float(np.mean([r["max_agg_weight"] for r in runs])), 4),
         })
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "table2.csv", rows, empty_header=["dataset"])
@@ -229,7 +277,8 @@ def _csv(v: Any) -> str:
 
 
 def _markdown(rows: list[dict[str, Any]], budget: str) -> str:
-    methods = [m for m in ("Random", "AOCS", "Fed-CBS", "DELTA", "FedPCS") if any(r["method"] == m for r in rows)]
+    present = {r["method"] for r in rows}
+    methods = [m for m in PAPER_METHODS if m in present] + sorted(present - set(PAPER_METHODS))
     taus = sorted({r["tau"] for r in rows})
     by = {(r["method"], r["tau"], r["split"]): r for r in rows}
     cols = [f"{m} {s}" for m in methods for s in ("IID", "Non-IID")]
@@ -244,12 +293,21 @@ def _markdown(rows: list[dict[str, Any]], budget: str) -> str:
         for m in methods:
             for s in ("IID", "Non-IID"):
                 r = by.get((m, tau, s))
-                cells.append("—" if r is None else f"{r['ours_mean']:.2f}±{r['ours_std']:.2f} / {r['paper_mean']:.2f}±{r['paper_std']:.2f}")
+                if r is None:
+                    cells.append("—")
+                elif np.isnan(r["paper_mean"]):
+                    cells.append(f"{r['ours_mean']:.2f}±{r['ours_std']:.2f}")  # an extra row: no paper number
+                else:
+                    cells.append(f"{r['ours_mean']:.2f}±{r['ours_std']:.2f} / {r['paper_mean']:.2f}±{r['paper_std']:.2f}")
         out.append(f"| {tau} | " + " | ".join(cells) + " |")
     if rows:
         r0 = rows[0]
         out += ["", f"Each cell: {r0['rounds']} rounds, local training {r0['local']}; seeds per cell listed in table2.csv; "
                 "the configs are in configs/.", "",
+                "Baselines' clients keep their ρ_i⁰ unpaid (spec §7 R3, `baseline_rho: initial`); \"(game ρ)\" rows play "
+                "the game against uniform sampling (A15), \"(ρ_L)\" rows sit at ρ_L. Extra rows (spec §7 R4, no paper "
+                "numbers): FedPCS's incentive with uniform draws, and x ∝ ρ with FedAvg weights θ_i/Σ_S θ instead of "
+                "Eq. (4); table2.csv's max_agg_weight is the largest aggregation weight an upload got (mean over seeds).", "",
                 "![Fig. 4](fig4_rho_correlation.png)", "", "![Fig. 6](fig6_server_cost.png)", "", "![Fig. 9](fig9_accuracy.png)", "", "![Fig. 10](fig10_loss.png)"]
     return "\n".join(out) + "\n"
 
