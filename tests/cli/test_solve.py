@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fedgame.cli import app
-from fedgame.incentives.games import mean_field
+from fedgame.incentives.games import accuracy_weights, equilibrium_cost, mean_field
 
 runner = CliRunner()
 
@@ -85,6 +85,58 @@ def test_bad_problems_are_refused_naming_the_field(change: dict[str, object], fi
     assert code == 2
     assert field in out
     assert "best_responses" not in out
+
+
+def _small_game() -> dict[str, object]:
+    rng = np.random.default_rng(0)
+    rho0, vp = rng.uniform(0.5, 10.0, 4), rng.uniform(0.2, 0.8, 4)
+    return {"N": 4, "K": 2, "T": 3, "clients": [{"rho0": float(a), "varphi": float(b)} for a, b in zip(rho0, vp)]}
+
+
+def test_stackelberg_block_returns_the_true_cost_rewards(tmp_path: Path) -> None:
+    """Spec §7 R2: the server's rewards on the true cost, v_t = γ·acc_scale/(t+1)."""
+    game = _small_game()
+    code, out = solve({**game, "stackelberg": {"gamma": 0.5, "acc_scale": 1000, "R_max": 100}}, tmp_path)
+    assert code == 0, out
+    d = json.loads(out)
+    s = d["stackelberg"]
+    assert set(d) == {"stackelberg"}
+    assert s["server_solver"] == "true_cost" and s["converged"] is True
+    assert len(s["R"]) == len(s["phi"]) == len(s["cost"]["per_round"]) == 4
+    assert s["R"][0] == s["R"][1] and all(0 <= r <= 100 for r in s["R"])
+    assert np.shape(s["rho"]) == (4, 4)
+    assert s["cost"]["total"] == pytest.approx(sum(s["cost"]["per_round"]), rel=1e-12)
+    assert s["cost"]["objective"] == pytest.approx(sum(s["cost"]["per_round"][1:]), rel=1e-12)
+    # the same cost as the library's true-cost function at these rewards
+    rho0 = [c["rho0"] for c in game["clients"]]  # type: ignore[union-attr]
+    vp = [c["varphi"] for c in game["clients"]]  # type: ignore[union-attr]
+    ref = equilibrium_cost(s["R"], rho0, vp, 2, 3, v=accuracy_weights(3, gamma=0.5, acc_scale=1000.0))
+    assert ref.objective == pytest.approx(s["cost"]["objective"], rel=1e-9)
+    np.testing.assert_allclose(s["rho"], ref.mean_field.rho, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("block", "field"),
+    [
+        ({"acc_scale": 0}, "stackelberg.acc_scale: Input should be greater than 0"),
+        ({"gamma": 1.5, "acc_scale": 10}, "stackelberg.gamma: Input should be less than 1"),
+        ({"acc_scale": 10, "R_max": -1}, "stackelberg.R_max: Input should be greater than 0"),
+        ({"acc_scale": 10, "server_solver": "newton"}, "stackelberg.server_solver"),
+        ({"gamma": 0.5}, "stackelberg.acc_scale: Field required"),
+    ],
+)
+def test_bad_stackelberg_blocks_are_refused(block: dict[str, object], field: str, tmp_path: Path) -> None:
+    code, out = solve({**_small_game(), "stackelberg": block}, tmp_path)
+    assert code == 2 and field in out and '"stackelberg"' not in out
+
+
+def test_stackelberg_needs_every_client_and_no_stray_rewards(tmp_path: Path) -> None:
+    game = _small_game()
+    block = {"acc_scale": 10}
+    code, out = solve({**game, "clients": game["clients"][:3], "stackelberg": block}, tmp_path)  # type: ignore[index]
+    assert code == 2 and "clients: stackelberg needs all N = 4 clients, got 3" in out
+    code, out = solve({**game, "R": 1.0, "stackelberg": block}, tmp_path)
+    assert code == 2 and "R: only used with phi or mean_field" in out
 
 
 def test_malformed_json_and_unknown_game(tmp_path: Path) -> None:

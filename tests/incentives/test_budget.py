@@ -105,3 +105,22 @@ def test_schedule_follows_a_decreasing_budget() -> None:
     assert np.all(np.diff(sched.tau) <= 0)
     assert np.all(sched.K * sched.rho_star <= B + 1e-9)
     assert sched.reward[0] == sched.reward[1]
+
+
+def test_rho_star_is_held_within_rho_max() -> None:
+    """Spec §7 R2: no round asks more than ρ_H of a client. The binding cost is convex in R,
+    so the capped answer ρ* = ρ_H, R* = (ρ_H − H)/G is the constrained minimiser."""
+    G, H, v, gamma, B = 0.4, 1.0, 5000.0, 0.5, 700.0
+    free = theorem7(G, H, v, gamma, B, N=100)
+    assert free.rho_star > 12.0 and not free.capped  # the paper's closed form: 21.5
+    res = theorem7(G, H, v, gamma, B, N=100, rho_max=12.0, rho_min=0.01)
+    assert res.capped and res.rho_star == 12.0
+    assert res.R_star == pytest.approx((12.0 - H) / G, rel=1e-12)
+    assert res.K == int(np.floor(B / 12.0)) and res.K * res.rho_star <= B
+    hi = (12.0 - H) / G
+    grid = np.linspace(0.0, hi, 2001)
+    best = budget_binding_cost(res.R_star, G, H, v, gamma, B)
+    assert best <= min(budget_binding_cost(float(R), G, H, v, gamma, B) for R in grid) + 1e-9
+    sched = adaptive_schedule(np.full((3, 4), G), np.full((3, 4), H), np.full((3, 4), 0.5), v,
+                              gamma, B, rho_max=12.0)
+    assert np.all(sched.rho_star <= 12.0)

@@ -151,8 +151,8 @@ def test_stackelberg_outer_loop_is_self_consistent() -> None:
     rho0 = rng.uniform(0.5, 10.0, 6)
     varphi = rng.uniform(0.2, 0.8, 6)
     v = accuracy_weights(3, gamma=GAMMA, acc_scale=200.0)
-    res = stackelberg(rho0, varphi, 2, 3, v=v, gamma=GAMMA, R_init=1.0)
-    assert res.converged and res.reward_residual <= 1e-6
+    res = stackelberg(rho0, varphi, 2, 3, v=v, gamma=GAMMA, R_init=1.0, server_solver="lemma2")
+    assert res.solver == "lemma2" and res.converged and res.reward_residual <= 1e-6
     assert res.mean_field.residual <= 1e-7
     assert res.reward[0] == res.reward[1]  # R_0 := R_1 (A7)
     # each R_t is the surrogate minimiser at the returned equilibrium

@@ -103,4 +103,4 @@ def test_other_entry_points_name_their_fields() -> None:
     with pytest.raises(ValueError, match=re.escape("rho_max: must be >= rho_min")):
         participation_factor(10, 2, 1.0, 0.5)
     with pytest.raises(ValueError, match=re.escape("beta_R: must be in (0, 1], got 0")):
-        stackelberg([1.0, 2.0], [0.5, 0.5], 1, 2, v=1.0, beta_R=0.0)
+        stackelberg([1.0, 2.0], [0.5, 0.5], 1, 2, v=1.0, beta_R=0.0, server_solver="lemma2")

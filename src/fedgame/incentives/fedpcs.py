@@ -56,7 +56,8 @@ log = logging.getLogger(__name__)
 FloatArray = NDArray[np.float64]
 
 #: Bumped whenever a solver change can change a solution: part of the cache key.
-SOLVER_VERSION = 3
+#: 4: the server's rewards minimise the true cost (spec §7 R2), Theorem 7's ρ* within [ρ_L, ρ_H].
+SOLVER_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,8 @@ def _solve(game: FedPCSGame) -> FedPCSPlan:
     K = game.clients_per_round
     rho0, varphi = _types(game)
     v = accuracy_weights(T, gamma=game.gamma, acc_scale=1.0 if game.acc_scale is None else game.acc_scale)
+    # the server's rewards minimise the true expected cost at the clients' equilibrium
+    # (server_solver="true_cost", spec §7 R2), not the paper's Lemma-2 outer loop
     st = stackelberg(
         rho0, varphi, K, T, v=v, gamma=game.gamma, rho_min=game.rho_min, rho_max=game.rho_max,
         R_max=game.R_max, mf_tol=game.mf_tol, n_starts=game.n_starts, rng=game.seed, inclusion=game.inclusion,
@@ -183,14 +186,17 @@ def _solve(game: FedPCSGame) -> FedPCSPlan:
     mf, R = st.mean_field, np.asarray(st.reward)
     Ks = np.full(T + 1, K, dtype=np.int64)
     budget = np.full(T + 1, np.inf)
-    extras: dict[str, Any] = {"outer_iterations": st.outer_iterations, "reward_residual": st.reward_residual}
+    extras: dict[str, Any] = {"server_solver": st.solver, "outer_iterations": st.outer_iterations,
+                              "reward_residual": st.reward_residual, "evaluations": st.evaluations}
     if game.budget is not None:
-        # Algorithm 3: Theorem 7 per round on the averaged Lemma-2 coefficients, then the
-        # clients' equilibrium under the new rewards (K enters P through the nominal K).
+        # Algorithm 3: Theorem 7 per round on the Lemma-2 coefficients averaged at the
+        # true-cost equilibrium, ρ_t* kept in [ρ_L, ρ_H], then the clients' equilibrium under
+        # the new rewards (K enters P through the nominal K).
         budget = linear_budget(T, *game.budget)
         with inclusion_rule(game.inclusion):
             aff = affine_response(mf.alpha, mf.rho, mf.phi, R, varphi, N, K)
-        sched = adaptive_schedule(aff.G, aff.H, aff.P, v, game.gamma, budget, R_max=game.R_max, rho_max=game.rho_max)
+        sched = adaptive_schedule(aff.G, aff.H, aff.P, v, game.gamma, budget, R_max=game.R_max,
+                                  rho_max=game.rho_max, rho_min=game.rho_min)
         R = np.asarray(sched.reward)
         Ks = np.asarray(sched.K, dtype=np.int64)
         mf = mean_field(rho0, varphi, R, K, T, tol=game.mf_tol, n_starts=game.n_starts, rng=game.seed,

@@ -1,11 +1,12 @@
 """Game problems posed as JSON and solved on their own, without training
 (``fedgame solve fedpcs --input problem.json``, ``fedgame solve qidpfl ...``).
 
-A FedPCS problem (spec ``fedpcs.md`` §3.6-3.10) names the population (``N``, ``K``, ``T``),
-the clients' types (``clients``: ``{"rho0", "varphi"}`` each), the rewards ``R`` and either a
-given mean field ``phi`` (best responses to it) or ``"mean_field"`` (solve the fixed point);
-optionally Theorem 7 for homogeneous clients and a zCDP → (ε, δ) conversion. Every field is
-validated before any work; errors name the field, the value and the allowed range.
+A FedPCS problem (spec ``fedpcs.md`` §3.6-3.10, §7 R2) names the population (``N``, ``K``,
+``T``), the clients' types (``clients``: ``{"rho0", "varphi"}`` each), the rewards ``R`` and
+either a given mean field ``phi`` (best responses to it) or ``"mean_field"`` (solve the fixed
+point); or a ``stackelberg`` block (the server chooses R on the true cost); optionally Theorem 7
+for homogeneous clients and a zCDP → (ε, δ) conversion. Every field is validated before any
+work; errors name the field, the value and the allowed range.
 
 A QI-DPFL problem (spec ``qidpfl.md`` §3.1, §3.5-3.8) is described at :func:`solve_qidpfl`; a
 JDP-FL recruitment auction (spec ``jdp.md`` §3.1-3.3) at :func:`solve_jdp`.
@@ -28,11 +29,13 @@ from fedgame.incentives.auctions import (
     truthfulness_audit,
 )
 from fedgame.incentives.games import (
+    accuracy_weights,
     best_response,
     mean_field,
     price_of_anarchy,
     social_optimum,
     social_welfare,
+    stackelberg,
     theorem7,
 )
 from fedgame.incentives.games.qidpfl import (
@@ -93,17 +96,30 @@ class ZCDP(_Strict):
     delta: float = Field(1e-5, gt=0, lt=1)
 
 
+class StackelbergBlock(_Strict):
+    """The server's problem (spec §7 R2): choose R_0..R_T ∈ [0, ``R_max``] minimising the
+    expected server cost at the clients' mean-field equilibrium, with accuracy weights
+    v_t = γ·``acc_scale``/(t+1) (``acc_scale`` = κ in units of (Σ|D|)², spec A7/R1).
+    ``server_solver``: ``"true_cost"`` (default) or ``"lemma2"`` (the paper's outer loop)."""
+
+    gamma: float = Field(0.5, gt=0, lt=1, description="server weight γ of accuracy vs payment")
+    acc_scale: float = Field(gt=0, le=1e12, description="κ in units of (Σ|D|)²")
+    R_max: float = Field(100.0, gt=0, le=1e9, description="largest reward rate")
+    server_solver: Literal["true_cost", "lemma2"] = "true_cost"
+
+
 class FedPCSProblem(_Strict):
     N: int = Field(ge=1, le=10_000_000)
     K: int = Field(ge=1)
     T: int = Field(ge=1, le=100_000)
     clients: list[ClientType] = Field(min_length=1)
-    R: float | list[float]
+    R: float | list[float] | None = None
     phi: float | list[float] | None = None
     mean_field: bool | MeanFieldOptions = False
     inclusion: Literal["privacy", "uniform"] = "privacy"
     homogeneous: Homogeneous | None = None
     zcdp: ZCDP | None = None
+    stackelberg: StackelbergBlock | None = None
 
     @field_validator("R", "phi")
     @classmethod
@@ -127,10 +143,18 @@ class FedPCSProblem(_Strict):
         if isinstance(self.phi, list) and min(self.phi) <= 0:
             raise ValueError(f"phi: every value must be > 0, got {min(self.phi)}")
         wants_mf = self.mean_field is not False
-        if (self.phi is None) == (not wants_mf):
+        if self.phi is not None and wants_mf:
             raise ValueError("phi, mean_field: give exactly one of phi (best responses to it) and mean_field")
-        if wants_mf and len(self.clients) != self.N:
-            raise ValueError(f"clients: the mean field needs all N = {self.N} clients, got {len(self.clients)}")
+        if self.stackelberg is None and self.phi is None and not wants_mf:
+            raise ValueError("phi, mean_field: give exactly one of phi (best responses to it) and mean_field "
+                             "(or a stackelberg block)")
+        if self.R is None and (self.phi is not None or wants_mf):
+            raise ValueError("R: required with phi or mean_field (the rewards the clients respond to)")
+        if self.R is not None and self.phi is None and not wants_mf:
+            raise ValueError("R: only used with phi or mean_field (the stackelberg block chooses its own R)")
+        if (wants_mf or self.stackelberg is not None) and len(self.clients) != self.N:
+            what = "the mean field" if wants_mf else "stackelberg"
+            raise ValueError(f"clients: {what} needs all N = {self.N} clients, got {len(self.clients)}")
         if len(self.clients) > self.N:
             raise ValueError(f"clients: at most N = {self.N} clients, got {len(self.clients)}")
         return self
@@ -172,17 +196,27 @@ def _clients(res: Any) -> list[dict[str, Any]]:
 
 
 def solve_fedpcs(raw: Any) -> dict[str, Any]:
-    """Solve a FedPCS problem (see module docstring); returns a JSON-ready dict."""
+    """Solve a FedPCS problem (see module docstring); returns a JSON-ready dict.
+
+    With a ``stackelberg`` block the output's ``stackelberg`` holds the server's rewards
+    ``R`` (T+1 values, R_0 = R_1), the mean field ``phi``, ``cost`` (``per_round`` U_t,
+    ``total`` over t = 0..T, and ``objective`` = Σ_{t≥1} U_t, what the server minimises),
+    ``converged``, ``server_solver``, and the clients' equilibrium budgets ``rho``
+    (N × (T+1))."""
     p = parse_problem(raw)
     rho0 = np.array([c.rho0 for c in p.clients])
     varphi = np.array([c.varphi for c in p.clients])
-    R = p.rounds(p.R)
     out: dict[str, Any] = {}
+    if p.stackelberg is not None:
+        out["stackelberg"] = _stackelberg(p, rho0, varphi)
+    if p.R is None:
+        return _extras(p, out)
+    R = p.rounds(p.R)
     if p.phi is not None:
         br = best_response(rho0, varphi, p.rounds(p.phi), R, p.N, p.K, rng=0, inclusion=p.inclusion)
         out["best_responses"] = _clients(br)
         out["social_welfare"] = social_welfare(np.asarray(br.rho).reshape(rho0.size, -1), R, varphi)
-    else:
+    elif p.mean_field is not False:
         opts = p.mean_field if isinstance(p.mean_field, MeanFieldOptions) else MeanFieldOptions()
         mf = mean_field(rho0, varphi, R, p.K, p.T, beta=opts.beta, tol=opts.tol, max_iter=opts.max_iter, rng=0,
                         inclusion=p.inclusion)
@@ -199,6 +233,29 @@ def solve_fedpcs(raw: Any) -> dict[str, Any]:
             # PoA = +inf when SW(eq) <= 0 (no participation constraint, A16): JSON null
             "poa": _finite(price_of_anarchy(mf.rho, R, varphi)),
         }
+    return _extras(p, out)
+
+
+def _stackelberg(p: FedPCSProblem, rho0: np.ndarray, varphi: np.ndarray) -> dict[str, Any]:
+    """The ``stackelberg`` output block (see :func:`solve_fedpcs`)."""
+    s = p.stackelberg
+    assert s is not None
+    v = accuracy_weights(p.T, gamma=s.gamma, acc_scale=s.acc_scale)
+    res = stackelberg(rho0, varphi, p.K, p.T, v=v, gamma=s.gamma, R_max=s.R_max, server_solver=s.server_solver,
+                      rng=0, inclusion=p.inclusion)
+    cost = np.asarray(res.cost)
+    return {
+        "server_solver": s.server_solver,
+        "R": np.asarray(res.reward).tolist(),
+        "phi": np.asarray(res.mean_field.phi).tolist(),
+        "cost": {"per_round": cost.tolist(), "total": float(cost.sum()), "objective": float(cost[1:].sum())},
+        "converged": bool(res.converged),
+        "rho": np.asarray(res.mean_field.rho).tolist(),
+    }
+
+
+def _extras(p: FedPCSProblem, out: dict[str, Any]) -> dict[str, Any]:
+    """The optional ``homogeneous`` (Theorem 7) and ``zcdp`` blocks."""
     if p.homogeneous is not None:
         h = p.homogeneous
         if h.B < h.H:

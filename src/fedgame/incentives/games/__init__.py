@@ -15,8 +15,10 @@ Eqs. 49, 53-54 (M corrected, A2)  :func:`costate`, :func:`client_utility_gradien
 Theorem 1, Eq. 21                 :func:`stationary_alpha`, :func:`best_response`
 Def. 2, Eq. 18, Alg. 1            :func:`mean_field`
 Eqs. 12-13                        :func:`accuracy_weights`, :func:`server_cost`
+Eq. 13 at the equilibrium ρ*[R]   :func:`equilibrium_cost` (the true server cost, spec §7 R2)
 Lemma 2, Eqs. 22, 57-62           :func:`affine_response`, :func:`optimal_reward`, ...
-Algorithm 1 (outer loop)          :func:`stackelberg`
+Algorithm 1 (outer loop)          :func:`stackelberg_lemma2` (the paper's, on Lemma 2)
+Stage I on the true cost          :func:`stackelberg_true_cost`; :func:`stackelberg` (default)
 Eqs. 30-37, Prop. 4, Thm. 6       :func:`social_welfare`, :func:`price_of_anarchy`, ...
 Theorem 7, Eqs. 38-45, Alg. 3     :func:`theorem7`, :func:`adaptive_k`, :func:`adaptive_schedule`
 Theorems 4-5, Prop. 3             :func:`bound_thm4_convex`, ... (reference formulas)
@@ -68,15 +70,20 @@ from fedgame.incentives.games._mean_field import (
 )
 from fedgame.incentives.games._server import (
     AffineResponse,
+    EquilibriumCost,
     RewardSolution,
+    ServerSolver,
     StackelbergResult,
     accuracy_weights,
     affine_response,
+    equilibrium_cost,
     optimal_reward,
     reward_fixed_point,
     reward_interval,
     server_cost,
     stackelberg,
+    stackelberg_lemma2,
+    stackelberg_true_cost,
     surrogate_cost,
     surrogate_cost_derivative,
     surrogate_cost_second_derivative,
@@ -103,9 +110,11 @@ __all__ = [
     "AdaptiveSchedule",
     "AffineResponse",
     "BestResponse",
+    "EquilibriumCost",
     "MeanFieldResult",
     "Restarts",
     "RewardSolution",
+    "ServerSolver",
     "SocialOptimum",
     "Solver",
     "StackelbergResult",
@@ -126,6 +135,7 @@ __all__ = [
     "client_utility_gradient",
     "client_utility_hessian",
     "costate",
+    "equilibrium_cost",
     "inclusion_probability",
     "inclusion_probability_derivative",
     "inclusion_probability_second_derivative",
@@ -148,6 +158,8 @@ __all__ = [
     "social_welfare",
     "social_welfare_per_round",
     "stackelberg",
+    "stackelberg_lemma2",
+    "stackelberg_true_cost",
     "stage_payoff",
     "stationary_alpha",
     "surrogate_cost",

@@ -67,7 +67,8 @@ def adaptive_k(budget: float, rho_star: float, N: int, *, strict: bool = True) -
 class Theorem7Result:
     """Optimal reward and sampling for one round: ``rho_star`` ρ_t*, ``R_star`` R_t*,
     ``K`` (integer, = N when the budget is ``slack``), ``K_continuous`` = B_t/ρ_t*,
-    ``tau`` = K/N, ``corner``: ρ* < H so R* = 0 and ρ* := H."""
+    ``tau`` = K/N, ``corner``: ρ* < H so R* = 0 and ρ* := H; ``capped``: the closed form
+    exceeded ``rho_max`` (or fell below ``rho_min``) and ρ* was held at that bound."""
 
     rho_star: float
     R_star: float
@@ -76,10 +77,11 @@ class Theorem7Result:
     tau: float
     corner: bool
     slack: bool
+    capped: bool = False
 
 
 def theorem7(G: float, H: float, v: float, gamma: float, budget: float, N: int, *,
-             R_max: float = 100.0, rho_max: float | None = None,
+             R_max: float = 100.0, rho_max: float | None = None, rho_min: float | None = None,
              strict: bool = True) -> Theorem7Result:
     """Theorem 7 (homogeneous clients, budget binding, reading A12):
 
@@ -88,7 +90,12 @@ def theorem7(G: float, H: float, v: float, gamma: float, budget: float, N: int, 
     — the exact minimiser of :func:`budget_binding_cost`. Corner: ρ_t* < H ⇒ R_t* = 0,
     ρ_t* := H. K_t = :func:`adaptive_k`. If B_t/ρ_t* ≥ N the budget is slack: K_t = N and
     R_t minimises N [v/(GR+H) + (1−γ) R (GR+H)] subject to N (G R + H) ≤ B_t (and
-    G R + H ≤ ``rho_max`` if given), R ∈ [0, R_max] (the fixed-K Lemma-2 problem)."""
+    G R + H ≤ ``rho_max`` if given), R ∈ [0, R_max] (the fixed-K Lemma-2 problem).
+
+    ``rho_max``/``rho_min`` (if given) keep ρ_t* in [ρ_L, ρ_H] (spec §7 R2: no client can
+    spend more than ρ_H per round): the binding cost C(R) is convex in R (C'' =
+    6vG²B/ρ⁴ > 0), so a closed form beyond ρ_H is replaced by ρ* = ρ_H, R* = (ρ_H − H)/G,
+    the constrained minimiser (``capped``)."""
     G = check_positive("G", G, strict=False)
     # H is an intercept of the linearised response ρ = G R + H; averaged over clients it can
     # be <= 0 (the linearisation extrapolates below zero), which is fine while G > 0.
@@ -100,6 +107,11 @@ def theorem7(G: float, H: float, v: float, gamma: float, budget: float, N: int, 
     B = check_positive("budget", budget)
     N = _check_n(N)
     rho = (2.0 * G * v / (1.0 - gm)) ** (1.0 / 3.0)
+    capped = False
+    if rho_max is not None and rho > rho_max:
+        rho, capped = float(rho_max), True
+    if rho_min is not None and rho < rho_min:
+        rho, capped = float(rho_min), True
     corner = not rho > H
     if corner:
         rho, R = H, 0.0
@@ -125,9 +137,9 @@ def theorem7(G: float, H: float, v: float, gamma: float, budget: float, N: int, 
                                   options={"xatol": 1e-12})
             cands = [lo, hi, float(res.x)]
             R = cands[int(np.argmin([f(c) for c in cands]))]
-        return Theorem7Result(G * R + H, R, N, k_cont, 1.0, corner, True)
+        return Theorem7Result(G * R + H, R, N, k_cont, 1.0, corner, True, capped)
     K = adaptive_k(B, rho, N, strict=strict)
-    return Theorem7Result(rho, R, K, k_cont, K / N, corner, False)
+    return Theorem7Result(rho, R, K, k_cont, K / N, corner, False, capped)
 
 
 def linear_budget(T: int, start: float = 700.0, end: float = 300.0) -> FloatArray:
@@ -157,7 +169,8 @@ class AdaptiveSchedule:
 
 def adaptive_schedule(G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike, gamma: float,
                       budget: ArrayLike, *, R_max: float = 100.0,
-                      rho_max: float | None = None) -> AdaptiveSchedule:
+                      rho_max: float | None = None,
+                      rho_min: float | None = None) -> AdaptiveSchedule:
     """Theorem 7 for heterogeneous clients (spec §3.10): per round the population averages
     G^t = Σ_i P_i^t G_i^t / Σ_i P_i^t, H^t likewise, v^t = mean_i v_i^t, then
     :func:`theorem7` with B_t; R_0 := R_1 (A7). ``G, H, P`` (n, T+1) from
@@ -172,7 +185,7 @@ def adaptive_schedule(G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike, ga
     w = p / p.sum(axis=0)
     Gt, Ht = (w * g).sum(axis=0), (w * h).sum(axis=0)
     out = [theorem7(float(Gt[t]), float(Ht[t]), float(vv[t]), gamma, float(B[t]), n,
-                    R_max=R_max, rho_max=rho_max) for t in range(T1)]
+                    R_max=R_max, rho_max=rho_max, rho_min=rho_min) for t in range(T1)]
     R = np.array([o.R_star for o in out])
     if T1 > 1:
         R[0] = R[1]
