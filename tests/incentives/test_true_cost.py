@@ -104,6 +104,8 @@ def test_true_cost_is_never_above_the_paper_lemma2_loop(instance: tuple[np.ndarr
     assert paper.solver == "lemma2"
     theirs = _cost(instance, np.asarray(paper.reward))
     assert theirs.objective >= solved.objective - REL * abs(solved.objective)
+    # its reported cost is that of the equilibrium under the rewards it returns
+    assert paper.objective == pytest.approx(theirs.objective, rel=1e-9)
 
 
 def test_a_game_where_paying_does_not_pay_returns_zero_rewards() -> None:

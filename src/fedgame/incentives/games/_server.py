@@ -418,6 +418,12 @@ def stackelberg_lemma2(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *, v:
             xs, fs = [], []  # the map changed shape (a reward moved onto a bound): new memory
         last_side, last_jump = side, jump
     assert mf is not None and aff is not None
+    if not converged:
+        # the last iteration moved R after its mean-field solve: report the clients'
+        # equilibrium (and so the cost) under the R returned, not under the previous one
+        mf = mean_field(r0, vp, R, K, T, tol=mf_tol, restarts=restarts, update=update,
+                        n_starts=n_starts, rng=rng, phi_init=mf.phi, alpha_init=mf.alpha)
+        aff = affine_response(mf.alpha, mf.rho, mf.phi, R, vp, N, K)
     cost = server_cost(mf.rho, R, N, K, vv, gamma=gm, phi=mf.phi)
     return StackelbergResult(_ro(R), mf, aff.G, aff.H, _ro(cost), res, it,
                              bool(converged and mf.converged), "lemma2",
