@@ -374,6 +374,20 @@ def bench_game(quick: bool) -> dict[str, object]:
     return out
 
 
+def mean_field_seconds(n: int, T: int = 30) -> float:
+    """Wall time of one FedPCS mean field (spec §3.7) at N = ``n`` heterogeneous clients,
+    ``T`` rounds: the instance of ``bench_game`` (ρ⁰ ~ U[0.01, 12], ϕ ~ U(0, 1) clipped to
+    [1e-3, 1 − 1e-3], R ≡ 1, K = N/5, seeded by n). Issue 17's target: n = 10⁵, T = 30 under
+    60 s (``mean_field_1e5_s``)."""
+    from fedgame.incentives.games import mean_field
+
+    rng = np.random.default_rng(n)
+    rho0, varphi = rng.uniform(0.01, 12.0, n), np.clip(rng.uniform(0, 1, n), 1e-3, 1 - 1e-3)
+    t = time.perf_counter()
+    mean_field(rho0, varphi, np.full(T + 1, 1.0), max(1, n // 5), T, rng=0)
+    return time.perf_counter() - t
+
+
 # -- 5. PHS Problem 1 ------------------------------------------------------------------------
 def bench_p1(quick: bool) -> dict[str, object]:
     from fedgame.privacy.analysis.phs import phs_V

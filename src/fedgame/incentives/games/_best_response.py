@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedgame.incentives.games import _solvers
-from fedgame.incentives.games._dynamics import evaluate, with_inclusion
+from fedgame.incentives.games._dynamics import Evaluation, Workspace, evaluate, with_inclusion
 from fedgame.incentives.games._validation import (
     as_clients,
     as_rounds,
@@ -19,14 +19,326 @@ from fedgame.incentives.games._validation import (
     check_population,
 )
 
-__all__ = ["BestResponse", "Solver", "best_response"]
+__all__ = ["BestResponse", "Engine", "Solver", "best_response"]
 
 FloatArray = NDArray[np.float64]
 Solver = Literal["newton", "lbfgsb"]
+#: ``"streamed"``: the streamed engines of this module (default); ``"reference"``: the
+#: pre-streaming path through :mod:`._solvers` (kept for the equality tests)
+Engine = Literal["streamed", "reference"]
 
 #: problems (client type × start) per batch of (T+1)-long rows: bounds the working memory
-#: of the Newton engine to ~250 MB
+#: of the Newton engine to ~250 MB (reference engine)
 _BATCH_CELLS = 1_000_000
+
+#: problems in flight in the streamed engines: (T+1, 8192) rows of 2 MB stay in the cache
+_STREAM = 8192
+
+_ARMIJO = 1e-4
+_MAX_HALVINGS = 50
+
+
+# --------------------------------------------------------------------------------------------
+# Streamed engines (spec §3.6, A5): the same iterations as ``_solvers.newton`` and
+# ``_solvers.damped_sweep``, problem by problem, run over a window of ``_STREAM`` problems at
+# a time that is refilled as problems finish
+# --------------------------------------------------------------------------------------------
+
+
+class _Workspace(Workspace):
+    """:class:`Workspace` whose buffers are never 8 columns wide.
+
+    NumPy 2.4.6 (AVX-512 build) writes wrong values when ``np.negative`` stores through a
+    stride of exactly 64 bytes, which is the row stride of a (rows, 1) view of an 8-column
+    float64 buffer: :func:`evaluate` negates such views in place when a batch of 8 shrinks
+    to 1 (U, P' and the gradient come out wrong)."""
+
+    def get(self, name: str, rows: int, m: int) -> FloatArray:
+        b = self._buf.get(name)
+        if b is None or b.shape[0] != rows or b.shape[1] < m:
+            b = np.empty((rows, 9 if m == 8 else m))
+            self._buf[name] = b
+        return b[:, :m]
+
+
+def _kkt(a: FloatArray, grad: FloatArray) -> FloatArray:
+    """r_KKT = max_t |clip(α^t + ∂U/∂α^t, 0, 1) − α^t| per column (spec §3.6 step 4)."""
+    r = np.add(a, grad)
+    np.clip(r, 0.0, 1.0, out=r)
+    r -= a
+    np.abs(r, out=r)
+    return r.max(axis=0)
+
+
+def _riccati_step(a: FloatArray, ev: Evaluation, phi: FloatArray, varphi: FloatArray,
+                  gJ: FloatArray, bound: NDArray[np.bool_], ws: Workspace) -> FloatArray:
+    """Projected-Newton step for J = −U (T, m): the exact Newton step on the free variables
+    and a curvature-scaled projected-gradient step on the ε-active ones (``bound``).
+
+    Stagewise Newton (Pantoja 1988) on the reduced objective: with x = ρ, u = α and
+    x' = φ + u (x − φ) (Eq. 20), A = α^t, B = ρ^t − φ(t), stage loss ℓ = −P g and
+    p = −λ the costate of J (Eqs. 53-54), the backward pass is
+    Q_u = 2(1−ϕ)P α + B v', Q_uu = 2(1−ϕ)P + B² V',
+    Q_ux = 2(1−ϕ)P' α − λ(t+1) + A B V', k = −Q_u/Q_uu, K = −Q_ux/Q_uu,
+    v = A v' − S + K Q_u, V = A² V' − f'' + K Q_ux (S = ∂(Pg)/∂ρ, f'' = ∂²(Pg)/∂ρ²);
+    the forward pass δα = k + K δρ, δρ' = A δρ + B δα. A pivot Q_uu below
+    10⁻¹⁰ (2(1−ϕ)P + B²|V'|) in magnitude is replaced by that floor and a negative one by
+    its magnitude (a modified factorisation: the step stays an ascent direction for U).
+    Row operations over all m problems at once; the same arithmetic, in the same order, as
+    ``_solvers._newton_direction`` (so both give the same step to the last bit)."""
+    rho, P, dP, S, lam, f2 = ev.rho, ev.P, ev.dP, ev.S, ev.lam, ev.f2
+    assert f2 is not None
+    T, m = a.shape
+    c2 = 2.0 * (1.0 - varphi)
+    B_all = np.subtract(rho[:T], phi[:T, None], out=ws.get("B", T, m))
+    cP_all = np.multiply(c2, P[:T], out=ws.get("cP", T, m))
+    W_all = np.multiply(c2, dP[:T], out=ws.get("W", T, m))
+    W_all *= a
+    W_all -= lam[1:]  # 2(1−ϕ)P'α − λ(t+1): Q_ux before its A B V' term
+    k = ws.get("k", T, m)
+    Kg = ws.get("Kg", T, m)
+    curv = ws.get("curv", T, m)
+    row = ws.get("row", 6, m)
+    BV, Quu, fl, Qu, Qux, w1 = row
+    V = -f2[T]
+    v = -S[T]
+    for t in range(T - 1, -1, -1):
+        A = a[t]
+        B = B_all[t]
+        cP = cP_all[t]
+        np.multiply(B, V, out=BV)
+        np.multiply(B, BV, out=Quu)
+        Quu += cP
+        np.abs(BV, out=fl)
+        fl *= B
+        fl += cP
+        fl *= 1e-10
+        fl += 1e-300
+        np.abs(Quu, out=Quu)
+        Qm = np.maximum(Quu, fl, out=curv[t])
+        bt = bound[t]
+        np.multiply(cP, A, out=Qu)
+        np.multiply(B, v, out=w1)
+        Qu += w1
+        np.multiply(A, BV, out=Qux)
+        Qux += W_all[t]
+        kt = np.divide(Qu, Qm, out=k[t])
+        np.negative(kt, out=kt)
+        np.copyto(kt, 0.0, where=bt)
+        Kt = np.divide(Qux, Qm, out=Kg[t])
+        np.negative(Kt, out=Kt)
+        np.copyto(Kt, 0.0, where=bt)
+        v = A * v
+        v -= S[t]
+        np.multiply(Kt, Qu, out=w1)
+        v += w1
+        V = A * A * V
+        V -= f2[t]
+        np.multiply(Kt, Qux, out=w1)
+        V += w1
+    d = Kg  # the forward pass overwrites K row by row once it is used
+    dx = np.zeros(m)
+    for t in range(T):
+        du = np.multiply(Kg[t], dx, out=d[t])
+        du += k[t]
+        dx *= a[t]
+        np.multiply(B_all[t], du, out=w1)
+        dx += w1
+    if bound.any():
+        scale = np.maximum(curv, cP_all, out=curv)
+        np.maximum(scale, 1e-12, out=scale)
+        np.divide(gJ, scale, out=scale)
+        np.negative(scale, out=scale)
+        np.copyto(d, scale, where=bound)
+    return d
+
+
+def _newton_stream(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
+                   R: FloatArray, N: int, K: int, *, tol: float = 1e-11, max_iter: int = 200,
+                   window: int = _STREAM) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Projected Newton from ``a0`` (T, m) for m independent problems; (α, U, KKT residual).
+
+    The iteration of each problem is that of ``_solvers.newton`` (Bertsekas' ε-active set
+    with ε = min(10⁻³, r, 10³ r²), the step of :func:`_riccati_step` capped at a unit move,
+    Armijo backtracking (10⁻⁴, ≤ 50 halvings) along the projection arc, a full step accepted
+    at the rounding floor of U if it lowers the KKT residual; a problem stops once
+    r_KKT ≤ ``tol``, when no step is accepted, or after ``max_iter`` + 1 steps). Only the
+    schedule differs: at most ``window`` problems are in flight, and a problem that stops
+    is replaced at once by the next one, so that every row operation runs on a full window
+    and the few slow problems of a large batch share one tail instead of one per chunk."""
+    a0 = np.asarray(a0, dtype=float)
+    T, m = a0.shape
+    out_a = np.array(a0, copy=True)
+    out_U = np.full(m, -np.inf)
+    out_k = np.full(m, np.inf)
+    ws_ev, ws_ls, ws_fl, ws_dir, ws = (_Workspace() for _ in range(5))
+    nxt = 0
+    idx = np.empty(0, dtype=np.intp)
+    A = np.empty((T, 0))
+    steps = np.empty(0, dtype=np.int64)
+    done = np.empty(0, dtype=bool)  # finished, still in the window (they no longer move)
+    while True:
+        n_done = int(done.sum())
+        if n_done and (n_done >= 0.1 * idx.size or (nxt < m and n_done >= 0.1 * window)):
+            keep = ~done
+            idx, A, steps, done = idx[keep], A[:, keep], steps[keep], done[keep]
+        if idx.size <= 0.9 * window and nxt < m:
+            new = np.arange(nxt, min(m, nxt + window - idx.size))
+            nxt = int(new[-1]) + 1
+            idx = np.concatenate([idx, new])
+            A = np.concatenate([A, a0[:, new]], axis=1)
+            steps = np.concatenate([steps, np.zeros(new.size, dtype=np.int64)])
+            done = np.concatenate([done, np.zeros(new.size, dtype=bool)])
+        n = idx.size
+        if n == 0 or done.all():
+            if nxt >= m:
+                break
+            idx, A, steps, done = idx[:0], A[:, :0], steps[:0], done[:0]
+            continue
+        r0, vp = rho0[idx], varphi[idx]
+        ev = evaluate(A, r0, vp, phi, R, N, K, second=True, ws=ws_ev)
+        r = _kkt(A, ev.grad)
+        fin = ~done & ((r <= tol) | (steps > max_iter))
+        if fin.any():
+            out_a[:, idx[fin]] = A[:, fin]
+            out_U[idx[fin]] = ev.U[fin]
+            out_k[idx[fin]] = r[fin]
+        fin |= done
+        done = fin.copy()
+        if fin.all():
+            continue
+        gJ = np.negative(ev.grad, out=ws.get("gJ", T, n))
+        eps = np.minimum(np.minimum(1e-3, r), 1e3 * r * r)
+        bound = ((A <= eps) & (gJ > 0)) | ((A >= 1.0 - eps) & (gJ < 0))
+        d = _riccati_step(A, ev, phi, vp, gJ, bound, ws_dir)
+        d[:, fin] = 0.0
+        tmp = np.multiply(gJ, d, out=ws.get("tmp", T, n))
+        np.negative(tmp, out=tmp)
+        np.copyto(tmp, 0.0, where=bound)
+        pred = tmp.sum(axis=0)  # predicted decrease of J on the free variables
+        J0 = -ev.U
+        noise = 1e-13 * (1.0 + np.abs(J0))
+        np.abs(d, out=tmp)
+        np.copyto(tmp, 0.0, where=bound)
+        s = np.minimum(1.0, 1.0 / np.maximum(tmp.max(axis=0), 1e-300))
+        searching = np.arange(n)
+        accepted = fin.copy()
+        for h in range(_MAX_HALVINGS):
+            ns = searching.size
+            if ns == 0:
+                break
+            whole = ns == n
+            As = A if whole else A[:, searching]
+            ds = d if whole else d[:, searching]
+            trial = np.multiply(ds, s[searching], out=ws.get("trial", T, ns))
+            trial += As
+            np.clip(trial, 0.0, 1.0, out=trial)
+            Jt = -evaluate(trial, r0[searching], vp[searching], phi, R, N, K,
+                           need_grad=False, ws=ws_ls).U
+            dec = J0[searching] - Jt
+            moved = np.subtract(As, trial, out=ws.get("moved", T, ns))
+            moved *= gJ if whole else gJ[:, searching]
+            np.copyto(moved, 0.0, where=~(bound if whole else bound[:, searching]))
+            req = _ARMIJO * (s[searching] * pred[searching] + moved.sum(axis=0))
+            ok = dec >= req
+            if h == 0:
+                # at the rounding floor of U, function values cannot rank the trial: accept
+                # it if it does not increase −U beyond rounding and lowers the KKT residual
+                floor = ~ok & (req <= 1e3 * noise[searching]) & (dec >= -noise[searching])
+                if floor.any():
+                    fl = searching[floor]
+                    evt = evaluate(trial[:, floor], r0[fl], vp[fl], phi, R, N, K, ws=ws_fl)
+                    ok[floor] = _kkt(trial[:, floor], evt.grad) < r[fl]
+            if whole and ok.all():
+                A[...] = trial
+            else:
+                A[:, searching[ok]] = trial[:, ok]
+            accepted[searching[ok]] = True
+            searching = searching[~ok]
+            s[searching] *= 0.5
+        if not accepted.all():  # no ascent beyond rounding: these problems are done
+            failed = ~accepted
+            out_a[:, idx[failed]] = A[:, failed]
+            out_U[idx[failed]] = ev.U[failed]
+            out_k[idx[failed]] = r[failed]
+            done |= failed
+        steps += 1
+    return out_a, out_U, out_k
+
+
+def _sweep_stream(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
+                  R: FloatArray, N: int, K: int, *, damping: float, iters: int,
+                  tol: float = 1e-10, stall_window: int = 250,
+                  window: int = _STREAM) -> FloatArray:
+    """Damped sweeps of Theorem 1, α ← (1−ω)α + ω clip(λ(t+1)(ρ^t − φ(t)) / (2(1−ϕ)P^t), 0, 1)
+    (Eqs. 21, 51, spec A5), at most ``iters`` per problem: the iteration of
+    ``_solvers.damped_sweep``, problem by problem, streamed like :func:`_newton_stream`.
+
+    A problem stops once max_t |Δα| ≤ ``tol`` or, from 2w sweeps on (w = ``stall_window``),
+    when its step has not halved over the last w sweeps (a cycle, A5). Unlike the batched
+    sweep, which keeps sweeping a converged problem until a tenth of its batch has stopped,
+    a problem stops at its own test, so its result does not depend on its neighbours in the
+    batch (the two differ by less than tol/ω; the sweep only seeds a Newton solve)."""
+    a0 = np.asarray(a0, dtype=float)
+    T, m = a0.shape
+    out = np.array(a0, copy=True)
+    ws_ev, ws = _Workspace(), _Workspace()
+    w = stall_window
+    nxt = 0
+    idx = np.empty(0, dtype=np.intp)
+    A = np.empty((T, 0))
+    its = np.empty(0, dtype=np.int64)
+    ref = np.empty(0)
+    done = np.empty(0, dtype=bool)  # stopped, still in the window (frozen)
+    while iters > 0:
+        n_done = int(done.sum())
+        if n_done and (n_done >= 0.1 * idx.size or (nxt < m and n_done >= 0.1 * window)):
+            keep = ~done
+            idx, A, its, ref, done = idx[keep], A[:, keep], its[keep], ref[keep], done[keep]
+        if idx.size <= 0.9 * window and nxt < m:
+            new = np.arange(nxt, min(m, nxt + window - idx.size))
+            nxt = int(new[-1]) + 1
+            idx = np.concatenate([idx, new])
+            A = np.concatenate([A, a0[:, new]], axis=1)
+            its = np.concatenate([its, np.zeros(new.size, dtype=np.int64)])
+            ref = np.concatenate([ref, np.full(new.size, np.inf)])
+            done = np.concatenate([done, np.zeros(new.size, dtype=bool)])
+        n = idx.size
+        if n == 0 or done.all():
+            if nxt >= m:
+                break
+            idx, A, its, ref, done = idx[:0], A[:, :0], its[:0], ref[:0], done[:0]
+            continue
+        vp = varphi[idx]
+        ev = evaluate(A, rho0[idx], vp, phi, R, N, K, costate_only=True, ws=ws_ev)
+        step = ws.get("step", T, n)
+        den = ws.get("den", T, n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            np.subtract(ev.rho[:T], phi[:T, None], out=step)
+            step *= ev.lam[1:]
+            np.multiply(ev.P[:T], 2.0 * (1.0 - vp), out=den)
+            step /= den
+        np.fmax(step, 0.0, out=step)  # = clip(nan_to_num(·, nan=0), 0, 1)
+        np.fmin(step, 1.0, out=step)
+        step -= A
+        step *= damping
+        if done.any():
+            step[:, done] = 0.0
+        A += step
+        np.abs(step, out=step)
+        size = step.max(axis=0)
+        moving = size > tol
+        its += 1
+        if w:
+            check = its % w == 0
+            late = check & (its >= 2 * w)
+            moving[late] &= size[late] < 0.5 * ref[late]
+            ref[check] = size[check]
+        stop = ~done & (~moving | (its >= iters))
+        if stop.any():
+            out[:, idx[stop]] = A[:, stop]
+        done |= stop
+    return out
 
 
 def _frozen(x: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -68,11 +380,13 @@ def _random_starts(rng: np.random.Generator | int | None, n_starts: int, T: int)
 
 
 def _run(engine: Solver, a0: FloatArray, rho0: FloatArray, varphi: FloatArray,
-         phi: FloatArray, R: FloatArray, N: int, K: int, chunk: int
-         ) -> tuple[FloatArray, FloatArray, FloatArray]:
+         phi: FloatArray, R: FloatArray, N: int, K: int, chunk: int,
+         kind: Engine = "reference") -> tuple[FloatArray, FloatArray, FloatArray]:
     T, m = a0.shape
     if engine == "lbfgsb":
         return _solvers.lbfgsb(a0, rho0, varphi, phi, R, N, K, chunk=chunk)
+    if kind == "streamed":
+        return _newton_stream(a0, rho0, varphi, phi, R, N, K)
     step = max(1, _BATCH_CELLS // (T + 1))
     if m <= step:
         return _solvers.newton(a0, rho0, varphi, phi, R, N, K)
@@ -84,12 +398,15 @@ def _run(engine: Solver, a0: FloatArray, rho0: FloatArray, varphi: FloatArray,
 
 @dataclass(frozen=True)
 class Candidates:
-    """Every solved (type, start) problem: α (T, P), U (P,), kkt (P,) and the owning type."""
+    """Every solved (type, start) problem: α (T, P), U (P,), kkt (P,) and the owning type;
+    ``corners``: the Newton solutions of the corner starts before any polish (for
+    ``solve_types(corners_solved=...)``), when they were among the starts."""
 
     a: FloatArray
     U: FloatArray
     kkt: FloatArray
     owner: NDArray[np.intp]
+    corners: tuple[FloatArray, FloatArray, FloatArray] | None = None
 
 
 def best_per_owner(U: FloatArray, owner: NDArray[np.intp], m: int) -> NDArray[np.intp]:
@@ -107,14 +424,23 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
                 sweep_restarts: int, sweep_iters: int, sweep_damping: float,
                 solver: Solver, chunk: int, include_corners: bool = True,
                 polish_above: float = 1e-8, extra: tuple[FloatArray, NDArray[np.intp]] | None
-                = None, keep_all: bool = False) -> tuple[_Raw, Candidates | None]:
+                = None, keep_all: bool = False, engine: Engine = "streamed",
+                corners_solved: tuple[FloatArray, FloatArray, FloatArray] | None = None
+                ) -> tuple[_Raw, Candidates | None]:
     """Multi-start solve for m client types (no validation, no de-duplication).
 
     Starts: α ≡ 0, α ≡ 1, α ≡ 0.5 (``include_corners``), the damped sweeps of Eq. (21) started
     from α ≡ 0, 0.5, 1 (then from the random starts), the common random ``starts``
     (n, T), the per-type ``warm`` start (T, m) and ``extra`` = (α (T, P), owner (P,))
     starts for individual types. Keeps the highest U per type; ``keep_all`` also returns
-    every solved problem."""
+    every solved problem.
+
+    All (type, start) problems are solved at once, batched over every client: by
+    :func:`_newton_stream` and :func:`_sweep_stream` (``engine="streamed"``) or by the
+    chunked ``_solvers.newton`` and ``_solvers.damped_sweep`` (``"reference"``, the path
+    before streaming). ``corners_solved`` = (α (T, 3m), U, kkt): the unpolished Newton
+    solutions of the three corner starts at this very φ, R (from an earlier call with
+    ``keep_all``): they are used as they are instead of being solved again."""
     T = phi.size - 1
     m = rho0.size
     inits: list[FloatArray] = []
@@ -127,8 +453,9 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
         sweep_from = [np.zeros((T, m)), np.full((T, m), 0.5), np.ones((T, m))] + rand
         s0 = np.concatenate(sweep_from[:sweep_restarts], axis=1)
         k = s0.shape[1] // m
-        swept = _solvers.damped_sweep(s0, np.tile(rho0, k), np.tile(varphi, k), phi, R, N, K,
-                                      damping=sweep_damping, iters=sweep_iters)
+        sweep = _sweep_stream if engine == "streamed" else _solvers.damped_sweep
+        swept = sweep(s0, np.tile(rho0, k), np.tile(varphi, k), phi, R, N, K,
+                      damping=sweep_damping, iters=sweep_iters)
         inits += [swept[:, j * m:(j + 1) * m] for j in range(k)]
     inits += rand
     n_inits = len(inits)
@@ -138,7 +465,15 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
         parts = inits + [np.asarray(extra[0], float)]
         owner = np.concatenate([owner, np.asarray(extra[1], dtype=np.intp)])
     a0 = np.concatenate(parts, axis=1)
-    a, U, kkt = _run(solver, a0, rho0[owner], varphi[owner], phi, R, N, K, chunk)
+    skip = 3 * m if include_corners and corners_solved is not None else 0
+    a, U, kkt = _run(solver, a0[:, skip:], rho0[owner[skip:]], varphi[owner[skip:]], phi, R,
+                     N, K, chunk, engine)
+    if skip:
+        a = np.concatenate([corners_solved[0], a], axis=1)  # type: ignore[index]
+        U = np.concatenate([corners_solved[1], U])  # type: ignore[index]
+        kkt = np.concatenate([corners_solved[2], kkt])  # type: ignore[index]
+    unpolished = (a[:, :3 * m].copy(), U[:3 * m].copy(), kkt[:3 * m].copy()) \
+        if include_corners and keep_all else None
     best = best_per_owner(U, owner, m)
     a_best, U_best, kkt_best = a[:, best], U[best], kkt[best]
     # safety net: a winner whose solve stalled above the tolerance is polished by per-client
@@ -147,14 +482,15 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
     if bad.size:
         a2, U2, k2 = _solvers.lbfgsb(a_best[:, bad], rho0[bad], varphi[bad], phi, R, N, K)
         if solver == "newton":
-            a2, U2, k2 = _solvers.newton(a2, rho0[bad], varphi[bad], phi, R, N, K)
+            newton = _newton_stream if engine == "streamed" else _solvers.newton
+            a2, U2, k2 = newton(a2, rho0[bad], varphi[bad], phi, R, N, K)
         better = (U2 >= U_best[bad] - 1e-12 * (1.0 + np.abs(U_best[bad]))) & (k2 < kkt_best[bad])
         idx = bad[better]
         a_best[:, idx], U_best[idx], kkt_best[idx] = a2[:, better], U2[better], k2[better]
         if keep_all:
             a[:, best[idx]], U[best[idx]], kkt[best[idx]] = a2[:, better], U2[better], k2[better]
     raw = _Raw(a_best, U_best, kkt_best, n_inits + (0 if extra is None else 1))
-    return raw, (Candidates(a, U, kkt, owner) if keep_all else None)
+    return raw, (Candidates(a, U, kkt, owner, unpolished) if keep_all else None)
 
 
 def unique_types(rho0: FloatArray, varphi: FloatArray
@@ -183,7 +519,8 @@ def best_response(rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLi
     250 sweeps (it cycles, A5; its iterate is only a starting point).
 
     ``solver="newton"`` (default): exact-Hessian projected Newton, batched over all clients
-    and starts (see ``_solvers``). ``solver="lbfgsb"``: spec §3.6 step 2 literally —
+    and starts and streamed through a cache-sized window (:func:`_newton_stream`; the
+    iteration of ``_solvers.newton``). ``solver="lbfgsb"``: spec §3.6 step 2 literally —
     L-BFGS-B with the adjoint gradient on the summed objective of ``chunk_size`` clients per
     call (1: per-client solves). Newton is the default because L-BFGS-B on a sum over many
     clients stops on its relative-reduction test long before every client is stationary

@@ -11,6 +11,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedgame.incentives.games._best_response import (
     Candidates,
+    Engine,
     Solver,
     _random_starts,
     _Raw,
@@ -87,6 +88,31 @@ class MeanFieldResult:
     pinned: NDArray[np.intp]
 
 
+def _first_distinct(owner: NDArray[np.intp], key: FloatArray) -> NDArray[np.intp]:
+    """Sorted positions of the first occurrence of each distinct (owner, key column) pair,
+    key (T, P): what ``np.unique(column_stack([owner, key.T]), axis=0, return_index=True)``
+    gives, without sorting P rows of T + 1 fields. Rows are grouped by owner and by a fixed
+    linear hash of the key (equal keys, equal hash, computed row by row in the same order),
+    and a row repeats its predecessor in that order if its whole key is equal; a hash shared
+    by different keys (never seen) falls back to ``np.unique``."""
+    T, P = key.shape
+    if P == 0:
+        return np.empty(0, dtype=np.intp)
+    w = np.random.default_rng(0).uniform(1.0, 2.0, T)
+    h = np.zeros(P)
+    for t in range(T):
+        h += key[t] * w[t]
+    pos = np.arange(P)
+    o = np.lexsort((pos, h, owner))
+    ks = key[:, o]
+    group = (owner[o][1:] == owner[o][:-1]) & (h[o][1:] == h[o][:-1])
+    same = group & np.all(ks[:, 1:] == ks[:, :-1], axis=0)
+    if np.any(group & ~same):  # a hash collision: the exact, slow way
+        _, first = np.unique(np.column_stack([owner, key.T]), axis=0, return_index=True)
+        return np.sort(first)
+    return np.sort(o[np.r_[True, ~same]])
+
+
 class _Archive:
     """Distinct local optima found so far for each client type (at most ``cap`` per type,
     the best first). Each Picard iteration re-solves every entry warm, so a client whose
@@ -113,9 +139,7 @@ class _Archive:
             prio = np.concatenate([-np.ones(keep.shape[1]), prio])
         order = np.lexsort((-U, prio, owner))
         a, owner = a[:, order], owner[order]
-        key = np.column_stack([owner, np.round(a.T / self.same)])
-        _, first = np.unique(key, axis=0, return_index=True)
-        first = np.sort(first)  # keeps (owner, priority, −U) order
+        first = _first_distinct(owner, np.round(a / self.same))  # keeps (owner, prio, −U) order
         a, owner = a[:, first], owner[first]
         start = np.r_[0, np.flatnonzero(owner[1:] != owner[:-1]) + 1]
         rank = np.arange(owner.size) - np.repeat(start, np.diff(np.r_[start, owner.size]))
@@ -172,6 +196,11 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
     with a final complete solve (:func:`stackelberg`). ``vectorize=False`` solves client by client
     (for checks).
 
+    Every best response of an iteration is solved at once for all clients and starts: no
+    loop over clients (the streamed engines of ``_best_response``; the complete multi-start
+    that follows the corner check at the same φ reuses that check's corner solutions).
+    ``_mean_field_reference`` keeps the path before these engines, for the equality tests.
+
     The damped sweeps of the complete multi-start are capped at ``sweep_iters`` = 500 here
     (2000 in :func:`best_response`): they only seed the Newton/L-BFGS-B solves, and on
     N = 1000, T = 30 the cap leaves φ and every utility unchanged (to 1e-14) while saving
@@ -204,6 +233,51 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
     ``acceleration="anderson"`` (not in the paper) replaces the damped step by Anderson
     mixing over the last ``anderson_memory`` iterates (type II, same β), restarted whenever
     the residual grows; the fixed point and the stopping rule are unchanged."""
+    return _solve(
+        rho0, varphi, R, K, T, phi_init=phi_init, alpha_init=alpha_init, tol=tol,
+        max_iter=max_iter, beta=beta, beta_min=beta_min, restarts=restarts,
+        update=update, acceleration=acceleration, anderson_memory=anderson_memory,
+        vectorize=vectorize, n_starts=n_starts, rng=rng, solver=solver, kkt_tol=kkt_tol,
+        sweep_restarts=sweep_restarts, sweep_iters=sweep_iters,
+        sweep_damping=sweep_damping,
+        engine="streamed")
+
+
+@with_inclusion
+def _mean_field_reference(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int, *,
+                          phi_init: ArrayLike | None = None, alpha_init: ArrayLike | None = None,
+                          tol: float = 1e-7, max_iter: int = 200,
+                          beta: float = 1.0, beta_min: float = 0.05, restarts: Restarts = "final",
+                          update: Update = "consistent", acceleration: Acceleration = None,
+                          anderson_memory: int = 5,
+                          vectorize: bool = True, n_starts: int = 8,
+                          rng: np.random.Generator | int | None = None, solver: Solver = "newton",
+                          kkt_tol: float = 1e-7, sweep_restarts: int = 3, sweep_iters: int = 500,
+                          sweep_damping: float = 0.05) -> MeanFieldResult:
+    """:func:`mean_field` as it was before the streamed engines: the same damped fixed-point
+    iteration, with every best response solved by the chunked ``_solvers.newton`` and the
+    batched ``_solvers.damped_sweep`` (and, with ``vectorize=False``, client by client), and
+    the corner starts of a complete multi-start solved again even when the verification has
+    just solved them at the same φ. An independent implementation for the equality tests;
+    same arguments and result as :func:`mean_field`."""
+    return _solve(
+        rho0, varphi, R, K, T, phi_init=phi_init, alpha_init=alpha_init, tol=tol,
+        max_iter=max_iter, beta=beta, beta_min=beta_min, restarts=restarts,
+        update=update, acceleration=acceleration, anderson_memory=anderson_memory,
+        vectorize=vectorize, n_starts=n_starts, rng=rng, solver=solver, kkt_tol=kkt_tol,
+        sweep_restarts=sweep_restarts, sweep_iters=sweep_iters,
+        sweep_damping=sweep_damping,
+        engine="reference")
+
+
+def _solve(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int, *,
+           phi_init: ArrayLike | None, alpha_init: ArrayLike | None, tol: float,
+           max_iter: int, beta: float, beta_min: float, restarts: Restarts, update: Update,
+           acceleration: Acceleration, anderson_memory: int, vectorize: bool, n_starts: int,
+           rng: np.random.Generator | int | None, solver: Solver, kkt_tol: float,
+           sweep_restarts: int, sweep_iters: int, sweep_damping: float,
+           engine: Engine) -> MeanFieldResult:
+    """The iteration behind :func:`mean_field` and :func:`_mean_field_reference`."""
     r0, vp = as_clients(rho0, varphi)
     T = check_horizon(T)
     R_arr = as_rounds("R", R, T, lower=0.0)
@@ -252,6 +326,8 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
     recent: list[NDArray[np.bool_]] = []  # switches of the last iterations
     selected: list[FloatArray] = []  # α chosen at each iteration (for the tie detection)
 
+    corners_at: list[tuple[FloatArray, tuple[FloatArray, FloatArray, FloatArray]]] = []
+
     def solve(phi_m: FloatArray, mode: str) -> _Raw:
         """mode "warm": the archive (corners if empty); "corners": α ≡ 0, 1, 0.5 and the
         archive; "full": the complete multi-start and the archive."""
@@ -259,11 +335,19 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
         kw = dict(starts=starts if full else None, warm=None,
                   sweep_restarts=sweep_restarts if full else 0, sweep_iters=sweep_iters,
                   sweep_damping=sweep_damping, solver=solver, chunk=1,
-                  include_corners=mode != "warm" or archive.extra is None, keep_all=True)
+                  include_corners=mode != "warm" or archive.extra is None, keep_all=True,
+                  engine=engine)
         if vectorize:
+            # the complete multi-start right after the corner check at the same φ: its
+            # corner starts were just solved (streamed engine only; same numbers)
+            again = (corners_at[0][1] if engine == "streamed" and full and corners_at
+                     and np.array_equal(corners_at[0][0], phi_m) else None)
             raw, cand = solve_types(u_r0, u_vp, phi_m, R_arr, N, K, extra=archive.extra,
-                                    **kw)  # type: ignore[arg-type]
+                                    corners_solved=again, **kw)  # type: ignore[arg-type]
             assert cand is not None
+            corners_at.clear()
+            if cand.corners is not None:
+                corners_at.append((phi_m.copy(), cand.corners))
         else:
             raws, cands = [], []
             for j in range(m):
