@@ -210,6 +210,7 @@ def compare(
         list[str] | None,
         typer.Option("--grid", help="sweep a field over values: key.path=v1,v2 (e.g. selection.kind=uniform,data_size); repeat to cross"),
     ] = None,
+    jobs: Annotated[int, typer.Option(help="cells run at once, each in its own process with cores/jobs cores (jobs × workers ≤ cores)")] = 1,
 ) -> None:
     """Run recipes (× --grid values) × seeds, skipping finished cells, into one mean ± std table."""
     from fedgame.experiments.report import write_report
@@ -227,7 +228,22 @@ def compare(
         if done:
             console.print(f"[dim]skip {escape(str(cell.out))} (finished)[/]")
 
-    summaries = run_grid(cells, on_cell=on_cell, run=lambda c: _run_with_progress(c.cfg, c.out, resume=True, label=escape(f"{c.label} seed {c.cfg.seed}")))
+    def on_done(cell: GridCell, summary: dict[str, Any]) -> None:
+        if jobs > 1:
+            console.print(f"done {escape(cell.label)} seed {cell.cfg.seed}: {100 * summary['final_accuracy']:.2f} % ({summary['wall_time']:.0f} s)")
+
+    try:
+        summaries = run_grid(
+            cells,
+            on_cell=on_cell,
+            run=lambda c: _run_with_progress(c.cfg, c.out, resume=True, label=escape(f"{c.label} seed {c.cfg.seed}")),
+            jobs=jobs,
+            on_done=on_done,
+        )
+    except ValueError as e:
+        if str(e).startswith("--jobs"):
+            _fail(escape(str(e)))
+        raise
     rows = summarise_grid(summaries)
     store = ResultStore(out)
     store.write_csv("comparison.csv", rows)

@@ -79,3 +79,34 @@ def test_run_backend_is_checked(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "only with --backend flower-sim" in " ".join(r.stderr.split())
     r = runner.invoke(app, ["run", str(_recipe(tmp_path)), "--backend", "flower-sim", "--on-missing", "skip", "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "--on-missing: must be 'continue' or 'fail', got 'skip'" in " ".join(r.stderr.split())
+
+
+@pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fashion-mnist is not installed")
+def test_compare_jobs_runs_cells_at_once_with_the_numbers_of_one_at_a_time(tmp_path: Path) -> None:
+    from fedgame.sim.pool import available_cores
+
+    if available_cores() < 2:
+        pytest.skip("needs 2 cores")
+    rec = _recipe(tmp_path)
+    common = ["--seeds", "2", "--grid", "selection.kind=uniform,full", "--no-report"]
+    r1 = runner.invoke(app, ["compare", str(rec), "--out", str(tmp_path / "one"), *common])
+    r2 = runner.invoke(app, ["compare", str(rec), "--out", str(tmp_path / "two"), "--jobs", "2", *common])
+    assert r1.exit_code == 0 and r2.exit_code == 0, r2.stdout + r2.stderr
+    assert r2.stdout.count("done tiny") == 4
+    one = {(row["label"], row["accuracy_mean"]) for row in csv.DictReader((tmp_path / "one" / "comparison.csv").open())}
+    two = {(row["label"], row["accuracy_mean"]) for row in csv.DictReader((tmp_path / "two" / "comparison.csv").open())}
+    assert one == two
+    r3 = runner.invoke(app, ["compare", str(rec), "--out", str(tmp_path / "two"), "--jobs", "2", *common])
+    assert r3.exit_code == 0 and r3.stdout.count("(finished)") == 4  # resumable: nothing is run again
+
+
+def test_compare_jobs_out_of_range_is_one_clear_line(tmp_path: Path) -> None:
+    from fedgame.sim.pool import available_cores
+
+    rec = _recipe(tmp_path)
+    cores = available_cores()
+    r = runner.invoke(app, ["compare", str(rec), "--out", str(tmp_path / "g"), "--jobs", str(cores + 1)])
+    assert r.exit_code == 2 and f"--jobs: must be an integer in 1..{cores}" in r.stderr and "Traceback" not in r.stderr
+    if cores >= 2:
+        r = runner.invoke(app, ["compare", str(rec), "--out", str(tmp_path / "g"), "--jobs", "2", "--set", f"train.workers={cores}"])
+        assert r.exit_code == 2 and "jobs × workers ≤ cores" in r.stderr

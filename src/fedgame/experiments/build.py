@@ -379,25 +379,29 @@ def build_server_update(cfg: RunConfig) -> ServerUpdate:
     return chain(AGGREGATORS.get(cfg.aggregation.kind)(), server_sgd(lr=cfg.server.lr))
 
 
-def workers_for(cfg: RunConfig, jobs: int) -> int:
-    """How many worker processes a run uses: ``train.workers``, or (None) this machine's
-    cores capped by the round's ``jobs``; 1 on a GPU."""
+def workers_for(cfg: RunConfig, jobs: int, cores: int | None = None) -> int:
+    """How many worker processes a run uses: ``train.workers``, or (None) the ``cores`` it may
+    use (default: this machine's) capped by the round's ``jobs``; 1 on a GPU."""
     w = cfg.train.workers
     if w is None:
         from fedgame.sim.local import resolve_device
 
-        w = 1 if resolve_device(cfg.train.device).type == "cuda" else min(available_cores(), max(1, int(jobs)))
+        share = cores if cores is not None else available_cores()
+        w = 1 if resolve_device(cfg.train.device).type == "cuda" else min(share, max(1, int(jobs)))
     return int(w)
 
 
-def set_threads(cfg: RunConfig, workers: int = 1) -> None:
+def set_threads(cfg: RunConfig, workers: int = 1, cores: int | None = None) -> None:
     """This process's torch threads: the recipe's ``threads``; with a worker pool, 1 unless
     given (the workers do the heavy work, and one thread keeps the server's arithmetic the same
-    as on the sequential path with ``threads: 1``)."""
+    as on the sequential path with ``threads: 1``); with a share of ``cores`` (a grid running
+    several cells at once), that share."""
     if cfg.train.threads is not None:
         torch.set_num_threads(cfg.train.threads)
     elif workers > 1:
         torch.set_num_threads(1)
+    elif cores is not None:
+        torch.set_num_threads(max(1, cores))
 
 
 def start_pool(
@@ -477,15 +481,20 @@ def query_label_counts(executor: Executor, n_clients: int) -> np.ndarray:
 
 
 def build_engine(
-    cfg: RunConfig, *, data: FederatedDataset | None = None, executor: Executor | None = None, parallel: bool = False
+    cfg: RunConfig,
+    *,
+    data: FederatedDataset | None = None,
+    executor: Executor | None = None,
+    parallel: bool = False,
+    cores: int | None = None,
 ) -> Built:
     """Everything a run needs, seeded from ``cfg.seed``. ``executor`` reaches the clients
     (default: in this process); what the plan needs from them before training (label
     histograms: :func:`needs_label_counts`) is asked of it as query messages. ``parallel``
     (and no ``executor``): the clients train in a pool of ``train.workers`` processes
-    (:func:`workers_for`); close it with :meth:`Built.close`."""
-    workers = workers_for(cfg, cfg.train.clients_per_round) if parallel and executor is None else 1
-    set_threads(cfg, workers)
+    (:func:`workers_for`, within ``cores``); close it with :meth:`Built.close`."""
+    workers = workers_for(cfg, cfg.train.clients_per_round, cores) if parallel and executor is None else 1
+    set_threads(cfg, workers, cores)
     streams = Streams(seed=cfg.seed)
     data = data if data is not None else build_data(cfg, streams)
     plan: FedPCSPlan | QIDPFLPlan | None = build_game(cfg)
@@ -619,7 +628,9 @@ def jdp_poisoned_labels(cfg: RunConfig, data: FederatedDataset, y: torch.Tensor,
     return out
 
 
-def build_jdp(cfg: RunConfig, *, data: FederatedDataset | None = None, bids: np.ndarray | None = None, parallel: bool = False) -> BuiltJDP:
+def build_jdp(
+    cfg: RunConfig, *, data: FederatedDataset | None = None, bids: np.ndarray | None = None, parallel: bool = False, cores: int | None = None
+) -> BuiltJDP:
     """Everything a JDP-FL run needs (spec jdp.md §3.10), seeded from ``cfg.seed``: the
     auction (or every client; on ``bids`` when the clients were asked over the network), the
     adversary and its dirty labels, M3 per winner, the server rule and each winner's per-round
@@ -630,8 +641,8 @@ def build_jdp(cfg: RunConfig, *, data: FederatedDataset | None = None, bids: np.
     streams = Streams(seed=cfg.seed)
     data = data if data is not None else build_data(cfg, streams)
     winners, auction, costs = _jdp_winners(cfg, data, streams, bids)
-    workers = workers_for(cfg, int(np.asarray(winners).size)) if parallel else 1
-    set_threads(cfg, workers)
+    workers = workers_for(cfg, int(np.asarray(winners).size), cores) if parallel else 1
+    set_threads(cfg, workers, cores)
     train = data.train
     model = build_model(cfg.model.name, in_shape=tuple(train.x.shape[1:]), num_classes=train.classes, seed=streams.integer("init"))
     x_train, y_train, _, _ = data.as_tensors()

@@ -23,6 +23,7 @@ import yaml
 import fedgame
 from fedgame.data import save_partition
 from fedgame.experiments.build import Built, BuiltJDP, build_engine, build_jdp
+from fedgame.sim.pool import available_cores
 from fedgame.experiments.config import JDPPrivacyCfg, RunConfig, parse_recipe
 from fedgame.experiments.store import ResultStore
 from fedgame.incentives.qidpfl import QIDPFLPlan
@@ -74,10 +75,12 @@ def run_one(
     on_round: Callable[[dict[str, Any]], None] | None = None,
     on_start: Callable[[int], None] | None = None,
     execute: Execute | None = None,
+    cores: int | None = None,
 ) -> dict[str, Any]:
     """Run ``cfg`` into folder ``out`` (resuming from its checkpoint if there is one) and
     return the summary. A finished folder is returned as it is. ``execute`` runs the engine
-    on another backend (default: in this process); the results files are the same."""
+    on another backend (default: in this process, its clients in ``train.workers`` processes
+    within ``cores``, default all); the results files are the same."""
     store = ResultStore(out)
     resolved = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
     if resume and store.exists("config.yaml") and _resolved_again(store.path("config.yaml").read_text()) != resolved:
@@ -91,8 +94,8 @@ def run_one(
         return summary
     store.write_text("config.yaml", resolved)
     if cfg.jdp is not None:
-        return _run_jdp(cfg, store, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
-    built = build_engine(cfg, parallel=execute is None)
+        return _run_jdp(cfg, store, resume=resume, on_round=on_round, on_start=on_start, execute=execute, cores=cores)
+    built = build_engine(cfg, parallel=execute is None, cores=cores)
     try:
         return _run_built(cfg, store, built, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
     finally:
@@ -212,12 +215,13 @@ def _run_jdp(
     on_round: Callable[[dict[str, Any]], None] | None,
     on_start: Callable[[int], None] | None,
     execute: Execute | None = None,
+    cores: int | None = None,
 ) -> dict[str, Any]:
     """A JDP-FL run (spec jdp.md §3.10) into ``store``: ``jdp.json`` (winners, adversary,
     auction and payments), the rounds, and ``privacy.csv`` with each winner's ledger the three
     ways of §3.7: the accountant's ε, the paper's basic composition (T(ε_L+ε_E), Tδ), and the
     RDP figure of the Gaussian part plus T ε_E. ``execute`` runs the winners elsewhere (Flower)."""
-    built = build_jdp(cfg, parallel=execute is None)
+    built = build_jdp(cfg, parallel=execute is None, cores=cores)
     try:
         return _run_built_jdp(cfg, store, built, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
     finally:
@@ -308,16 +312,69 @@ def run_grid(
     *,
     on_cell: Callable[[GridCell, bool], Any] | None = None,
     run: Callable[[GridCell], dict[str, Any]] | None = None,
+    jobs: int = 1,
+    on_done: Callable[[GridCell, dict[str, Any]], Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run every cell whose folder has no ``summary.json``; skip (and reuse) the others."""
-    out = []
-    for cell in cells:
+    """Run every cell whose folder has no ``summary.json``; skip (and reuse) the others.
+
+    ``jobs`` > 1 runs that many cells at once, each in its own process with ``cores // jobs``
+    of this machine's cores (its worker pool and threads within that share; ``run`` is not used
+    then). Every cell resumes from its own checkpoint, so a stopped grid loses at most the
+    rounds in progress. Summaries come back in cell order."""
+    jobs = check_jobs(jobs, cells)
+    todo: list[GridCell] = []
+    done_before: dict[int, dict[str, Any]] = {}
+    for k, cell in enumerate(cells):
         done = (cell.out / "summary.json").exists()
         if on_cell is not None:
             on_cell(cell, done)
-        summary = json.loads((cell.out / "summary.json").read_text()) if done else (run or (lambda c: run_one(c.cfg, c.out)))(cell)
-        out.append({"label": cell.label, **summary})
-    return out
+        if done:
+            done_before[k] = json.loads((cell.out / "summary.json").read_text())
+        else:
+            todo.append(cell)
+    got: dict[int, dict[str, Any]] = dict(done_before)
+    index = {id(c): k for k, c in enumerate(cells)}
+    if jobs == 1 or len(todo) <= 1:
+        for cell in todo:
+            summary = (run or (lambda c: run_one(c.cfg, c.out)))(cell)
+            got[index[id(cell)]] = summary
+            if on_done is not None:
+                on_done(cell, summary)
+    else:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        share = max(1, available_cores() // jobs)
+        with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
+            futures = {ex.submit(_run_cell, cell.cfg, str(cell.out), share): cell for cell in todo}
+            for fut in cf.as_completed(futures):
+                cell = futures[fut]
+                summary = fut.result()
+                got[index[id(cell)]] = summary
+                if on_done is not None:
+                    on_done(cell, summary)
+    return [{"label": cell.label, **got[k]} for k, cell in enumerate(cells)]
+
+
+def _run_cell(cfg: RunConfig, out: str, cores: int) -> dict[str, Any]:
+    """One grid cell in a process of its own, within ``cores`` (``run_grid(jobs > 1)``)."""
+    return run_one(cfg, out, cores=cores)
+
+
+def check_jobs(jobs: int, cells: Sequence[GridCell] = ()) -> int:
+    """``jobs`` in 1..cores, and jobs × each cell's ``train.workers`` within the machine's cores;
+    else a ValueError naming the option and the allowed range."""
+    cores = available_cores()
+    if isinstance(jobs, bool) or not 1 <= int(jobs) <= cores:
+        raise ValueError(f"--jobs: must be an integer in 1..{cores} (this machine's cores), got {jobs}")
+    for cell in cells:
+        w = cell.cfg.train.workers
+        if jobs > 1 and w is not None and jobs * w > cores:
+            raise ValueError(
+                f"--jobs: {jobs} cells at once × train.workers {w} of {cell.label} = {jobs * w} processes "
+                f"exceeds this machine's {cores} cores; lower --jobs or train.workers (jobs × workers ≤ cores)"
+            )
+    return int(jobs)
 
 
 def _mean_std(xs: list[float]) -> tuple[float, float]:
