@@ -72,9 +72,12 @@ def machine() -> dict[str, object]:
                 break
     except OSError:
         pass
+    from fedgame.sim.pool import available_cores
+
     return {
         "cpu": cpu,
-        "cores": torch.get_num_threads(),
+        "cores": available_cores(),
+        "torch_threads": torch.get_num_threads(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "opacus": opacus.__version__,
@@ -834,6 +837,53 @@ def _conv2_peak_one_thread(repeats: int) -> dict[str, float]:
     return {"flop": flop, "contiguous_flops": flop / contig, "channels_last_flops": flop / cl, "best_flops": flop / min(contig, cl)}
 
 
+def _speed_round(cores: int, reps: int) -> dict[str, object]:
+    """``workers_round_speedup``: a FedAvg round (N = 100 Dirichlet(0.5), K = 10, 1 epoch) with
+    ``workers`` = cores over the sequential path with ``cores`` threads as it was before the
+    pool (contiguous layout), and over the sequential path in channels_last; rounds in turns."""
+    from fedgame.experiments.build import build_engine
+    from fedgame.experiments.config import parse_recipe
+
+    threads0 = torch.get_num_threads()
+    out: dict[str, object] = {}
+    par = build_engine(parse_recipe(_speed_cfg(100, 10, workers=cores)), parallel=True)
+    seq = build_engine(parse_recipe(_speed_cfg(100, 10, workers=1, threads=cores, memory_format="contiguous")))
+    seq_cl = build_engine(parse_recipe(_speed_cfg(100, 10, workers=1, threads=cores)))
+    rounds: dict[str, list[float]] = {"workers": [], "sequential": [], "sequential_channels_last": []}
+    try:
+        for t in range(reps + 1):
+            for key, b, th in (("workers", par, 1), ("sequential", seq, cores), ("sequential_channels_last", seq_cl, cores)):
+                torch.set_num_threads(th)
+                tic = time.perf_counter()
+                b.engine.round(t)
+                if t > 0:  # the first round warms up
+                    rounds[key].append(time.perf_counter() - tic)
+    finally:
+        par.close()
+        torch.set_num_threads(threads0)
+    best = {k: float(np.mean(v)) for k, v in rounds.items()}  # the same rounds (same clients) on each path
+    out["round_s"] = best
+    out["rounds_timed"] = reps
+    out["workers_round_speedup"] = best["sequential"] / best["workers"]
+    out["workers_over_sequential_channels_last"] = best["sequential_channels_last"] / best["workers"]
+    print(ratio_line(f"FedAvg round (N = 100, K = 10, 1 epoch): sequential ({cores} threads) over {cores} workers",
+                     "sequential", best["sequential"], "workers", best["workers"]), "(target >= 1.6)")
+
+    return out
+
+
+def bench_speed_round(quick: bool) -> dict[str, object]:
+    """Section (3) of :func:`bench_speed` alone, merged into ``bench/results/speed.json``."""
+    from fedgame.sim.pool import available_cores
+
+    path = RESULTS / "speed.json"
+    out = json.loads(path.read_text()) if path.exists() else {}
+    out.pop("machine", None)
+    out.update(_speed_round(available_cores(), 2 if quick else 4))
+    save("speed", out)
+    return out
+
+
 def bench_speed(quick: bool) -> dict[str, object]:
     """Issue 17's targets, measured in one run, alone on the machine (see ``docs/speed.md``):
 
@@ -895,27 +945,7 @@ def bench_speed(quick: bool) -> dict[str, object]:
     save("speed", out)
 
     # (3) a FedAvg round: workers = cores vs the sequential path (cores as threads, contiguous)
-    par = build_engine(parse_recipe(_speed_cfg(100, 10, workers=cores)), parallel=True)
-    seq = build_engine(parse_recipe(_speed_cfg(100, 10, workers=1, threads=cores, memory_format="contiguous")))
-    seq_cl = build_engine(parse_recipe(_speed_cfg(100, 10, workers=1, threads=cores)))
-    rounds: dict[str, list[float]] = {"workers": [], "sequential": [], "sequential_channels_last": []}
-    try:
-        for t in range(reps + 1):
-            for key, b, th in (("workers", par, 1), ("sequential", seq, cores), ("sequential_channels_last", seq_cl, cores)):
-                torch.set_num_threads(th)
-                tic = time.perf_counter()
-                b.engine.round(t)
-                if t > 0:  # the first round warms up
-                    rounds[key].append(time.perf_counter() - tic)
-    finally:
-        par.close()
-        torch.set_num_threads(threads0)
-    best = {k: min(v) for k, v in rounds.items()}
-    out["round_s"] = best
-    out["workers_round_speedup"] = best["sequential"] / best["workers"]
-    out["workers_over_sequential_channels_last"] = best["sequential_channels_last"] / best["workers"]
-    print(ratio_line(f"FedAvg round (N = 100, K = 10, 1 epoch): sequential ({cores} threads) over {cores} workers",
-                     "sequential", best["sequential"], "workers", best["workers"]), "(target >= 1.6)")
+    out.update(_speed_round(cores, reps))
     save("speed", out)
 
     # (4) DP-SGD throughputs (McMahan CNN, batch 64, one process, the same threads)
@@ -1037,6 +1067,8 @@ def main() -> None:
         bench_flower(args.quick)
     if "flower" in only or "flower_jdp" in only:
         bench_flower_jdp(args.quick)
+    if "speed_round" in only:
+        bench_speed_round(args.quick)
     if "speed" in only:  # issue 17's targets; the Flower part needs the flower extra
         bench_speed(args.quick)
         bench_speed_flower(args.quick)

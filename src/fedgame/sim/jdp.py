@@ -296,7 +296,8 @@ class InProcessJDPClients:
         if self.pool is not None:
             payloads = [(self.states[self.pos[j.client]], j, self.pos[j.client]) for j in jobs]
             out_pool: list[JDPReply | None] = []
-            for job, (reply, state) in zip(jobs, self.pool.map("jdp_train", payloads), strict=True):
+            costs = [int(self.parts[self.pos[j.client]].numel()) for j in jobs]
+            for job, (reply, state) in zip(jobs, self.pool.map("jdp_train", payloads, costs=costs), strict=True):
                 self.states[self.pos[job.client]] = state
                 out_pool.append(reply)
             return out_pool

@@ -196,14 +196,17 @@ class WorkerPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def map(self, task: str, payloads: Sequence[Any]) -> list[Any]:
+    def map(self, task: str, payloads: Sequence[Any], *, costs: Sequence[float] | None = None) -> list[Any]:
         """``TASKS[task](ctx, p)`` for every ``p``, on whichever worker is free; the replies in
-        payload order. A task that failed in a worker is raised here (after the others have
-        replied, so the pool stays usable) with the worker's traceback."""
+        payload order. With ``costs`` (e.g. each client's examples) the payloads are handed out
+        longest first (LPT scheduling: a large client last would leave the other workers idle);
+        the order of the replies does not change. A task that failed in a worker is raised here
+        (after the others have replied, so the pool stays usable) with the worker's traceback."""
         if self._closed:
             raise RuntimeError("worker pool: closed")
         out: list[Any] = [None] * len(payloads)
-        todo = deque(enumerate(payloads))
+        order = range(len(payloads)) if costs is None else sorted(range(len(payloads)), key=lambda i: -float(costs[i]))
+        todo = deque((i, payloads[i]) for i in order)
         idle = list(range(self.workers))
         busy: dict[Connection, tuple[int, int]] = {}
         errors: list[str] = []
@@ -261,7 +264,8 @@ class PoolExecutor:
         self.parts = list(parts)
 
     def train(self, jobs: Sequence[ClientJob]) -> list[ClientResult | None]:
-        return list(self.pool.map("train", list(jobs)))
+        """The jobs in the workers, the largest clients first; results in job order."""
+        return list(self.pool.map("train", list(jobs), costs=[int(self.parts[j.client].numel()) for j in jobs]))
 
     def losses(self, params: torch.Tensor, clients: np.ndarray) -> np.ndarray:
         parts = [self.parts[int(c)] for c in clients]
