@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Annotated, Any
@@ -278,6 +279,30 @@ def _expand(recipe: Path, overrides: list[str] | None, grid: list[str]) -> list[
             cfg = cfg.model_copy(update={"name": f"{cfg.name}[{','.join(f'{k.split(chr(46))[-1]}={v}' for k, v in combo)}]"})
         out.append(cfg)
     return out
+
+
+@app.command("claim")
+def claim(
+    a: Annotated[Path, typer.Argument(help="folder of runs A (every summary.json under it)")],
+    b: Annotated[Path, typer.Argument(help="folder of runs B")],
+    key: Annotated[str, typer.Option(help="summary.json field to compare")] = "final_accuracy",
+    out: Annotated[Path | None, typer.Option(help="write claim.json and claim.md into this folder")] = None,
+) -> None:
+    """Is A above B? mean ± std of each, the difference with its standard error and a computed
+    verdict (holds / within two standard errors / fails), also paired over common seeds."""
+    from fedgame.experiments.claims import gap, read_runs
+
+    try:
+        g = gap(read_runs(a, key), read_runs(b, key))
+    except ValueError as e:
+        _fail(escape(str(e)))
+    scale, unit = (100.0, " points") if "acc" in key else (1.0, "")
+    md = g.markdown(a.name, b.name, scale=scale, unit=unit)
+    console.print(md)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "claim.json").write_text(json.dumps({"a": str(a), "b": str(b), "key": key, **g.to_dict()}, indent=2) + "\n")
+        (out / "claim.md").write_text(md + "\n")
 
 
 @app.command("report")

@@ -48,7 +48,22 @@ def versions() -> dict[str, str]:
         "scipy": scipy.__version__,
         "opacus": opacus.__version__,
         "machine": f"{platform.machine()} {platform.system()} ({torch.get_num_threads()} threads)",
+        "code": code_version(),
     }
+
+
+def code_version() -> str:
+    """The git commit the package was run from (``+dirty`` with uncommitted changes to tracked
+    files), or ``unknown`` outside a git checkout."""
+    import subprocess
+
+    root = Path(fedgame.__file__).resolve().parents[2]
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return sha + ("+dirty" if dirty else "")
 
 
 class Execute(Protocol):

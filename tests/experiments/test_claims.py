@@ -1,0 +1,43 @@
+"""Claims between run sets: the verdict is computed from per-seed summaries and can fail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fedgame.cli import app
+from fedgame.experiments.claims import gap, read_runs, verdict
+
+
+def _runs(root: Path, accs: dict[int, float]) -> Path:
+    for seed, acc in accs.items():
+        d = root / f"seed_{seed}"
+        d.mkdir(parents=True)
+        (d / "summary.json").write_text(json.dumps({"seed": seed, "final_accuracy": acc}))
+    return root
+
+
+def test_verdicts_hold_fail_and_within_noise() -> None:
+    assert verdict(0.3, 0.1) == "holds"
+    assert verdict(-0.3, 0.1) == "fails"
+    assert verdict(0.1, 0.1) == "within two standard errors"
+    g = gap({0: 0.80, 1: 0.81, 2: 0.82}, {0: 0.70, 1: 0.71, 2: 0.72})
+    assert g.verdict == "holds" and g.diff == pytest.approx(0.10) and g.paired_se == pytest.approx(0.0, abs=1e-12)
+    g = gap({0: 0.70, 1: 0.80, 2: 0.75}, {0: 0.74, 1: 0.76, 2: 0.75})
+    assert g.verdict == "within two standard errors" and g.se == pytest.approx((0.05**2 / 3 + 0.01**2 / 3) ** 0.5)
+    assert gap({0: 0.5, 1: 0.51}, {0: 0.7, 1: 0.71}).verdict == "fails"
+
+
+def test_cli_claim_reads_summaries_and_writes_its_files(tmp_path: Path) -> None:
+    a = _runs(tmp_path / "a", {0: 0.80, 1: 0.82, 2: 0.81})
+    b = _runs(tmp_path / "b", {0: 0.70, 1: 0.73, 2: 0.71})
+    assert read_runs(a) == {0: 0.80, 1: 0.82, 2: 0.81}
+    r = CliRunner().invoke(app, ["claim", str(a), str(b), "--out", str(tmp_path / "c")])
+    assert r.exit_code == 0, r.stdout
+    got = json.loads((tmp_path / "c" / "claim.json").read_text())
+    assert got["verdict"] == "holds" and "**holds**" in (tmp_path / "c" / "claim.md").read_text()
+    r = CliRunner().invoke(app, ["claim", str(tmp_path / "empty"), str(b)])
+    assert r.exit_code == 2 and "no summary.json" in r.stderr
