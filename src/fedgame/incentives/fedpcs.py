@@ -57,7 +57,8 @@ FloatArray = NDArray[np.float64]
 
 #: Bumped whenever a solver change can change a solution: part of the cache key.
 #: 4: the server's rewards minimise the true cost (spec §7 R2), Theorem 7's ρ* within [ρ_L, ρ_H].
-SOLVER_VERSION = 4
+#: 5: the true-cost polish screens candidates with warm-started equilibria (same criterion).
+SOLVER_VERSION = 5
 
 
 @dataclass(frozen=True)
