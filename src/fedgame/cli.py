@@ -305,6 +305,22 @@ def claim(
         (out / "claim.md").write_text(md + "\n")
 
 
+@app.command("export")
+def export_cmd(
+    runs: Annotated[Path, typer.Argument(help="a folder of runs written by `fedgame run`/`compare`")],
+    dest: Annotated[Path, typer.Argument(help="the results folder the per-seed files go to")],
+) -> None:
+    """Copy summary.json, metrics.csv and config.yaml of every finished run under RUNS to the
+    same <cell>/seed_<k>/ under DEST (no checkpoints): what a committed table is built from."""
+    from fedgame.experiments.store import export_runs
+
+    try:
+        done = export_runs(runs, dest)
+    except ValueError as e:
+        _fail(escape(str(e)))
+    typer.echo(f"{len(done)} finished runs exported to {dest}")
+
+
 @app.command("report")
 def report_cmd(
     dirs: list[Path],

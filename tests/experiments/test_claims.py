@@ -41,3 +41,22 @@ def test_cli_claim_reads_summaries_and_writes_its_files(tmp_path: Path) -> None:
     assert got["verdict"] == "holds" and "**holds**" in (tmp_path / "c" / "claim.md").read_text()
     r = CliRunner().invoke(app, ["claim", str(tmp_path / "empty"), str(b)])
     assert r.exit_code == 2 and "no summary.json" in r.stderr
+
+
+def test_export_copies_finished_runs_only(tmp_path: Path) -> None:
+    from fedgame.experiments.store import export_runs
+
+    src = tmp_path / "runs"
+    done, busy = src / "cell" / "seed_0", src / "cell" / "seed_1"
+    for d in (done, busy):
+        d.mkdir(parents=True)
+        (d / "config.yaml").write_text("seed: 0\n")
+        (d / "metrics.csv").write_text("round\n0\n")
+        (d / "checkpoint.pt").write_bytes(b"x")
+    (done / "summary.json").write_text('{"final_accuracy": 0.5}')
+    written = export_runs(src, tmp_path / "results")
+    assert written == [tmp_path / "results" / "cell" / "seed_0"]
+    assert sorted(p.name for p in written[0].iterdir()) == ["config.yaml", "metrics.csv", "summary.json"]
+    assert not (tmp_path / "results" / "cell" / "seed_1").exists()
+    with pytest.raises(ValueError, match="runs: not a folder"):
+        export_runs(tmp_path / "nope", tmp_path / "r")

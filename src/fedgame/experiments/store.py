@@ -28,7 +28,31 @@ from typing import Any
 
 import torch
 
-__all__ = ["ResultStore", "atomic_write_bytes", "atomic_write_text", "read_metrics"]
+__all__ = ["EXPORTED", "ResultStore", "atomic_write_bytes", "atomic_write_text", "export_runs", "read_metrics"]
+
+
+#: the files of a finished run that a results folder keeps (never checkpoints or datasets)
+EXPORTED = ("summary.json", "metrics.csv", "config.yaml")
+
+
+def export_runs(src: Path, dest: Path, files: tuple[str, ...] = EXPORTED) -> list[Path]:
+    """Copy ``files`` of every finished run under ``src`` (a folder holding a ``summary.json``)
+    to the same relative folder under ``dest``, e.g. ``<cell>/seed_<k>/``: the per-seed files a
+    committed table is generated from. Unfinished runs are skipped, so calling it again as a
+    grid goes on adds the cells that finished since. Returns the run folders written."""
+    src, dest = Path(src), Path(dest)
+    if not src.is_dir():
+        raise ValueError(f"runs: not a folder: {src}")
+    written = []
+    for summary in sorted(src.rglob("summary.json")):
+        run = summary.parent
+        target = dest / run.relative_to(src)
+        target.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            if (run / name).is_file():
+                atomic_write_bytes(target / name, (run / name).read_bytes())
+        written.append(target)
+    return written
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

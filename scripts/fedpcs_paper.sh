@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# FedPCS Table II at the paper's budget (tau = 0.2: 20 of 100 clients per round, 30 rounds x 5
+# local epochs, batch 32, lr 0.1, Fashion-MNIST, McMahan CNN, fp32), IID and Dirichlet(0.5),
+# 3 seeds, in the order of priority of the reproduction:
+#   a  FedPCS and Random (clients outside the game: baseline_rho initial)
+#   b  the two sampling ablations (FedPCS's incentive with uniform draws; x ~ rho with FedAvg weights)
+#   c  Random with its clients in the game (baseline_rho game), AOCS, Fed-CBS, DELTA
+# STAGES="a b" (default) picks stages. Each (method, split) finishes its 3 seeds before the next
+# starts; after each, the finished runs' summary.json, metrics.csv and config.yaml are copied to
+# results/fedpcs_table2_paper/runs/<cell>/seed_<k>/ and table2.csv/.md regenerated from them.
+# Resumable: stop it any time; a second call skips finished runs and resumes the one it was in.
+# One run takes about 8.5 minutes on 2 CPU cores (two single-threaded workers).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh >/dev/null
+out=runs/fedpcs_table2_paper
+dest=results/fedpcs_table2_paper
+stages="${STAGES:-a b}"
+declare -A recipes=(
+  [a]="fmnist random"
+  [b]="ablation_uniform ablation_fedavg_weights"
+  [c]="random_game aocs fedcbs delta"
+)
+for stage in $stages; do
+  for split in iid dirichlet; do
+    for m in ${recipes[$stage]}; do
+      if [ "$m" = random_game ]; then
+        r=(recipes/fedpcs/random.yaml --set name=random_game --set incentive.baseline_rho=game)
+      else
+        r=("recipes/fedpcs/$m.yaml")
+      fi
+      .venv/bin/fedgame compare "${r[@]}" --seeds 3 --out "$out" --grid train.clients_per_round=20 \
+        --grid "data.partition.kind=$split" --no-report
+      .venv/bin/fedgame export "$out" "$dest/runs"
+      .venv/bin/fedgame table2 "$dest/runs" --budget paper --dest "$dest" >/dev/null
+    done
+  done
+done
