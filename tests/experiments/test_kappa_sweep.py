@@ -19,9 +19,13 @@ def test_a_row_matches_the_plan_and_the_files_hold_the_table(tmp_path: Path, mon
     assert row.R_min == pytest.approx(min(row.R[1:])) and len(row.R) == 3
     assert row.cost <= row.cost_lemma2 * (1 + 1e-6)  # the true-cost rewards are no dearer
     assert row.live == (row.R_min > 0 and row.tau_max < 1 and row.tau_nonincreasing and row.welfare > 0)
-    dead = replace(row, kappa=1.0, live=False)
-    assert choose_default([dead, row]) == (1000.0 if row.live else None)
-    assert choose_default([dead]) is None
+    dead = replace(row, kappa=1.0, live=False, R_min=0.0, welfare=-1.0)
+    full = replace(row, kappa=1e4, live=True, R_min=1.0, welfare=1.0)
+    paying = replace(row, kappa=1e3, live=False, R_min=1.0, welfare=1.0, tau_nonincreasing=False)
+    assert choose_default([dead, paying, full]) == (1e4, "(a)-(c)")
+    assert choose_default([dead, full, paying])[0] == 1e4
+    assert choose_default([dead, paying]) == (1e3, "(a) and (c); (b) fails at every κ of the grid")
+    assert choose_default([dead]) == (None, "none")
     chosen = write_sweep([dead, row], tmp_path, instance="tiny")
     with (tmp_path / "sweep.csv").open() as f:
         rows = list(csv.DictReader(f))
@@ -30,7 +34,7 @@ def test_a_row_matches_the_plan_and_the_files_hold_the_table(tmp_path: Path, mon
             "cost", "cost_lemma2"} <= set(rows[0])
     md = (tmp_path / "sweep.md").read_text()
     assert "| 1000 |" in md and "tiny" in md
-    assert json.loads((tmp_path / "sweep.json").read_text())["chosen_acc_scale"] == chosen
+    assert json.loads((tmp_path / "sweep.json").read_text())["chosen_acc_scale"] == chosen == choose_default([dead, row])[0]
     assert len(list((tmp_path / "cache").rglob("fedpcs-*.npz"))) == 1  # the runs of that recipe reuse the solve
 
 

@@ -123,10 +123,17 @@ def kappa_row(kappa: float, *, n_clients: int = 100, clients_per_round: int = 20
         phi=tuple(map(float, plan.phi)))
 
 
-def choose_default(rows: Sequence[KappaRow]) -> float | None:
-    """The smallest κ whose row meets criteria (a)-(c); None if none does."""
-    live = sorted(r.kappa for r in rows if r.live)
-    return live[0] if live else None
+def choose_default(rows: Sequence[KappaRow]) -> tuple[float | None, str]:
+    """The reproduction κ and the criteria it was chosen by: the smallest κ meeting (a)-(c);
+    when none does, the smallest at which the game is live, (a) R_t > 0 in every round and
+    (c) welfare > 0, saying that (b) fails everywhere; (None, ...) when no κ is live."""
+    full = sorted(r.kappa for r in rows if r.live)
+    if full:
+        return full[0], "(a)-(c)"
+    live = sorted(r.kappa for r in rows if r.R_min > 0 and r.welfare > 0)
+    if live:
+        return live[0], "(a) and (c); (b) fails at every κ of the grid"
+    return None, "none"
 
 
 def kappa_sweep(kappas: Sequence[float] = KAPPA_GRID, **kwargs: object) -> list[KappaRow]:
@@ -159,7 +166,7 @@ def write_sweep(rows: Sequence[KappaRow], dest: Path, *, instance: str) -> float
     ``sweep.json`` (everything, with R_t, τ(t), φ(t) per κ) and ``sweep.md`` (the table and
     the chosen default) under ``dest``; returns the chosen κ."""
     dest.mkdir(parents=True, exist_ok=True)
-    chosen = choose_default(rows)
+    chosen, by = choose_default(rows)
     with (dest / "sweep.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(_COLUMNS)
@@ -167,7 +174,7 @@ def write_sweep(rows: Sequence[KappaRow], dest: Path, *, instance: str) -> float
             d = asdict(r)
             w.writerow([d[c] for c in _COLUMNS])
     (dest / "sweep.json").write_text(json.dumps(
-        {"instance": instance, "chosen_acc_scale": chosen, "rows": [asdict(r) for r in rows]}, indent=1) + "\n")
+        {"instance": instance, "chosen_acc_scale": chosen, "chosen_by": by, "rows": [asdict(r) for r in rows]}, indent=1) + "\n")
     head = ("| κ/(Σ\\|D\\|)² | min R_t | mean R_t | φ(0) | φ(T) | welfare | PoA | τ(0) | τ(T) | τ max | τ non-incr. "
             "| J true cost | J at Lemma-2 R | (a)-(c) |")
     lines = [
@@ -188,17 +195,23 @@ def write_sweep(rows: Sequence[KappaRow], dest: Path, *, instance: str) -> float
         lines.append("| " + " | ".join(_fmt(x) for x in (
             r.kappa, r.R_min, r.R_mean, r.phi_0, r.phi_T, r.welfare, r.poa, r.tau_first, r.tau_last, r.tau_max,
             r.tau_nonincreasing, r.cost, r.cost_lemma2, r.live)) + " |")
-    lines += ["", "Solver status per κ (true cost: converged = the last pass of one-round checks found no "
-              "decrease above 1e-7 and the mean field converged):", ""]
+    lines += ["", "Solver status per κ (true cost: converged = a full pass of one-round checks found no "
+              "decrease above 1e-7 relative and the mean field converged):", ""]
     for r in rows:
         lines.append(f"* κ = {_fmt(r.kappa)}: converged {_fmt(r.converged)}, largest one-round gain "
                      f"{r.one_round_gain:.2g}, Lemma-2 loop converged {_fmt(r.lemma2_converged)} (its rewards "
                      f"{'give' if r.lemma2_equilibrium else 'do not give'} a pure-strategy equilibrium), "
                      f"{r.seconds:.0f} s")
-    lines += ["", (f"**Chosen reproduction default: acc_scale = {_fmt(chosen)}** (the smallest κ meeting "
-                   "(a) R_t > 0 in every round, (b) τ(t) < 1 and non-increasing, (c) welfare > 0)."
-                   if chosen is not None else
-                   "**No κ of the grid meets (a)-(c)**; see the table for which criterion fails."), ""]
+    lines += ["", "Per round t = 0..T: R_t, τ(t) and φ(t):", ""]
+    for r in rows:
+        lines += [f"* κ = {_fmt(r.kappa)}:", "  R = " + " ".join(f"{x:.3g}" for x in r.R),
+                  "  τ = " + " ".join(f"{x:.2f}" for x in r.tau), "  φ = " + " ".join(f"{x:.2f}" for x in r.phi)]
+    if chosen is None:
+        lines += ["", "**No κ of the grid makes the game live** ((a) R_t > 0 in every round and (c) welfare > 0); "
+                  "see the table for which criterion fails.", ""]
+    else:
+        lines += ["", f"**Chosen reproduction default: acc_scale = {_fmt(chosen)}**, the smallest κ meeting {by} "
+                  "((a) R_t > 0 in every round, (b) τ(t) < 1 and non-increasing, (c) welfare > 0).", ""]
     (dest / "sweep.md").write_text("\n".join(lines))
     return chosen
 
