@@ -60,3 +60,14 @@ def test_export_copies_finished_runs_only(tmp_path: Path) -> None:
     assert not (tmp_path / "results" / "cell" / "seed_1").exists()
     with pytest.raises(ValueError, match="runs: not a folder"):
         export_runs(tmp_path / "nope", tmp_path / "r")
+
+
+def test_versions_name_the_commit_and_the_cpu() -> None:
+    import subprocess
+
+    from fedgame.experiments.runner import versions
+
+    v = versions()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert v["code"].split("+")[0] == head or (not head and v["code"].startswith("fedgame "))
+    assert v["cpu"] and v["cpu"] != "unknown"

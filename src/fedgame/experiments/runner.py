@@ -6,6 +6,7 @@ with only a checkpoint is resumed. So a long grid survives being stopped at any 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import platform
@@ -48,13 +49,29 @@ def versions() -> dict[str, str]:
         "scipy": scipy.__version__,
         "opacus": opacus.__version__,
         "machine": f"{platform.machine()} {platform.system()} ({torch.get_num_threads()} threads)",
+        "cpu": cpu_model(),
         "code": code_version(),
     }
 
 
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`), so a
+    result says which kernels' floating point it carries."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+@functools.cache
 def code_version() -> str:
     """The git commit the package was run from (``+dirty`` with uncommitted changes to tracked
-    files), or ``unknown`` outside a git checkout."""
+    files), or the package version outside a git checkout. Cached at the first call, which
+    :func:`run_one` makes before training, so a commit made while a run trains is not claimed."""
     import subprocess
 
     root = Path(fedgame.__file__).resolve().parents[2]
@@ -62,7 +79,7 @@ def code_version() -> str:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return f"fedgame {fedgame.__version__}"
     return sha + ("+dirty" if dirty else "")
 
 
@@ -96,6 +113,7 @@ def run_one(
     return the summary. A finished folder is returned as it is. ``execute`` runs the engine
     on another backend (default: in this process, its clients in ``train.workers`` processes
     within ``cores``, default all); the results files are the same."""
+    code_version()  # pinned before training: the code this run imported
     store = ResultStore(out)
     resolved = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
     if resume and store.exists("config.yaml") and _resolved_again(store.path("config.yaml").read_text()) != resolved:
