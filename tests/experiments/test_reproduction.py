@@ -50,7 +50,7 @@ def test_cli_writes_the_page_and_refuses_an_empty_folder(tmp_path: Path) -> None
     assert (tmp_path / "page.md").read_text().startswith("# Reproduction")
     (tmp_path / "empty").mkdir()
     res = runner.invoke(app, ["report", str(tmp_path / "empty"), "--reproduction", "--out", str(tmp_path / "x.md")])
-    assert res.exit_code != 0 and "no table2.csv, table4.csv, QI-DPFL comparison.md or JDP-FL fig*.md" in " ".join(res.output.split())
+    assert res.exit_code != 0 and "no table2.csv, table4.csv or figure page (QI-DPFL, JDP-FL, PHS)" in " ".join(res.output.split())
     with pytest.raises(FileNotFoundError, match="results: not a folder"):
         write_reproduction(tmp_path / "missing", tmp_path / "y.md")
 
@@ -62,3 +62,22 @@ def test_jdp_figures_are_included_with_their_claims_and_images(tmp_path: Path) -
     page = write_reproduction(tmp_path / "r", tmp_path / "docs" / "reproduction.md").read_text()
     assert "## JDP-FL Fig. 5 on Fashion-MNIST (reduced budget) (`" in page
     assert "- rises with s: **holds**" in page and "![Fig. 5](../r/jdp_fig5_reduced/fig5.png)" in page
+
+
+def test_every_figure_page_is_embedded_under_its_own_title(tmp_path: Path) -> None:
+    root = _results(tmp_path)
+    pages = {
+        "qidpfl_fmnist/comparison.md": "QI-DPFL comparison, fashion_mnist (budget: paper)",
+        "phs_fig5_reduced/fig5.md": "PHS Fig. 5, FashionMNIST (budget: reduced)",
+        "phs_tight_reduced/tight_vs_paper.md": "PHS tight calibration (reduced budget: 30 rounds)",
+        "jdp_auction/fig2.md": "JDP-FL Fig. 2 from the auctions alone",
+        "jdp_fig3_reduced/fig3.md": "JDP-FL Fig. 3 (budget: reduced; lr 0.01, 2,000 test examples)",
+    }
+    for rel, title in pages.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"# {title}\n\n| a |\n|---|\n| 1 |\n\n![f](f.png)\n")
+    page = write_reproduction(root, tmp_path / "docs" / "reproduction.md").read_text()
+    for rel, title in pages.items():
+        folder = (root / rel).parent.as_posix()
+        assert f"## {title} (`{folder}`)" in page
+        assert f"](../r/{Path(rel).parent.as_posix()}/f.png)" in page

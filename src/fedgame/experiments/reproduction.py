@@ -141,6 +141,20 @@ def _table4_section(path: Path) -> list[str]:
     return out
 
 
+def _embedded(path: Path, dest: Path) -> list[str]:
+    """A result folder's own page under its title (which states the dataset and the budget),
+    with the folder named and its figure links made relative to ``dest``."""
+    body = path.read_text().splitlines()
+    title = body[0].lstrip("# ").strip() if body and body[0].startswith("# ") else path.stem
+    rel = Path(os.path.relpath(path.parent, dest.parent)).as_posix()
+    out = [f"## {title} (`{path.parent.as_posix()}`)", ""]
+    for ln in body[1:] if body and body[0].startswith("# ") else body:
+        if ln.startswith("# "):
+            continue
+        out.append(ln.replace("](", f"]({rel}/", 1) if ln.startswith("![") else ln)
+    return out + [""]
+
+
 def write_reproduction(results: Path, dest: Path) -> Path:
     """Write the reproduction page for the result folders under ``results``; return its path."""
     if not results.is_dir():
@@ -159,25 +173,20 @@ def write_reproduction(results: Path, dest: Path) -> Path:
     for path in sorted(results.glob("phs_table*_*/table4.csv")):
         lines += _table4_section(path)
         found = True
-    for path in sorted(results.glob("qidpfl_*/comparison.md")):
-        # the paper reports curves only (qidpfl.md §5.5): its claims C1-C4, decided by the report
-        body = path.read_text().splitlines()
-        lines += [f"## QI-DPFL claims C1-C4 (`{path.parent.as_posix()}`)", ""]
-        rel = Path(os.path.relpath(path.parent, dest.parent)).as_posix()
-        lines += [ln.replace("](", f"]({rel}/", 1) if ln.startswith("![") else ln for ln in body if not ln.startswith("# ")]
-        lines += [""]
-        found = True
-    for path in sorted(results.glob("jdp_fig*_*/fig[345].md")):
-        # JDP-FL's figures give no numbers; the paper's text gives the attack's cost and orderings
-        body = path.read_text().splitlines()
-        title = body[0].lstrip("# ") if body else path.stem
-        lines += [f"## {title} (`{path.parent.as_posix()}`)", ""]
-        rel = Path(os.path.relpath(path.parent, dest.parent)).as_posix()
-        lines += [ln.replace("](", f"]({rel}/", 1) if ln.startswith("![") else ln for ln in body[1:]]
-        lines += [""]
-        found = True
+    # pages that carry their own title (dataset, budget): embedded under it, figures relinked
+    pages = (
+        "qidpfl_*/comparison.md",  # QI-DPFL: curves only in the paper; claims C1-C4 decided by the report
+        "jdp_fig*_*/fig[345].md",  # JDP-FL's figures give no numbers; its text gives the orderings
+        "jdp_auction/fig2.md",
+        "phs_fig*_*/fig*.md",
+        "phs_tight_*/tight_vs_paper.md",
+    )
+    for pattern in pages:
+        for path in sorted(results.glob(pattern)):
+            lines += _embedded(path, dest)
+            found = True
     if not found:
-        raise FileNotFoundError(f"results: no table2.csv, table4.csv, QI-DPFL comparison.md or JDP-FL fig*.md under {results}")
+        raise FileNotFoundError(f"results: no table2.csv, table4.csv or figure page (QI-DPFL, JDP-FL, PHS) under {results}")
     dest.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(dest, "\n".join(lines).rstrip() + "\n")
     return dest
