@@ -75,9 +75,10 @@ def test_every_figure_page_is_embedded_under_its_own_title(tmp_path: Path) -> No
     }
     for rel, title in pages.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(f"# {title}\n\n| a |\n|---|\n| 1 |\n\n![f](f.png)\n")
+        (root / rel).write_text(f"# {title}\n\n## part\n\n| a |\n|---|\n| 1 |\n\n![f](f.png)\n")
     page = write_reproduction(root, tmp_path / "docs" / "reproduction.md").read_text()
     for rel, title in pages.items():
         folder = (root / rel).parent.as_posix()
         assert f"## {title} (`{folder}`)" in page
         assert f"](../r/{Path(rel).parent.as_posix()}/f.png)" in page
+    assert "\n### part\n" in page and "\n## part\n" not in page

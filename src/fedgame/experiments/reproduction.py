@@ -151,6 +151,8 @@ def _embedded(path: Path, dest: Path) -> list[str]:
     for ln in body[1:] if body and body[0].startswith("# ") else body:
         if ln.startswith("# "):
             continue
+        if ln.startswith("#"):  # the page's sections become subsections of its title
+            ln = "#" + ln
         out.append(ln.replace("](", f"]({rel}/", 1) if ln.startswith("![") else ln)
     return out + [""]
 
