@@ -19,6 +19,7 @@ from fedgame.selection import SELECTIONS, aocs_probabilities, delta_probabilitie
 from fedgame.core.types import LOCAL_GRAD_VARIANCE
 from fedgame.selection.fedcbs import FedCBS
 from fedgame.selection.power_of_choice import MC_ROUNDS, draw_rounds, loss_ranks
+from tests.contracts.unbiased import aggregate_draws, assert_unbiased
 
 REPS = 100_000
 
@@ -126,8 +127,9 @@ def test_exact_aocs_uses_this_rounds_norms_of_every_client() -> None:
 
 
 def test_aocs_aggregate_is_unbiased() -> None:
-    """Bernoulli participation redrawn when empty, θ_i/π_i weights: mean over 10^5 samplings
-    within 4 SE of Σ θ_i g_i (π_i = p_i / (1 − P(empty)))."""
+    """Bernoulli participation redrawn when empty, θ_i/π_i weights (π_i = p_i / (1 − P(empty))):
+    10^5 rounds through AOCS's ``select`` and the importance-weighted aggregation, mean within
+    4 SE of Σ θ_i g_i."""
     rng = np.random.default_rng(3)
     n, k = 12, 2
     sizes = rng.integers(10, 100, size=n)
@@ -135,15 +137,7 @@ def test_aocs_aggregate_is_unbiased() -> None:
     g = rng.normal(size=(n, 3))
     strat = SELECTIONS.create("aocs")
     strat.after_round(st, _outcome({i: torch.tensor(rng.normal(size=2) * (1 + 5 * (i == 0))) for i in range(0, n, 2)}))
-    p, pi = strat.participation(st), strat.inclusion(st)
-    mask = rng.random((REPS, n)) < p
-    mask = mask[mask.any(axis=1)]  # rejection of empty rounds, as `select` does
-    agg = (mask * (st.theta / pi)) @ g
-    se = agg.std(axis=0) / np.sqrt(len(agg))
-    assert np.all(np.abs(agg.mean(axis=0) - st.theta @ g) < 4 * se)
-    np.testing.assert_allclose(mask.mean(axis=0), pi, atol=4 * np.sqrt(pi * (1 - pi) / len(mask)).max())
-    sel = strat.select(st, Streams(seed=0).numpy("selection", 0))
-    np.testing.assert_allclose(sel.importance_weights(st.theta), st.theta[sel.indices] / pi[sel.indices])
+    assert_unbiased(aggregate_draws(strat, st, g, REPS, rng), st.theta @ g, "aocs")
 
 
 # -- Fed-CBS ------------------------------------------------------------------------------

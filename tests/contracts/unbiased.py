@@ -1,0 +1,35 @@
+"""Monte Carlo of the server's aggregate through the library itself: each round the strategy's
+own ``select`` draws, and the aggregation rule's own ``update`` combines the drawn clients'
+fixed updates g_i. Used by the unbiasedness checks (FedPCS check 13) of every sampler."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fedgame.core import RoundContext, RoundState
+from fedgame.selection import SelectionStrategy
+from fedgame.sim import importance_weighted_mean
+
+
+def aggregate_draws(strat: SelectionStrategy, state: RoundState, g: np.ndarray, reps: int,
+                    rng: np.random.Generator, rule: object | None = None) -> np.ndarray:
+    """``reps`` aggregates (reps × dim) of the updates ``g`` (one row per client), each from one
+    ``strat.select`` and one ``rule.update`` (default: importance weighting, Eq. 4)."""
+    rule = importance_weighted_mean() if rule is None else rule
+    gt = torch.as_tensor(g, dtype=torch.float64)
+    params = torch.zeros(g.shape[1], dtype=torch.float64)
+    state0 = rule.init(params)  # type: ignore[attr-defined]
+    out = np.empty((reps, g.shape[1]))
+    for r in range(reps):
+        sel = strat.select(state, rng)
+        ctx = RoundContext(t=state.t, selection=sel, theta=state.theta, params=params, rng=rng)
+        agg, _ = rule.update([gt[i] for i in sel.indices], state0, ctx)  # type: ignore[attr-defined]
+        out[r] = agg[0].numpy()
+    return out
+
+
+def assert_unbiased(agg: np.ndarray, target: np.ndarray, label: str = "") -> None:
+    """The mean aggregate within 4 standard errors of Σ_i θ_i g_i, per coordinate."""
+    se = agg.std(axis=0) / np.sqrt(len(agg))
+    assert np.all(np.abs(agg.mean(axis=0) - target) < 4 * se), (label, agg.mean(axis=0), target, se)
