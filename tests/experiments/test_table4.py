@@ -191,8 +191,13 @@ def test_fig5_cells_by_mechanism_and_batch_size(tmp_path: Path) -> None:
     assert "| mechanism | B = 32 | B = 64 | B = 128 | B = 256 |" in md
     assert "| Privacy-aware | 42.00±2.83 (2) | 51.00±1.41 (2) | 58.00±4.24 (2) | 60.00±0.00 (2) |" in md
     assert "| Biased | 32.00±2.83 (2) | 55.00±2.83 (2) | 40.00±0.00 (1) | 64.00±2.83 (2) |" in md
-    assert "P above U and B at every B: fails at B=64, 256." in md
-    assert "Accuracy rises with B: P holds; U fails (128 → 256); B fails (64 → 128)." in md
+    # every ordering with its verdict from the two cells' standard errors, √(s_a²/n_a + s_b²/n_b)
+    assert ("P above U and B at every B: B=32: P > U holds, P > B holds; B=64: P > U holds, P > B within two "
+            "standard errors; B=128: P > U holds, P > B holds (one seed, no error bar); B=256: P > U holds, "
+            "P > B within two standard errors.") in md  # −4 points at a standard error of 2.0: on the edge
+    assert ("Accuracy rises with B: P: 32 → 64 holds, 64 → 128 holds, 128 → 256 within two standard errors; "
+            "U: 32 → 64 holds, 64 → 128 holds, 128 → 256 within two standard errors; B: 32 → 64 holds, "
+            "64 → 128 fails (one seed, no error bar), 128 → 256 holds (one seed, no error bar).") in md
     assert (out / "fig5_batch.png").stat().st_size > 0 and "](fig5_batch.png)" in md
     assert len(list((out / "configs").glob("*.yaml"))) == 23
 
@@ -202,10 +207,11 @@ def test_fig5_ordering_holds_and_the_module_entry_point(tmp_path: Path) -> None:
     _fig5_tree(runs, {k: (v if k[0] != "B" else (v[0] / 2, v[1] / 2)) for k, v in FIG5_ACC.items()})
     main(["--fig5", str(runs), "--dest", str(out), "--budget", "reduced"])
     md = (out / "fig5.md").read_text()
-    assert "P above U and B at every B: holds." in md and "budget: reduced" in md
+    assert "P above U and B at every B: B=32: P > U holds, P > B holds; B=64: P > U holds, P > B holds;" in md
+    assert "budget: reduced" in md
     assert (out / "fig5_batch.png").exists() and (out / "fig5.csv").exists()
     assert fig5_ordering([]) == "P above U and B at every B: undecided (no B with P and U or B beside it)."
-    only_p = [{"mechanism": "P", "batch_size": 32, "mean": 50.0}]
+    only_p = [{"mechanism": "P", "batch_size": 32, "mean": 50.0, "std": 1.0, "n_seeds": 2}]
     assert fig5_ordering(only_p).endswith("undecided (no B with P and U or B beside it).")
     with pytest.raises(SystemExit):
         main([str(runs), "--fig5", str(runs), "--dest", str(out)])  # one of the two, not both

@@ -49,6 +49,13 @@ def verdict(diff: float, se: float) -> str:
     return "within two standard errors"
 
 
+def ordering(a_mean: float, a_std: float, a_n: int, b_mean: float, b_std: float, b_n: int) -> str:
+    """The verdict on "A above B" from two cells' mean ± sample std over their seeds: the
+    difference against the standard error of the difference, √(s_A²/n_A + s_B²/n_B)."""
+    se = math.sqrt(a_std**2 / a_n + b_std**2 / b_n) if a_n > 1 and b_n > 1 else math.nan
+    return verdict(a_mean - b_mean, se)
+
+
 @dataclass(frozen=True)
 class Gap:
     """mean ± std of A and B, their difference with its standard error and verdict, and the

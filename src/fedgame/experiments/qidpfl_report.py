@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from fedgame.experiments.claims import ordering, verdict
 from fedgame.experiments.store import atomic_write_text, read_metrics
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
 from fedgame.incentives.games.qidpfl import fit_accuracy_curve
@@ -350,19 +351,40 @@ class ClaimCheck:
     statement: str
     holds: bool | None
     numbers: str
+    #: for an ordering of means with error bars: its verdict against two standard errors of the
+    #: difference (holds / within two standard errors / fails), which then decides the check
+    noise: str | None = None
 
     @property
     def verdict(self) -> str:
-        return "undecided" if self.holds is None else ("holds" if self.holds else "fails")
+        if self.holds is None:
+            return "undecided"
+        if self.noise is not None:
+            return self.noise
+        return "holds" if self.holds else "fails"
 
     def line(self) -> str:
         return f"{self.statement}: {self.verdict} ({self.numbers})"
 
 
 def _verdict(checks: list[ClaimCheck]) -> str:
-    if any(c.holds is False for c in checks):
+    """A claim fails if one of its checks fails, is undecided if one has no numbers, is within
+    two standard errors if one ordering is, and holds otherwise."""
+    verdicts = [c.verdict for c in checks]
+    if any(v.startswith("fails") for v in verdicts):
         return "fails"
-    return "undecided" if any(c.holds is None for c in checks) else "holds"
+    if "undecided" in verdicts:
+        return "undecided"
+    return "within two standard errors" if "within two standard errors" in verdicts else "holds"
+
+
+def _worst(verdicts: list[str]) -> str:
+    """The weakest of several orderings' verdicts (fails < within two standard errors < holds)."""
+    for v in ("fails", "within two standard errors"):
+        hit = [x for x in verdicts if x.startswith(v)]
+        if hit:
+            return hit[0]
+    return verdicts[0] if verdicts else "holds"
 
 
 def evaluate_claims(rows: list[dict[str, Any]], cells: Cells) -> list[ClaimCheck]:
@@ -376,12 +398,22 @@ def evaluate_claims(rows: list[dict[str, Any]], cells: Cells) -> list[ClaimCheck
         r = by.get((kind, method))
         return _float(r[key]) if r is not None else math.nan
 
-    def check(claim: str, kind: str, statement: str, needs: dict[str, float], test: Callable[[], bool], numbers: Callable[[], str]) -> None:
+    def check(claim: str, kind: str, statement: str, needs: dict[str, float], test: Callable[[], bool], numbers: Callable[[], str],
+              noise: Callable[[], str] | None = None) -> None:
         missing = [m for m, v in needs.items() if not np.isfinite(v)]
         if missing:
             out.append(ClaimCheck(claim, kind, statement, None, "no number for " + ", ".join(missing)))
         else:
-            out.append(ClaimCheck(claim, kind, statement, bool(test()), numbers()))
+            out.append(ClaimCheck(claim, kind, statement, bool(test()), numbers(), None if noise is None else noise()))
+
+    def above(kind: str, a: str, b: str) -> str:
+        """Verdict on "a's final accuracy above b's" against two standard errors."""
+        ra, rb = by[(kind, a)], by[(kind, b)]
+        return ordering(_float(ra["final_acc_mean"]), _float(ra["final_acc_std"]), int(ra["n_seeds"]),
+                        _float(rb["final_acc_mean"]), _float(rb["final_acc_std"]), int(rb["n_seeds"]))
+
+    def gap_se(kind: str, a: str, b: str) -> float:
+        return math.sqrt(sum(_float(by[(kind, m)]["final_acc_std"]) ** 2 / int(by[(kind, m)]["n_seeds"]) for m in (a, b)))
 
     for kind in kinds:
         fin = {m: get(kind, m, "final_acc_mean") for m in ORDER}
@@ -393,10 +425,12 @@ def evaluate_claims(rows: list[dict[str, Any]], cells: Cells) -> list[ClaimCheck
         check("C1", kind, "FedAvg-DP has the lowest final accuracy of FedAvg, FedAvg-select, FedAvg-DP, QI-DPFL",
               {"FedAvg-DP": fin["FedAvg-DP"], "another method": min(others.values(), default=math.nan)},
               lambda: fin["FedAvg-DP"] < min(others.values()),
-              lambda: f"FedAvg-DP {fin['FedAvg-DP']:.2f} %; " + ", ".join(f"{m} {v:.2f}" for m, v in others.items()))
+              lambda: f"FedAvg-DP {fin['FedAvg-DP']:.2f} %; " + ", ".join(f"{m} {v:.2f}" for m, v in others.items()),
+              lambda: _worst([above(kind, m, "FedAvg-DP") for m in others]))
         for m in ("FedAvg-select", "QI-DPFL"):
             check("C1", kind, f"{m} above FedAvg at the end", {m: fin[m], "FedAvg": fin["FedAvg"]},
-                  lambda m=m: fin[m] > fin["FedAvg"], lambda m=m: f"final {fin[m]:.2f} vs {fin['FedAvg']:.2f} %")
+                  lambda m=m: fin[m] > fin["FedAvg"], lambda m=m: f"final {fin[m]:.2f} vs {fin['FedAvg']:.2f} %",
+                  lambda m=m: above(kind, m, "FedAvg"))
             check("C1", kind, f"{m} above FedAvg over the first third of rounds (faster convergence)",
                   {m: early[m], "FedAvg": early["FedAvg"]},
                   lambda m=m: early[m] > early["FedAvg"], lambda m=m: f"mean {early[m]:.2f} vs {early['FedAvg']:.2f} %")
@@ -418,7 +452,8 @@ def evaluate_claims(rows: list[dict[str, Any]], cells: Cells) -> list[ClaimCheck
         # C3 (per partition)
         check("C3", kind, "QI-DPFL above FedAvg-DP at the end (effect of screening)",
               {"QI-DPFL": fin["QI-DPFL"], "FedAvg-DP": fin["FedAvg-DP"]},
-              lambda: fin["QI-DPFL"] > fin["FedAvg-DP"], lambda: f"{fin['QI-DPFL']:.2f} vs {fin['FedAvg-DP']:.2f} %")
+              lambda: fin["QI-DPFL"] > fin["FedAvg-DP"], lambda: f"{fin['QI-DPFL']:.2f} vs {fin['FedAvg-DP']:.2f} %",
+              lambda: above(kind, "QI-DPFL", "FedAvg-DP"))
         # C4
         out.append(_c4(kind, cells.get((kind, "QI-DPFL"), [])))
     # C3: the gaps, every non-IID partition against IID
@@ -430,7 +465,9 @@ def evaluate_claims(rows: list[dict[str, Any]], cells: Cells) -> list[ClaimCheck
                 check("C3", f"{kind} vs iid", f"gap {a} − {b} larger under {_label(kind)} than IID",
                       {f"{a} − {b} ({_label(kind)})": g_non, f"{a} − {b} (IID)": g_iid},
                       lambda g_non=g_non, g_iid=g_iid: g_non > g_iid,
-                      lambda g_non=g_non, g_iid=g_iid: f"{g_non:.2f} vs {g_iid:.2f} points")
+                      lambda g_non=g_non, g_iid=g_iid: f"{g_non:.2f} vs {g_iid:.2f} points",
+                      lambda g_non=g_non, g_iid=g_iid, a=a, b=b, kind=kind: verdict(
+                          g_non - g_iid, math.hypot(gap_se(kind, a, b), gap_se("iid", a, b))))
     return out
 
 
