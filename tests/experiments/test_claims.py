@@ -71,3 +71,22 @@ def test_versions_name_the_commit_and_the_cpu() -> None:
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert v["code"].split("+")[0] == head or (not head and v["code"].startswith("fedgame "))
     assert v["cpu"] and v["cpu"] != "unknown"
+
+
+def test_table2_orderings_carry_computed_verdicts() -> None:
+    from fedgame.experiments.table2 import claims_markdown
+
+    rows = [
+        {"method": "FedPCS", "tau": 0.2, "split": "IID", "ours_mean": 90.0, "ours_std": 1.0, "seeds": "0 1 2"},
+        {"method": "Random", "tau": 0.2, "split": "IID", "ours_mean": 85.0, "ours_std": 1.0, "seeds": "0 1 2"},
+        {"method": "FedPCS", "tau": 0.2, "split": "Non-IID", "ours_mean": 80.0, "ours_std": 3.0, "seeds": "0 1 2"},
+        {"method": "Random", "tau": 0.2, "split": "Non-IID", "ours_mean": 79.0, "ours_std": 3.0, "seeds": "0 1 2"},
+        {"method": "FedPCS incentive + uniform draws", "tau": 0.2, "split": "Non-IID", "ours_mean": 70.0, "ours_std": 1.0,
+         "seeds": "0 1 2"},
+    ]
+    md = "\n".join(claims_markdown(rows))
+    assert "| 0.2 | IID | FedPCS | Random | +5.00 | 0.82 | holds | the paper's headline |" in md
+    assert "| 0.2 | Non-IID | FedPCS | Random | +1.00 | 2.45 | within two standard errors |" in md
+    assert "| 0.2 | Non-IID | FedPCS incentive + uniform draws | Random | -9.00 | 1.83 | fails |" in md
+    assert "| 0.2 | Non-IID | FedPCS | FedPCS incentive + uniform draws | +10.00 | 1.83 | holds |" in md
+    assert claims_markdown(rows[:1]) == []

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 import yaml
 
+from fedgame.experiments.claims import ordering
 from fedgame.experiments.store import atomic_write_text
 
-__all__ = ["PAPER_TABLE2_FMNIST", "collect", "copy_configs", "write_rows_csv", "write_table2"]
+__all__ = ["CLAIMS", "PAPER_TABLE2_FMNIST", "claims_markdown", "collect", "copy_configs", "write_rows_csv", "write_table2"]
 
 #: Table II of Yuan & Wang (spec fedpcs.md §5.5), Fashion-MNIST: τ → method → (IID, Non-IID),
 #: each (mean, std) in %.
@@ -309,7 +310,46 @@ def _markdown(rows: list[dict[str, Any]], budget: str) -> str:
                 "numbers): FedPCS's incentive with uniform draws, and x ∝ ρ with FedAvg weights θ_i/Σ_S θ instead of "
                 "Eq. (4); table2.csv's max_agg_weight is the largest aggregation weight an upload got (mean over seeds).", "",
                 "![Fig. 4](fig4_rho_correlation.png)", "", "![Fig. 6](fig6_server_cost.png)", "", "![Fig. 9](fig9_accuracy.png)", "", "![Fig. 10](fig10_loss.png)"]
+        out += [""] + claims_markdown(rows)
     return "\n".join(out) + "\n"
+
+
+#: (A, B, what "A above B" measures): the paper's claims, then the ablations' decomposition
+CLAIMS: tuple[tuple[str, str, str], ...] = (
+    ("FedPCS", "Random", "the paper's headline"),
+    ("FedPCS", "AOCS", "Table II"),
+    ("FedPCS", "Fed-CBS", "Table II"),
+    ("FedPCS", "DELTA", "Table II"),
+    ("FedPCS", "Random (game ρ)", "against Random whose clients play the game"),
+    ("FedPCS incentive + uniform draws", "Random", "the incentive alone (same uniform draws, the game's ρ instead of ρ⁰)"),
+    ("FedPCS", "FedPCS incentive + uniform draws", "the sampling rule x ∝ ρ with Eq. 4's weights, given the incentive"),
+    ("FedPCS + FedAvg weights", "FedPCS", "FedAvg weights θ/Σ_S θ instead of Eq. 4 under x ∝ ρ"),
+)
+
+
+def claims_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """Every ordering the table can decide, per (τ, split), with the difference, its standard
+    error √(s_A²/n_A + s_B²/n_B) from the cells' std over seeds, and the computed verdict
+    (holds / within two standard errors / fails)."""
+    by = {(r["method"], r["tau"], r["split"]): r for r in rows}
+    out = ["## Orderings, decided from the cells (A above B)", "",
+           "| τ | split | A | B | A − B (points) | standard error | verdict | what it measures |",
+           "|---|---|---|---|---|---|---|---|"]
+    found = False
+    for tau in sorted({r["tau"] for r in rows}):
+        for split in ("IID", "Non-IID"):
+            for a, b, what in CLAIMS:
+                ra, rb = by.get((a, tau, split)), by.get((b, tau, split))
+                if ra is None or rb is None:
+                    continue
+                na, nb = len(str(ra["seeds"]).split()), len(str(rb["seeds"]).split())
+                sa, sb = float(ra["ours_std"]), float(rb["ours_std"])
+                se = (sa**2 / na + sb**2 / nb) ** 0.5 if na > 1 and nb > 1 else float("nan")
+                v = ordering(float(ra["ours_mean"]), sa, na, float(rb["ours_mean"]), sb, nb)
+                out.append(f"| {tau} | {split} | {a} | {b} | {float(ra['ours_mean']) - float(rb['ours_mean']):+.2f} | "
+                           f"{se:.2f} | {v} | {what} |")
+                found = True
+    return out if found else []
 
 
 def main(argv: list[str] | None = None) -> None:
