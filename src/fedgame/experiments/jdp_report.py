@@ -174,7 +174,30 @@ def _claims(by: dict[tuple[str, str, float], dict[str, Any]], eps: list[float]) 
     return out
 
 
-def _markdown(rows: list[dict[str, Any]], budget: str, drawn: bool) -> str:
+#: the paper's training budget for Figs. 3-5 (Sec. VI of JDP-FL): rounds, local lr, test set
+PAPER_BUDGET = {"rounds": 30, "lr": 0.001, "test": "the full test set"}
+
+
+def budget_line(cfgs: list[dict[str, Any]]) -> str:
+    """Where the runs' budget departs from the paper's, stated on the figure page itself:
+    rounds, local learning rate and test-set size from the runs' resolved configs (every
+    distinct value when runs differ)."""
+    def values(get: Any) -> str:
+        return " / ".join(sorted({str(get(c)) for c in cfgs}))
+
+    def train(c: dict[str, Any]) -> dict[str, Any]:
+        return c.get("train") or {}
+
+    rounds = values(lambda c: train(c).get("rounds", "?"))
+    lr = values(lambda c: (train(c).get("local") or {}).get("lr", "?"))
+    test = values(lambda c: (c.get("data") or {}).get("max_test") or "all")
+    parts = [f"{rounds} rounds (paper {PAPER_BUDGET['rounds']})", f"local lr {lr} (paper {PAPER_BUDGET['lr']})",
+             f"test accuracy on {'the full test set' if test == 'all' else test + ' test examples'} "
+             f"(paper {PAPER_BUDGET['test']})"]
+    return "Budget of these runs: " + "; ".join(parts) + "."
+
+
+def _markdown(rows: list[dict[str, Any]], budget: str, drawn: bool, cfgs: list[dict[str, Any]] | None = None) -> str:
     by = {(r["method"], r["attack"], float(r["epsilon"])): r for r in rows}
     eps = sorted({float(r["epsilon"]) for r in rows})
     methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
@@ -187,6 +210,7 @@ def _markdown(rows: list[dict[str, Any]], budget: str, drawn: bool) -> str:
         "(spec jdp.md §5.2). The paper's Fig. 3a is MNIST and gives no numbers, only the ordering "
         "no attack > ours > traditional and the attack's cost: 4–5 % for the traditional method, 1–2 % for ours.",
         "",
+        *([budget_line(cfgs), ""] if cfgs else []),
         "| method | attack | " + " | ".join(_eps_head(e) for e in eps) + " |",
         "|---|---|" + "---|" * len(eps),
     ]
@@ -287,7 +311,7 @@ def write_fig3(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "fig3.csv", rows, empty_header=["method"])
     drawn = _plot(rows, dest / "fig3.png")
-    atomic_write_text(dest / "fig3.md", _markdown(rows, budget, drawn))
+    atomic_write_text(dest / "fig3.md", _markdown(rows, budget, drawn, [r["cfg"] for runs in cells.values() for r in runs]))
     copy_configs(cells.values(), dest, root=root)
     return rows
 
@@ -357,7 +381,7 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
              "Final test accuracy (%) against the group size s of the random-group strategy (a fresh random "
              "partition into m/s groups each round, g* by the exponential mechanism with Δy = 1/s), beside "
              "leave-one-out (s = m − 1); mean ± std over seeds (number of seeds). Paper: accuracy rises with s "
-             "and stays below leave-one-out.", "",
+             "and stays below leave-one-out.", "", budget_line([r["cfg"] for runs in cells.values() for r in runs]), "",
              "| rule | s | accuracy | rounds whose model used the adversary |", "|---|---|---|---|"]
     lines += [f"| {METHODS[r['rule']]} | {r['group_size']} | {r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f} ({r['seeds']}) | "
               f"{r['adversary_used_fraction']} |" for r in rows]
@@ -432,6 +456,7 @@ def write_fig4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
              "Ours (leave-one-out M4 + M5) under the dirty-label attack: final test accuracy (%), mean ± std over "
              "seeds (number of seeds), by the number of participants m (rows) and ε = ε_L = ε_E (columns). "
              "Paper (Fig. 4a/4c, MNIST): accuracy rises with ε, and with m.", "",
+             budget_line([r["cfg"] for runs in cells.values() for r in runs]), "",
              "| m | " + " | ".join(_eps_head(e) for e in epss) + " |", "|---|" + "---|" * len(epss)]
     for m in ms:
         cells_md = []
