@@ -19,6 +19,7 @@ from fedgame.experiments.config import (
     FedCBSSel,
     FedPCSCfg,
     JDPPrivacyCfg,
+    NoPrivacyCfg,
     ParticipantsSel,
     PHSPrivacyCfg,
     PHSSel,
@@ -316,7 +317,11 @@ def build_privacy(
             spr = steps_per_round(sizes, batch_size=local.batch_size, epochs=local.epochs, steps=local.steps)
             scale = local.lr * np.asarray(spr, dtype=np.float64)
         return ZCDPUpload(rho=rho, clip=pc.clip, sizes=sizes, scale=scale, mode=pc.mode)
-    return NoPrivacy()
+    if isinstance(pc, NoPrivacyCfg):
+        return NoPrivacy()
+    # never fail open: a privacy kind this builder does not know must not train without its noise
+    raise ValueError(f"privacy.kind: {getattr(pc, 'kind', type(pc).__name__)!r} has no builder in this pipeline; "
+                     "refusing to train without the privacy it asks for")
 
 
 def build_selection(
