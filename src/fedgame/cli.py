@@ -310,8 +310,9 @@ def export_cmd(
     runs: Annotated[Path, typer.Argument(help="a folder of runs written by `fedgame run`/`compare`")],
     dest: Annotated[Path, typer.Argument(help="the results folder the per-seed files go to")],
 ) -> None:
-    """Copy summary.json, metrics.csv and config.yaml of every finished run under RUNS to the
-    same <cell>/seed_<k>/ under DEST (no checkpoints): what a committed table is built from."""
+    """Copy summary.json, metrics.csv, config.yaml (and privacy.csv, a FedPCS run's game) of every
+    finished run under RUNS to the same <cell>/seed_<k>/ under DEST (no checkpoints, partitions or
+    datasets): what a committed table is built from."""
     from fedgame.experiments.store import export_runs
 
     try:

@@ -31,8 +31,10 @@ import torch
 __all__ = ["EXPORTED", "ResultStore", "atomic_write_bytes", "atomic_write_text", "export_runs", "read_metrics"]
 
 
-#: the files of a finished run that a results folder keeps (never checkpoints or datasets)
-EXPORTED = ("summary.json", "metrics.csv", "config.yaml")
+#: the files of a finished run that a results folder keeps (never checkpoints, partitions or
+#: datasets): the summary, the per-round log, the resolved recipe, ε per client, and a FedPCS run's
+#: solved game (kilobytes; the realised-ρ figure is computed from it)
+EXPORTED = ("summary.json", "metrics.csv", "config.yaml", "privacy.csv", "game.json", "game.npz")
 
 
 def export_runs(src: Path, dest: Path, files: tuple[str, ...] = EXPORTED) -> list[Path]:
