@@ -23,15 +23,23 @@ def test_fedpcs_table2_paper_regenerates(tmp_path: Path) -> None:
     assert (tmp_path / "table2.md").read_text() == (here / "table2.md").read_text()
 
 
-def test_bf16_cost_claim_regenerates() -> None:
-    here = RESULTS / "bf16_cost"
-    g = gap(read_runs(here / "fp32"), read_runs(here / "bf16"))
-    committed = json.loads((here / "claim.json").read_text())
+CLAIMS = sorted(RESULTS.rglob("claim.json"))
+
+
+@pytest.mark.parametrize("path", CLAIMS, ids=[str(p.parent.relative_to(RESULTS)) for p in CLAIMS])
+def test_every_committed_claim_regenerates(path: Path) -> None:
+    committed = json.loads(path.read_text())
+    root = RESULTS.parent
+    g = gap(read_runs(root / committed["a"], committed["key"]), read_runs(root / committed["b"], committed["key"]))
     for key, value in g.to_dict().items():
         if isinstance(value, float):
             assert committed[key] == pytest.approx(value, rel=1e-12), key
         else:
             assert committed[key] == value, key
+
+
+def test_the_bf16_claim_is_among_them() -> None:
+    assert RESULTS / "bf16_cost" / "claim.json" in CLAIMS
 
 
 def test_kappa_sweep_table_regenerates(tmp_path: Path) -> None:
