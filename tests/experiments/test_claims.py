@@ -39,8 +39,11 @@ def test_cli_claim_reads_summaries_and_writes_its_files(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.stdout
     got = json.loads((tmp_path / "c" / "claim.json").read_text())
     assert got["verdict"] == "holds" and "**holds**" in (tmp_path / "c" / "claim.md").read_text()
+    (tmp_path / "empty").mkdir()
     r = CliRunner().invoke(app, ["claim", str(tmp_path / "empty"), str(b)])
     assert r.exit_code == 2 and "no summary.json" in r.stderr
+    r = CliRunner().invoke(app, ["claim", str(tmp_path / "missing"), str(b)])
+    assert r.exit_code == 2 and "not a folder" in r.stderr
 
 
 def test_export_copies_finished_runs_only(tmp_path: Path) -> None:
@@ -90,3 +93,17 @@ def test_table2_orderings_carry_computed_verdicts() -> None:
     assert "| 0.2 | Non-IID | FedPCS incentive + uniform draws | Random | -9.00 | 1.83 | fails |" in md
     assert "| 0.2 | Non-IID | FedPCS | FedPCS incentive + uniform draws | +10.00 | 1.83 | holds |" in md
     assert claims_markdown(rows[:1]) == []
+
+
+def test_read_runs_refuses_a_missing_folder_and_two_cells_at_once(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="runs: not a folder"):
+        read_runs(tmp_path / "nope")
+    for cell in ("a", "b"):
+        (tmp_path / cell / "seed_0").mkdir(parents=True)
+        (tmp_path / cell / "seed_0" / "summary.json").write_text('{"seed": 0, "final_accuracy": 0.5}')
+    (tmp_path / "other.json").write_text("{}")
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "summary.json").write_text('{"not": "a run"}')  # not a fedgame run: ignored
+    assert read_runs(tmp_path / "a") == {0: 0.5}
+    with pytest.raises(ValueError, match="two runs with seed 0"):
+        read_runs(tmp_path)

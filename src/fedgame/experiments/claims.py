@@ -20,12 +20,26 @@ __all__ = ["Gap", "gap", "read_runs", "verdict"]
 
 
 def read_runs(folder: str | Path, key: str = "final_accuracy") -> dict[int, float]:
-    """``{seed: summary[key]}`` of every finished run (``summary.json``) under ``folder``."""
+    """``{seed: summary[key]}`` of every finished fedgame run (a ``summary.json`` with a seed)
+    under ``folder``. Two runs with the same seed mean the folder holds more than one cell:
+    refused, naming both, rather than one silently replacing the other."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise ValueError(f"runs: not a folder: {folder}")
     out: dict[int, float] = {}
-    for path in sorted(Path(folder).rglob("summary.json")):
-        s = json.loads(path.read_text())
-        if s.get(key) is not None:
-            out[int(s["seed"])] = float(s[key])
+    where: dict[int, Path] = {}
+    for path in sorted(root.rglob("summary.json")):
+        try:
+            s = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(s, dict) or "seed" not in s or s.get(key) is None:
+            continue
+        seed = int(s["seed"])
+        if seed in out:
+            raise ValueError(f"runs: two runs with seed {seed} under {folder} ({where[seed].parent} and {path.parent}); "
+                             "point at one cell's folder")
+        out[seed], where[seed] = float(s[key]), path
     if not out:
         raise ValueError(f"runs: no summary.json with {key!r} under {folder}")
     return out
