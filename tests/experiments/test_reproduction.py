@@ -35,7 +35,7 @@ def test_page_lists_cells_orderings_and_missing_cells(tmp_path: Path) -> None:
     page = write_reproduction(_results(tmp_path), tmp_path / "docs" / "reproduction.md").read_text()
     assert "| 0.2 | IID | AOCS | 70.00 ± 1.00 (0 1 2) | 78.62 ± 0.26 | -8.62 |" in page
     assert "AOCS > Random holds;" in page  # 10 points apart, se ≈ 0.8
-    assert "FedPCS > Random holds (within noise)" in page  # 1 point apart, se ≈ 1.8
+    assert "FedPCS > Random within two standard errors" in page  # 1 point apart, se ≈ 1.8
     assert "FedPCS > AOCS fails." in page
     assert "Best: AOCS." in page
     assert "Fed-CBS (τ = 0.2, IID)" in page and "DELTA (τ = 0.2, IID)" in page

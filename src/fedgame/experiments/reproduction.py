@@ -14,6 +14,7 @@ import math
 import os
 from collections import defaultdict
 from pathlib import Path
+from fedgame.experiments.claims import ordering
 from fedgame.experiments.store import atomic_write_text
 from fedgame.experiments.table2 import PAPER_TABLE2_FMNIST
 
@@ -36,13 +37,10 @@ def _f(v: str | None) -> float:
 
 
 def _pair(a: dict[str, str], b: dict[str, str]) -> str:
-    """'holds' / 'fails' for mean(a) > mean(b), marked '(within noise)' when the gap is below
-    two standard errors of the difference (sample std / √seeds)."""
-    ma, mb = _f(a["ours_mean"]), _f(b["ours_mean"])
+    """The verdict on mean(a) > mean(b) from the cells' std over their seeds: holds / within two
+    standard errors / fails (:func:`fedgame.experiments.claims.ordering`)."""
     na, nb = max(1, len(a["seeds"].split())), max(1, len(b["seeds"].split()))
-    se = math.sqrt(_f(a["ours_std"]) ** 2 / na + _f(b["ours_std"]) ** 2 / nb)
-    verdict = "holds" if ma > mb else "fails"
-    return verdict + (" (within noise)" if abs(ma - mb) < 2 * se else "")
+    return ordering(_f(a["ours_mean"]), _f(a["ours_std"]), na, _f(b["ours_mean"]), _f(b["ours_std"]), nb)
 
 
 def _table2_section(path: Path) -> list[str]:
@@ -67,19 +65,19 @@ def _table2_section(path: Path) -> list[str]:
         for lo, hi in zip(TABLE2_ORDER, TABLE2_ORDER[1:]):
             if lo in ms and hi in ms:
                 v = _pair(ms[hi], ms[lo])
-                held += v.startswith("holds")
+                held += v == "holds"
                 total += 1
                 parts.append(f"{hi} > {lo} {v}")
         if "FedPCS" in ms:
             for other in TABLE2_ORDER[:-2]:
                 if other in ms:
                     v = _pair(ms["FedPCS"], ms[other])
-                    held += v.startswith("holds")
+                    held += v == "holds"
                     total += 1
                     parts.append(f"FedPCS > {other} {v}")
         best = max(ms.values(), key=lambda r: _f(r["ours_mean"]))["method"]
         out.append(f"- τ = {tau}, {split}: " + "; ".join(parts) + f". Best: {best}.")
-    out += ["", f"{held} of {total} claimed orderings hold in our means."]
+    out += ["", f"{held} of {total} claimed orderings hold beyond two standard errors."]
     if missing:
         out += ["", "Cells without runs: " + ", ".join(f"{m} (τ = {t}, {s})" for t, s, m in missing) + "."]
     r0 = rows[0]
