@@ -83,12 +83,35 @@ def _results_table(rows: list[dict[str, Any]], title: str) -> Table:
     return t
 
 
+def _version(value: bool) -> None:
+    if value:
+        from fedgame import __version__
+
+        console.print(f"fedgame {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log at INFO level")] = False) -> None:
+def main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log at INFO level")] = False,
+    plugin: Annotated[
+        list[str] | None,
+        typer.Option("--plugin", help="import a plug-in module (dotted name or .py file) before the recipe is read; repeatable"),
+    ] = None,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")] = False,
+) -> None:
+    del version
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # dp-accounting logs every fractional RDP order it drops; the drop is harmless (it only
     # loosens ε slightly) and the flood would bury the progress bars.
     logging.getLogger("absl").setLevel(logging.INFO if verbose else logging.ERROR)
+    if plugin:
+        from fedgame.core.plugins import load_plugins
+
+        try:
+            load_plugins(plugin)
+        except ImportError as e:
+            _fail(escape(str(e)))
 
 
 @app.command()

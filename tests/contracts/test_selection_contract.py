@@ -8,14 +8,13 @@ a synthetic round has been fed through ``after_round`` (losses, update norms, ex
 
 import numpy as np
 import pytest
-import torch
 
-from fedgame.core import ClientResult, RoundOutcome, RoundState, Selection, Streams
+from fedgame.core import RoundOutcome, RoundState, Selection
 from fedgame.selection import SELECTIONS, SelectionStrategy
-from fedgame.core.types import LOCAL_GRAD_VARIANCE
+from fedgame.testing import check_selection
+from fedgame.testing.selection import K, SIZES
 
-N, K, REPS = 10, 3, 100_000
-SIZES = np.array([5, 10, 20, 40, 80, 5, 10, 20, 40, 80])
+N, REPS = 10, 100_000
 RHO = np.array([0.5, 1.0, 2.0, 12.0, 0.01, 3.0, 3.0, 0.2, 7.0, 1.5])
 LABEL_COUNTS = np.array(
     [[5, 0, 0], [0, 10, 0], [10, 5, 5], [40, 0, 0], [20, 30, 30], [0, 0, 5], [5, 5, 0], [0, 0, 20], [10, 20, 10], [0, 40, 40]]
@@ -42,101 +41,50 @@ def _state(t: int = 0) -> RoundState:
     return RoundState(t=t, k=K, sizes=SIZES, theta=SIZES / SIZES.sum())
 
 
-def _outcome() -> RoundOutcome:
-    """A synthetic past round: 7 of 10 clients trained (two tie on loss), updates of varied norm."""
-    clients = [0, 2, 3, 5, 7, 8, 9]
-    losses = [0.5, 2.0, 1.0, 2.0, 0.3, 1.5, 0.8]
-    gen = torch.Generator().manual_seed(0)
-    results = [
-        ClientResult(c, (1 + c) * torch.randn(4, generator=gen), loss, 1, int(SIZES[c]), {LOCAL_GRAD_VARIANCE: 0.1 * c})
-        for c, loss in zip(clients, losses)
-    ]
-    sel = Selection(indices=np.array(clients), probs=np.full(len(clients), 0.5), k=K, scheme="inclusion")
-    return RoundOutcome(t=0, selection=sel, results=results)
-
-
-def _make(name: str, kw: dict[str, object], history: bool) -> SelectionStrategy:
-    strat = SELECTIONS.create(name, **kw)
-    if history:
-        strat.after_round(_state(), _outcome())
-    return strat
-
-
-# every case fresh, and the stateful ones (a non-empty state_dict after a round) with history too
-_STATEFUL = [bool(_make(n, kw, True).state_dict()) for n, kw in CASES]
-RUNS = [
-    pytest.param(n, kw, h, id=f"{i}-{'after_round' if h else 'fresh'}")
-    for (n, kw), i, st in zip(CASES, IDS, _STATEFUL)
-    for h in (False, True)
-    if st or not h
-]
-STATEFUL = [pytest.param(n, kw, id=i) for (n, kw), i, st in zip(CASES, IDS, _STATEFUL) if st]
-
-
 def test_every_registered_strategy_is_covered() -> None:
     assert {name for name, _ in CASES} == set(SELECTIONS.names())
 
 
-@pytest.mark.parametrize(("name", "kw", "history"), RUNS)
-def test_probabilities_are_a_distribution(name: str, kw: dict[str, object], history: bool) -> None:
-    x = _make(name, kw, history).probabilities(_state())
-    assert x.shape == (N,) and np.all(x >= 0)
-    assert x.sum() == pytest.approx(1.0, abs=1e-12)
-
-
-@pytest.mark.parametrize(("name", "kw", "history"), RUNS)
-def test_declared_inclusion_matches_frequency(name: str, kw: dict[str, object], history: bool) -> None:
-    """10^5 rounds t = 0, 1, ..., every one through the strategy's own ``select``: each client's share of
-    rounds in which it is drawn matches its declared inclusion probability within 4 standard
-    errors — for "draws" schemes 1 − (1 − x_i)^K from ``probabilities``, with ``select``
-    reporting x_i for each draw; for "inclusion" schemes the π_i that ``select`` reports. A
-    client never drawn must be one whose declared inclusion is ≈ 0 (expected count below 5)."""
-    strat = _make(name, kw, history)
-    st = _state()
-    rng = np.random.default_rng(123)
-    x = strat.probabilities(st)
-    hits = np.zeros(N)
-    reported = np.full(N, np.nan)
-    scheme = strat.select(st, np.random.default_rng(0)).scheme
-    for t in range(REPS):  # round t of the run (PHS draws its schedule up front: one draw per round)
-        sel = strat.select(_state(t), rng)
-        hits[np.unique(sel.indices)] += 1
-        reported[sel.indices] = sel.probs
-    drawn = hits > 0
-    if scheme == "draws":
-        np.testing.assert_allclose(reported[drawn], x[drawn])  # select reports x_i for each draw
-        declared = 1 - (1 - x) ** K
-    else:
-        declared = np.where(drawn, reported, 0.0)
-    # never drawn in 10^5 rounds: its declared inclusion (or its one-draw probability) is ≈ 0
-    assert np.all(np.maximum(declared, K * x)[~drawn] * REPS < 5), (np.flatnonzero(~drawn), declared, x)
-    freq = hits / REPS
-    se = np.sqrt(np.maximum(declared * (1 - declared), 1e-12) / REPS)
-    assert np.all(np.abs(freq - declared) <= 4 * se + 1e-12), (freq, declared)
-
-
 @pytest.mark.parametrize(("name", "kw"), CASES, ids=IDS)
-def test_same_seed_same_draws(name: str, kw: dict[str, object]) -> None:
-    a = SELECTIONS.create(name, **kw).select(_state(), Streams(seed=5).numpy("selection", 2))
-    b = SELECTIONS.create(name, **kw).select(_state(), Streams(seed=5).numpy("selection", 2))
-    np.testing.assert_array_equal(a.indices, b.indices)
-    np.testing.assert_array_equal(a.probs, b.probs)
+def test_strategy_keeps_the_contract(name: str, kw: dict[str, object]) -> None:
+    """:func:`fedgame.testing.check_selection`: a one-draw distribution; over 10^5 rounds through
+    the strategy's own ``select`` each client's inclusion frequency matches the declared one
+    within 4 SE; same seed, same draws; stateful strategies again after a round, and resumed."""
+    check_selection(lambda: SELECTIONS.create(name, **kw), reps=REPS)
 
 
-@pytest.mark.parametrize(("name", "kw"), STATEFUL)
-def test_state_dict_resumes_identically(name: str, kw: dict[str, object]) -> None:
-    """A strategy rebuilt from a checkpoint (``state_dict`` of numpy arrays) draws what the
-    original draws: the kill-and-resume guarantee of the engine."""
-    a = _make(name, kw, history=True)
-    b = SELECTIONS.create(name, **kw)
-    saved = a.state_dict()
-    assert all(v is None or isinstance(v, np.ndarray) for v in saved.values())
-    b.load_state_dict(saved)
-    for t in range(3):
-        sa = a.select(_state(), Streams(seed=7).numpy("selection", t))
-        sb = b.select(_state(), Streams(seed=7).numpy("selection", t))
-        np.testing.assert_array_equal(sa.indices, sb.indices)
-        np.testing.assert_array_equal(sa.probs, sb.probs)
+class _Biased(SelectionStrategy):
+    """Declares uniform probabilities but draws in proportion to data size."""
+
+    def probabilities(self, state: RoundState) -> np.ndarray:
+        return np.full(state.n_clients, 1.0 / state.n_clients)
+
+    def select(self, state: RoundState, rng: np.random.Generator) -> Selection:
+        idx = rng.choice(state.n_clients, size=state.k, p=state.sizes / state.sizes.sum())
+        return Selection(indices=idx, probs=np.full(state.k, 1.0 / state.n_clients), k=state.k, scheme="draws")
+
+
+class _Forgetful(SelectionStrategy):
+    """Learns from losses but does not save what it learned."""
+
+    def __init__(self) -> None:
+        self.w = np.ones(10)
+
+    def probabilities(self, state: RoundState) -> np.ndarray:
+        return self.w / self.w.sum()
+
+    def after_round(self, state: RoundState, outcome: RoundOutcome) -> None:
+        for c, loss in outcome.losses().items():
+            self.w[c] = 1 + loss
+
+    def state_dict(self) -> dict[str, object]:
+        return {"w": np.ones(10)}
+
+
+@pytest.mark.parametrize(("make", "match"), [(_Biased, "differ from the declared"), (_Forgetful, "restored from state_dict")])
+def test_contract_catches_broken_strategies(make: type[SelectionStrategy], match: str) -> None:
+    with pytest.raises(AssertionError, match=match):
+        check_selection(make, reps=2_000)
 
 
 def test_without_replacement_refuses_k_above_n() -> None:

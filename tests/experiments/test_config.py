@@ -28,7 +28,7 @@ def test_recipes_exist() -> None:
         (["privacy.kind=dpsgd"], "give exactly one of privacy.noise_multiplier and privacy.target_epsilon"),
         (["privacy={kind: dpsgd, noise_multiplier: 1, delta: 2}"], "privacy.delta: Input should be less than 1, got 2"),
         (["train.clients_per_round=101"], "train.clients_per_round: must be <= data.partition.n_clients (100)"),
-        (["selection.kind=bogus"], "does not match any of the expected tags: 'uniform'"),
+        (["selection.kind=bogus"], "selection.kind: unknown kind 'bogus'; choose from 'uniform'"),
         (["trian.rounds=3"], "trian: Extra inputs are not permitted"),
         (["train.local.steps=5"], "give exactly one of train.local.epochs and train.local.steps"),
     ],
@@ -60,3 +60,23 @@ def test_missing_and_invalid_files(tmp_path: Path) -> None:
         load_recipe(bad)
     with pytest.raises(RecipeError, match="expected key.path=value"):
         apply_overrides({}, ["novalue"])
+
+
+def test_switching_a_kind_drops_the_old_kinds_fields() -> None:
+    """``--set data.partition.kind=iid`` on a Dirichlet split forgets ``alpha`` and ``min_size``
+    (fields IID has not) and keeps ``n_clients`` (a field both have); also when the old kind was
+    the section's default (no ``kind`` written)."""
+    for raw in ({"data": {"partition": {"kind": "dirichlet", "alpha": 0.3, "n_clients": 7}}},
+                {"data": {"partition": {"alpha": 0.3, "n_clients": 7}}}):
+        out = apply_overrides(raw, ["data.partition.kind=iid", "train.clients_per_round=3"])
+        assert out["data"]["partition"] == {"kind": "iid", "n_clients": 7}
+        assert parse_recipe(out).data.partition.n_clients == 7
+    same = apply_overrides({"data": {"partition": {"kind": "dirichlet", "alpha": 0.3}}}, ["data.partition.kind=dirichlet"])
+    assert same["data"]["partition"]["alpha"] == 0.3
+
+
+def test_tilde_deletes_a_field() -> None:
+    out = apply_overrides({"train": {"rounds": 3, "eval_every": 2}}, ["~train.eval_every"])
+    assert out == {"train": {"rounds": 3}}
+    with pytest.raises(RecipeError, match=r"--set ~train.bogus: the recipe has no field train.bogus"):
+        apply_overrides({"train": {"rounds": 3}}, ["~train.bogus"])

@@ -108,7 +108,7 @@ def test_budget_cfg_reaches_draw_budgets_unchanged(spec: dict[str, Any]) -> None
         ({"kind": "mixture", "components": []}, "budgets.components: Tuple should have at least 1 item"),
         ({"kind": "constant", "value": 0}, "budgets.value: Input should be greater than 0, got 0"),
         ({"kind": "list", "values": [1, 0]}, "budgets.values.1: Input should be greater than 0, got 0"),
-        ({"kind": "gamma"}, "budgets: Input tag 'gamma' found using 'kind' does not match any of the expected tags: 'uniform', 'mixture', 'constant', 'list'"),
+        ({"kind": "gamma"}, "budgets.kind: unknown kind 'gamma'; choose from 'uniform', 'mixture', 'constant', 'list'"),
     ],
 )
 def test_bad_budget_cfg_is_named(spec: dict[str, Any], message: str) -> None:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from fedgame.core.plugins import BuildContext
 from fedgame.core.seeding import Streams
 from fedgame.core.server_update import ServerUpdate, chain
 from fedgame.data import FederatedDataset, load_dataset, partition
@@ -52,7 +53,7 @@ from fedgame.privacy.events import PrivacyEvent
 from fedgame.privacy.jdp import local_perturbation
 from fedgame.privacy.mechanisms import GaussianMechanism
 from fedgame.robust import DIRTY_LABEL_TARGETS, ONE_CLASS_SOURCES, choose_adversary, dirty_label
-from fedgame.privacy.plans import PHSDPSGD, ClientPrivacy, LocalDPSGD, NoPrivacy, ZCDPUpload, steps_per_round
+from fedgame.privacy.plans import PHSDPSGD, PRIVACY_PLANS, ClientPrivacy, LocalDPSGD, NoPrivacy, ZCDPUpload, steps_per_round
 from fedgame.selection import SELECTIONS, SelectionStrategy, planned_counts
 from fedgame.selection.phs_problem import P1Solution, solve_p1
 from fedgame.sim import AGGREGATORS, Engine, LocalSpec, LocalTrainer, server_sgd
@@ -253,6 +254,15 @@ def build_qidpfl(
     )
 
 
+def _plugin(registry: Any, kind: str) -> Any:
+    """The registered class of a plug-in kind that declares its own ``Config`` (built through
+    its ``from_config``), or None for a built-in kind."""
+    if kind not in registry:
+        return None
+    factory = registry.get(kind)
+    return factory if getattr(factory, "Config", None) is not None else None
+
+
 def build_privacy(
     cfg: RunConfig,
     data: FederatedDataset,
@@ -262,6 +272,9 @@ def build_privacy(
     selection: SelectionStrategy | None = None,
 ) -> ClientPrivacy:
     pc = cfg.privacy
+    plugin = _plugin(PRIVACY_PLANS, pc.kind)
+    if plugin is not None:
+        return plugin.from_config(pc, BuildContext(run=cfg, data=data, plan=plan))  # type: ignore[attr-defined,no-any-return]
     sizes = np.asarray(data.sizes)
     local = cfg.train.local
     if isinstance(pc, PHSPrivacyCfg):
@@ -336,6 +349,11 @@ def build_selection(
     """The recipe's selection; ``label_counts`` are the clients' queried histograms (None:
     the server's copy of the partition), for ``fedcbs`` and ``screened``."""
     sel = cfg.selection
+    plugin = _plugin(SELECTIONS, sel.kind)
+    if plugin is not None:
+        rng = (streams or Streams(seed=cfg.seed)).numpy("selection_build")
+        ctx = BuildContext(run=cfg, data=data, rng=rng, plan=plan, label_counts=label_counts)
+        return plugin.from_config(sel, ctx)  # type: ignore[attr-defined,no-any-return]
     if isinstance(sel, PHSSel):
         if phs is None:
             raise ValueError("selection.kind: 'phs' needs privacy.kind 'phs' (the clients' budgets)")

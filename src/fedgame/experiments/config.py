@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+
+from fedgame.core.plugins import load_plugins
 
 __all__ = [
     "RunConfig",
@@ -21,6 +23,7 @@ __all__ = [
     "parse_recipe",
     "apply_overrides",
     "format_errors",
+    "schema",
 ]
 
 
@@ -688,6 +691,11 @@ def format_errors(err: ValidationError) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         got = e.get("input")
         shown = "" if isinstance(got, dict) else f", got {got!r}"
+        if e["type"] == "union_tag_invalid":
+            ctx = e.get("ctx", {})
+            loc, shown = f"{loc}.kind" if loc else "kind", ""
+            msg = (f"unknown kind {ctx.get('tag')!r}; choose from {ctx.get('expected_tags')} "
+                   "(a plug-in's kind: load its module with --plugin MODULE, see docs/plugins.md)")
         lines.append(f"{loc}: {msg}{shown}" if loc else msg)
     return "\n".join(lines)
 
@@ -723,20 +731,116 @@ def _set_path(d: dict[str, Any], dotted: str, value: Any) -> None:
     cur[keys[-1]] = value
 
 
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a field's annotation admits (one, or a union's members)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for a in get_args(annotation) for m in _models(a)]
+
+
+def _kind_fields(path: list[str], kind: Any) -> set[str] | None:
+    """The fields the section at ``path`` accepts when its ``kind`` is ``kind`` (None: unknown)."""
+    models: list[type[BaseModel]] = [schema()]
+    for key in path:
+        models = [m for model in models if key in model.model_fields for m in _models(model.model_fields[key].annotation)]
+    for m in models:
+        if "kind" in m.model_fields and m.model_fields["kind"].default == kind:
+            return set(m.model_fields)
+    return None
+
+
+def _del_path(d: dict[str, Any], dotted: str) -> None:
+    keys = dotted.split(".")
+    cur: Any = d
+    for k in keys[:-1]:
+        cur = cur.get(k) if isinstance(cur, dict) else None
+    if not isinstance(cur, dict) or keys[-1] not in cur:
+        raise RecipeError(f"--set ~{dotted}: the recipe has no field {dotted}")
+    del cur[keys[-1]]
+
+
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``a.b=value`` overrides (values parsed as YAML) to a raw recipe mapping."""
+    """Apply ``a.b=value`` overrides (values parsed as YAML) to a raw recipe mapping.
+
+    ``~a.b`` deletes a field (back to its default). Setting a section's ``kind`` to another kind
+    drops the fields the new kind does not have (``--set data.partition.kind=iid`` on a
+    Dirichlet split forgets its ``alpha``), and keeps those it shares (``n_clients``)."""
     out = yaml.safe_load(yaml.safe_dump(raw)) or {}
     for item in overrides:
+        if item.startswith("~"):
+            _del_path(out, item[1:].strip())
+            continue
         if "=" not in item:
-            raise RecipeError(f"--set {item!r}: expected key.path=value")
+            raise RecipeError(f"--set {item!r}: expected key.path=value (or ~key.path to delete one)")
         key, val = item.split("=", 1)
-        _set_path(out, key.strip(), yaml.safe_load(val))
+        key, value = key.strip(), yaml.safe_load(val)
+        parts = key.split(".")
+        if parts[-1] == "kind":
+            section: Any = out
+            for k in parts[:-1]:
+                section = section.get(k) if isinstance(section, dict) else None
+            current = section.get("kind", dict(_DEFAULT_KINDS).get(tuple(parts[:-1]), value)) if isinstance(section, dict) else value
+            if isinstance(section, dict) and current != value:
+                keep = _kind_fields(parts[:-1], value)
+                if keep is not None:
+                    for k in [k for k in section if k not in keep]:
+                        del section[k]
+        _set_path(out, key, value)
     return out
 
 
+def _tags(union: Any) -> set[str]:
+    members = get_args(get_args(union)[0])
+    return {m.model_fields["kind"].default for m in members}
+
+
+_SCHEMAS: dict[tuple[tuple[str, ...], tuple[str, ...]], type[RunConfig]] = {}
+
+
+def schema() -> type[RunConfig]:
+    """The recipe model: :class:`RunConfig`, widened by the ``Config`` models of the selection
+    strategies and privacy plans that plug-ins registered (``docs/plugins.md``)."""
+    from fedgame.privacy.plans import PRIVACY_PLANS
+    from fedgame.selection import SELECTIONS
+
+    extra = {"selection": (Selection, SELECTIONS.configs()), "privacy": (Privacy, PRIVACY_PLANS.configs())}
+    key = (tuple(extra["selection"][1]), tuple(extra["privacy"][1]))
+    if key == ((), ()):
+        return RunConfig
+    if key not in _SCHEMAS:
+        fields: dict[str, Any] = {}
+        for field, (union, models) in extra.items():
+            if not models:
+                continue
+            clash = _tags(union) & set(models)
+            if clash:
+                raise RecipeError(f"{field}.kind: plug-in kind(s) {sorted(clash)} clash with built-in kinds")
+            widened = Union[(*get_args(get_args(union)[0]), *models.values())]  # noqa: UP007 (built at run time)
+            default = RunConfig.model_fields[field].default_factory
+            fields[field] = (Annotated[widened, Field(discriminator="kind")], Field(default_factory=default))
+            _UNION_TAGS.update(models)
+        model = create_model("RunConfigWithPlugins", __base__=RunConfig, __module__=__name__, **fields)
+        _SCHEMAS[key] = model
+    return _SCHEMAS[key]
+
+
+def __getattr__(name: str) -> Any:
+    """``RunConfigWithPlugins`` resolves in a fresh process (a spawned worker unpickling a
+    config): load the plug-ins named in ``FEDGAME_PLUGINS`` and build the widened schema."""
+    if name == "RunConfigWithPlugins":
+        load_plugins()
+        return schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def parse_recipe(raw: dict[str, Any]) -> RunConfig:
+    """Validate a recipe mapping (after loading the plug-ins the environment names)."""
     try:
-        return RunConfig.model_validate(raw)
+        load_plugins()
+    except ImportError as e:
+        raise RecipeError(f"plugins: {e}") from None
+    try:
+        return schema().model_validate(raw)
     except ValidationError as e:
         raise RecipeError(format_errors(e)) from None
 

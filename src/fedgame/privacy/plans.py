@@ -16,7 +16,7 @@ import logging
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -35,6 +35,11 @@ __all__ = [
     "PHSDPSGD",
     "PRIVACY_PLANS",
 ]
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from fedgame.core.plugins import BuildContext
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +77,16 @@ class ClientPrivacy(ABC):
     #: "formal" when the recorded events are a DP guarantee of what was run; "paper accounting"
     #: when they follow a paper's convention that is not one (FedPCS/QI-DPFL multi-step updates).
     accounting: str = "formal"
+    Config: ClassVar[type[BaseModel] | None] = None
+    """A plug-in's recipe model (``kind: Literal["<name>"]`` plus its fields); None for the
+    built-in plans, whose models live in the recipe schema (``docs/plugins.md``)."""
+
+    @classmethod
+    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> ClientPrivacy:
+        """Build from the recipe's ``privacy`` section; default: its fields but ``kind`` as
+        keyword arguments. Override to use ``ctx`` (the clients' data sizes, the run's rounds)."""
+        del ctx
+        return cls(**cfg.model_dump(exclude={"kind"}))
 
     def dpsgd(self, client: int, t: int, n_examples: int) -> DPSGD | None:
         return None

@@ -7,12 +7,17 @@ aggregation can be importance-weighted (unbiased) and the accountant knows sampl
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from fedgame.core.registry import Registry
 from fedgame.core.types import RoundOutcome, RoundState, Selection
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from fedgame.core.plugins import BuildContext
 
 __all__ = ["SelectionStrategy", "SELECTIONS", "multinomial", "check_distribution"]
 
@@ -51,6 +56,16 @@ class SelectionStrategy(ABC):
     needs: frozenset[str] = frozenset()
     """What the strategy asks the trainer to measure beyond the update and loss (e.g.
     :data:`~fedgame.core.types.LOCAL_GRAD_VARIANCE`); the engine measures nothing else."""
+    Config: ClassVar[type[BaseModel] | None] = None
+    """A plug-in's recipe model (``kind: Literal["<name>"]`` plus its fields); None for the
+    built-in strategies, whose models live in the recipe schema (``docs/plugins.md``)."""
+
+    @classmethod
+    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> SelectionStrategy:
+        """Build from the recipe's ``selection`` section; default: its fields but ``kind`` as
+        keyword arguments. Override to use ``ctx`` (the data's sizes, label counts, a plan)."""
+        del ctx
+        return cls(**cfg.model_dump(exclude={"kind"}))
 
     @abstractmethod
     def probabilities(self, state: RoundState) -> np.ndarray:

@@ -1,0 +1,132 @@
+"""User plug-ins: modules imported before a recipe is read, so the kinds they register can be named.
+
+A plug-in module registers its classes in the library's registries at import time (for example
+``@SELECTIONS.register("my_rule")`` on a :class:`~fedgame.selection.SelectionStrategy` subclass
+that carries a ``Config`` model; see ``docs/plugins.md``). Three ways bring one in:
+
+* ``fedgame --plugin MODULE ...`` (repeatable): a dotted module name on ``sys.path`` or a path to a
+  ``.py`` file;
+* the entry-point group ``fedgame.plugins`` of an installed distribution (each entry point names a
+  module, loaded the first time any recipe is parsed);
+* :func:`load_plugins` from Python.
+
+Every module loaded by name or path is also written to the environment variable
+``FEDGAME_PLUGINS`` (``os.pathsep``-separated), and :func:`load_plugins` reads it: processes the
+run starts later (spawned workers, Flower's per-message ClientApp processes, ``compare --jobs``)
+import the same plug-ins before they parse the recipe they are handed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+__all__ = ["ENV_VAR", "ENTRY_POINT_GROUP", "PluginError", "BuildContext", "load_plugins", "loaded_plugins"]
+
+ENV_VAR = "FEDGAME_PLUGINS"
+ENTRY_POINT_GROUP = "fedgame.plugins"
+
+_loaded: dict[str, ModuleType] = {}
+_entry_points_done = False
+
+
+class PluginError(ImportError):
+    """A plug-in module could not be found or imported (the message names it)."""
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What a plug-in's ``from_config(cfg, ctx)`` may use to build itself.
+
+    ``run`` is the whole recipe (a ``RunConfig``); ``data`` the federated dataset the server
+    holds (sizes, label counts), or None where the server has no copy; ``rng`` a NumPy generator
+    on the plug-in's own stream (same seed, same draws); ``plan`` the incentive's plan when the
+    recipe has one (FedPCS's ρ schedule, QI-DPFL's participant sets), else None;
+    ``label_counts`` the clients' label histograms when queried, else None.
+    """
+
+    run: Any
+    data: Any = None
+    rng: Any = None
+    plan: Any = None
+    label_counts: Any = None
+
+
+def _import(spec: str) -> ModuleType:
+    path = Path(spec)
+    if spec.endswith(".py"):
+        if not path.is_file():
+            raise PluginError(f"--plugin: file not found: {spec}")
+        name = path.stem
+        if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(path.resolve()):
+            return sys.modules[name]
+        module_spec = importlib.util.spec_from_file_location(name, path.resolve())
+        if module_spec is None or module_spec.loader is None:
+            raise PluginError(f"--plugin: cannot import {spec} as a Python module")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module  # pickling finds the plug-in's classes by this name
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception:
+            del sys.modules[name]
+            raise
+        return module
+    try:
+        return importlib.import_module(spec)
+    except ModuleNotFoundError as e:
+        if e.name and spec.startswith(e.name):
+            raise PluginError(f"--plugin: no module named {spec!r} (a dotted name on sys.path, or a path to a .py file)") from None
+        raise
+
+
+def load_plugins(modules: Iterable[str] = ()) -> list[str]:
+    """Import ``modules`` (dotted names or ``.py`` paths), those listed in ``FEDGAME_PLUGINS``
+    and the ``fedgame.plugins`` entry points, each once; return every plug-in loaded so far.
+
+    A module that fails to import raises: a recipe naming its kinds could not be honoured."""
+    global _entry_points_done
+    env = [m for m in os.environ.get(ENV_VAR, "").split(os.pathsep) if m]
+    wanted = [*env, *modules]
+    for spec in wanted:
+        key = str(Path(spec).resolve()) if spec.endswith(".py") else spec
+        if key not in _loaded:
+            _loaded[key] = _import(spec)
+    named = list(dict.fromkeys(wanted))
+    if named:
+        os.environ[ENV_VAR] = os.pathsep.join(str(Path(m).resolve()) if m.endswith(".py") else m for m in named)
+    if not _entry_points_done:
+        _entry_points_done = True
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if ep.module not in _loaded:
+                _loaded[ep.module] = importlib.import_module(ep.module)
+    return sorted(_loaded)
+
+
+def loaded_plugins() -> list[str]:
+    """The plug-in modules imported so far (their dotted names or file paths)."""
+    return sorted(_loaded)
+
+
+def _plugin_config_base() -> Any:
+    from pydantic import BaseModel, ConfigDict
+
+    class PluginConfig(BaseModel):
+        """Base for a plug-in's recipe model: frozen, and an unknown key is an error (a typo in a
+        recipe is refused, not ignored). Declare ``kind: Literal["<name>"] = "<name>"`` and the
+        plug-in's fields with their ranges (``pydantic.Field(ge=..., le=...)``)."""
+
+        model_config = ConfigDict(frozen=True, extra="forbid")
+
+    return PluginConfig
+
+
+PluginConfig = _plugin_config_base()
+__all__ += ["PluginConfig"]

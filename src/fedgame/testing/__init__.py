@@ -1,0 +1,17 @@
+"""Contract suites a plug-in author runs on their own class (after scikit-learn's
+``check_estimator`` and Optuna's sampler tests); the project's tests run them on every built-in.
+
+Each ``check_*`` function raises :class:`AssertionError` naming the broken contract, and returns
+None when the plug-in keeps it::
+
+    from fedgame.testing import check_selection
+    check_selection(lambda: LossSoftmax(10))
+
+The checks are statistical where the contract is (10^5 seeded draws, 4-standard-error bounds),
+so a correct plug-in passes them with overwhelming probability and a biased one fails.
+"""
+
+from fedgame.testing.privacy import check_privacy_plan
+from fedgame.testing.selection import check_selection
+
+__all__ = ["check_privacy_plan", "check_selection"]

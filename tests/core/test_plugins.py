@@ -1,0 +1,113 @@
+"""User plug-ins (docs/plugins.md): the one-file example runs from a recipe through ``--plugin``
+and through the ``fedgame.plugins`` entry-point group; a plug-in that could not be built is
+refused at registration; a recipe naming an unloaded plug-in is one line that says how to load it."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import pytest
+import yaml
+
+from fedgame.core.plugins import PluginConfig, PluginError, load_plugins
+from fedgame.privacy.plans import PRIVACY_PLANS, ClientPrivacy
+from fedgame.selection import SELECTIONS, SelectionStrategy
+from fedgame.testing import check_selection
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "docs" / "examples" / "loss_sampling.py"
+FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
+SMOKE = ["--set", "data.max_train=1000", "--set", "data.max_test=200", "--set", "data.partition.n_clients=5",
+         "--set", "data.partition.kind=iid", "--set", "model.name=logreg", "--set", "train.rounds=2",
+         "--set", "train.clients_per_round=2", "--set", "train.local.epochs=1"]
+
+
+def _fedgame(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **(env or {})}
+    full.pop("FEDGAME_PLUGINS", None) if env is None or "FEDGAME_PLUGINS" not in env else None
+    return subprocess.run([sys.executable, "-m", "fedgame", *args], capture_output=True, text=True, cwd=ROOT, env=full, timeout=600)
+
+
+@pytest.fixture
+def clean_registries() -> Iterator[None]:
+    saved = {r: (dict(r._items), dict(r._docs)) for r in (SELECTIONS, PRIVACY_PLANS)}
+    yield
+    for r, (items, docs) in saved.items():
+        r._items, r._docs = items, docs
+
+
+def test_incomplete_privacy_plugin_is_refused_at_registration(clean_registries: None) -> None:
+    with pytest.raises(TypeError, match=r"privacy plan 'half_done': HalfDone does not implement events"):
+
+        @PRIVACY_PLANS.register("half_done")
+        class HalfDone(ClientPrivacy):  # no events(): the accountant would see nothing
+            pass
+
+    assert "half_done" not in PRIVACY_PLANS
+
+
+def test_plugin_config_must_name_its_kind(clean_registries: None) -> None:
+    with pytest.raises(TypeError, match=r"Config needs a field kind: Literal\['mine'\]"):
+
+        @SELECTIONS.register("mine")
+        class Mine(SelectionStrategy):
+            class Config(PluginConfig):
+                kind: Literal["other"] = "other"
+
+            def probabilities(self, state):  # type: ignore[no-untyped-def]
+                raise NotImplementedError
+
+
+def test_example_keeps_the_selection_contract(clean_registries: None) -> None:
+    load_plugins([str(EXAMPLE)])
+    cls = SELECTIONS.get("loss_softmax")
+    check_selection(lambda: cls(10, temperature=0.5, mix=0.2), reps=20_000)
+
+
+def test_missing_plugin_module_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(PluginError, match="no module named 'no_such_plugin_xyz'"):
+        load_plugins(["no_such_plugin_xyz"])
+    r = _fedgame("--plugin", str(tmp_path / "absent.py"), "list")
+    assert r.returncode == 2 and "file not found" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.skipif(not FMNIST.exists(), reason="needs Debian's dataset-fashion-mnist")
+def test_example_runs_from_its_recipe_through_plugin(tmp_path: Path) -> None:
+    recipe = ROOT / "docs" / "examples" / "loss_sampling.yaml"
+    r = _fedgame("validate", str(recipe))
+    assert r.returncode == 2 and "unknown kind 'loss_softmax'" in r.stderr and "--plugin" in r.stderr
+    out = tmp_path / "run"
+    r = _fedgame("--plugin", str(EXAMPLE), "run", str(recipe), "--out", str(out), *SMOKE)
+    assert r.returncode == 0, r.stderr
+    cfg = yaml.safe_load((out / "config.yaml").read_text())
+    assert cfg["selection"] == {"kind": "loss_softmax", "temperature": 0.5, "mix": 0.2}
+    rows = list(csv.DictReader((out / "metrics.csv").open()))
+    assert [int(r["round"]) for r in rows] == [0, 1]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rounds"] == 2 and 0 < summary["final_accuracy"] <= 1
+
+
+def test_entry_point_group_loads_a_distributions_plugin(tmp_path: Path) -> None:
+    """A distribution declaring ``[project.entry-points."fedgame.plugins"]`` is loaded when a recipe is parsed."""
+    site = tmp_path / "site"
+    dist = site / "myplug-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: myplug\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[fedgame.plugins]\nloss = myplug_loss\n")
+    (site / "myplug_loss.py").write_text(EXAMPLE.read_text())
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"selection": {"kind": "loss_softmax", "mix": 0.5}}))
+    path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])
+    r = _fedgame("validate", str(recipe), env={"PYTHONPATH": path})
+    assert r.returncode == 0, r.stderr
+    assert "selection loss_softmax" in r.stdout
+    recipe.write_text(yaml.safe_dump({"selection": {"kind": "loss_softmax", "mix": 2}}))
+    r = _fedgame("validate", str(recipe), env={"PYTHONPATH": path})
+    assert r.returncode == 2 and "selection.mix: Input should be less than or equal to 1" in r.stderr
