@@ -50,6 +50,7 @@ def _progress() -> Progress:
 def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute: Any = None) -> dict[str, Any]:
     from fedgame.data import DatasetNotFoundError
     from fedgame.experiments.runner import RunFolderMismatch, run_one
+    from fedgame.experiments.store import UnsafeCheckpoint
     from fedgame.sim import MissingReplies
 
     with _progress() as prog:
@@ -60,11 +61,12 @@ def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute
 
         def on_round(rec: dict[str, Any]) -> None:
             acc = rec.get("test_acc")
-            prog.update(task, completed=rec["round"] + 1, acc=f"{100 * acc:.2f}%" if acc == acc else prog.tasks[task].fields["acc"])
+            shown = f"{100 * acc:.2f}%" if acc is not None and acc == acc else prog.tasks[task].fields["acc"]
+            prog.update(task, completed=rec["round"] + 1, acc=shown)
 
         try:
             summary = run_one(cfg, out, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
-        except (DatasetNotFoundError, RunFolderMismatch, MissingReplies) as e:
+        except (DatasetNotFoundError, RunFolderMismatch, MissingReplies, UnsafeCheckpoint) as e:
             _fail(escape(str(e)))
         prog.update(task, completed=cfg.train.rounds, acc=f"{100 * summary['final_accuracy']:.2f}%")
     return summary
@@ -112,6 +114,32 @@ def main(
             load_plugins(plugin)
         except ImportError as e:
             _fail(escape(str(e)))
+
+
+@app.command()
+def init(
+    dest: Annotated[Path, typer.Argument(help="folder to create; the recipes go to DEST/recipes")] = Path("."),
+    force: Annotated[bool, typer.Option("--force", help="overwrite recipes already there")] = False,
+) -> None:
+    """Copy the shipped recipes (FedPCS, PHS, QI-DPFL, JDP-FL, the main job) out of the installed package."""
+    from importlib.resources import files
+
+    src = files("fedgame") / "recipes"
+    out = dest / "recipes"
+    written = 0
+    for group in sorted(src.iterdir(), key=lambda p: p.name):
+        if not group.is_dir():
+            continue
+        for item in sorted(group.iterdir(), key=lambda p: p.name):
+            if not item.name.endswith(".yaml"):
+                continue
+            target = out / group.name / item.name
+            if target.exists() and not force:
+                _fail(f"init: {target} exists; pass --force to overwrite, or choose another folder")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(item.read_text())
+            written += 1
+    console.print(f"[green]ok[/] {written} recipes in {out}; try: fedgame run {out / 'main' / 'fedpcs.yaml'}")
 
 
 @app.command()

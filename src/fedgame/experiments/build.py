@@ -274,7 +274,7 @@ def build_privacy(
     pc = cfg.privacy
     plugin = _plugin(PRIVACY_PLANS, pc.kind)
     if plugin is not None:
-        return plugin.from_config(pc, BuildContext(run=cfg, data=data, plan=plan))  # type: ignore[attr-defined,no-any-return]
+        return plugin.from_config(pc, BuildContext(run=cfg, data=data, plan=plan))  # type: ignore[no-any-return]
     sizes = np.asarray(data.sizes)
     local = cfg.train.local
     if isinstance(pc, PHSPrivacyCfg):
@@ -353,7 +353,7 @@ def build_selection(
     if plugin is not None:
         rng = (streams or Streams(seed=cfg.seed)).numpy("selection_build")
         ctx = BuildContext(run=cfg, data=data, rng=rng, plan=plan, label_counts=label_counts)
-        return plugin.from_config(sel, ctx)  # type: ignore[attr-defined,no-any-return]
+        return plugin.from_config(sel, ctx)  # type: ignore[no-any-return]
     if isinstance(sel, PHSSel):
         if phs is None:
             raise ValueError("selection.kind: 'phs' needs privacy.kind 'phs' (the clients' budgets)")
@@ -686,7 +686,7 @@ def build_jdp(
     )
     p = cfg.privacy
     private = isinstance(p, JDPPrivacyCfg)
-    eps_exp = (p.epsilon if private else 1.0) if j.epsilon_exp == "same" else float(j.epsilon_exp)
+    eps_exp = (p.epsilon if isinstance(p, JDPPrivacyCfg) else 1.0) if j.epsilon_exp == "same" else float(j.epsilon_exp)
     sizes = np.asarray(data.sizes)
     mechs: list[GaussianMechanism | None] = []
     gauss_log = logging.getLogger("fedgame.privacy.analysis.gaussian")

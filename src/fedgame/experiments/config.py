@@ -815,8 +815,10 @@ def schema() -> type[RunConfig]:
             clash = _tags(union) & set(models)
             if clash:
                 raise RecipeError(f"{field}.kind: plug-in kind(s) {sorted(clash)} clash with built-in kinds")
-            widened = Union[(*get_args(get_args(union)[0]), *models.values())]  # noqa: UP007 (built at run time)
+            members: tuple[Any, ...] = (*get_args(get_args(union)[0]), *models.values())
+            widened: Any = Union[members]  # noqa: UP007 (a union built at run time)
             default = RunConfig.model_fields[field].default_factory
+            assert default is not None
             fields[field] = (Annotated[widened, Field(discriminator="kind")], Field(default_factory=default))
             _UNION_TAGS.update(models)
         model = create_model("RunConfigWithPlugins", __base__=RunConfig, __module__=__name__, **fields)

@@ -21,11 +21,13 @@ import io
 import json
 import math
 import os
+import pickle
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 __all__ = ["EXPORTED", "ResultStore", "atomic_write_bytes", "atomic_write_text", "export_runs", "read_metrics"]
@@ -57,10 +59,20 @@ def export_runs(src: Path, dest: Path, files: tuple[str, ...] = EXPORTED) -> lis
     return written
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path`` (an
+    interrupted write leaves the old file whole). The file gets the permissions an ordinary
+    ``open`` would give it (0666 less the umask: 0644 by default), not mkstemp's private 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -79,6 +91,41 @@ def _atomic_with(path: Path, writer: Callable[[io.BytesIO], None]) -> None:
     buf = io.BytesIO()
     writer(buf)
     atomic_write_bytes(path, buf.getvalue())
+
+
+_NDARRAY = "__ndarray__"
+
+
+def _to_plain(obj: Any) -> Any:
+    """A checkpoint's state with NumPy arrays as tagged tensors and NumPy scalars as Python
+    numbers: what ``torch.load(weights_only=True)`` reads back without running any code."""
+    if isinstance(obj, np.ndarray):
+        return {_NDARRAY: torch.from_numpy(np.ascontiguousarray(obj).copy())}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, dict):
+        return {k: _to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_to_plain(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_to_plain(v) for v in obj)
+    return obj
+
+
+def _from_plain(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        if set(obj) == {_NDARRAY}:
+            return obj[_NDARRAY].numpy()
+        return {k: _from_plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_from_plain(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_from_plain(v) for v in obj)
+    return obj
+
+
+class UnsafeCheckpoint(ValueError):
+    """A checkpoint holds more than tensors and plain types: loading it could run code."""
 
 
 def _csv_text(rows: list[dict[str, Any]]) -> str:
@@ -154,13 +201,22 @@ class ResultStore:
         self.write_csv("metrics.csv", self.rows)
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
-        _atomic_with(self.path("checkpoint.pt"), lambda f: torch.save(state, f))
+        """Save the round's state as tensors and plain types only (NumPy arrays as tensors)."""
+        plain = _to_plain(state)
+        _atomic_with(self.path("checkpoint.pt"), lambda f: torch.save(plain, f))
 
     def load_checkpoint(self) -> dict[str, Any] | None:
+        """Load with ``weights_only=True``: a checkpoint from someone else's folder cannot run code."""
         p = self.path("checkpoint.pt")
         if not p.exists():
             return None
-        state: dict[str, Any] = torch.load(p, weights_only=False)
+        try:
+            state: dict[str, Any] = _from_plain(torch.load(p, weights_only=True))
+        except pickle.UnpicklingError as e:
+            raise UnsafeCheckpoint(
+                f"{p}: holds objects beyond tensors and plain types (an older fedgame's checkpoint, or not ours); "
+                "refusing to load it, since that could run code: delete it to start the run afresh"
+            ) from e
         self.rows = list(state["records"])
         self.write_csv("metrics.csv", self.rows)
         return state
