@@ -110,3 +110,29 @@ def test_compare_jobs_out_of_range_is_one_clear_line(tmp_path: Path) -> None:
     if cores >= 2:
         r = runner.invoke(app, ["compare", str(rec), "--out", str(tmp_path / "g"), "--jobs", "2", "--set", f"train.workers={cores}"])
         assert r.exit_code == 2 and "jobs × workers ≤ cores" in r.stderr
+
+
+def test_init_copies_the_shipped_recipes_and_refuses_to_overwrite(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["init", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    shipped = sorted(p.relative_to(Path(__file__).resolve().parents[2] / "recipes").as_posix()
+                     for p in (Path(__file__).resolve().parents[2] / "recipes").rglob("*.yaml"))
+    copied = sorted(p.relative_to(tmp_path / "recipes").as_posix() for p in (tmp_path / "recipes").rglob("*.yaml"))
+    assert copied == shipped and "main/fedpcs.yaml" in copied
+    r = runner.invoke(app, ["validate", str(tmp_path / "recipes" / "main" / "fedpcs.yaml")])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["init", str(tmp_path)])
+    assert r.exit_code == 2 and "exists; pass --force" in r.output
+    assert runner.invoke(app, ["init", str(tmp_path), "--force"]).exit_code == 0
+
+
+def test_version_and_python_dash_m() -> None:
+    import subprocess
+    import sys
+
+    from fedgame import __version__
+
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and f"fedgame {__version__}" in r.output
+    p = subprocess.run([sys.executable, "-m", "fedgame", "--version"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == f"fedgame {__version__}"
