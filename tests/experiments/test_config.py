@@ -29,7 +29,8 @@ def test_recipes_exist() -> None:
         (["privacy={kind: dpsgd, noise_multiplier: 1, delta: 2}"], "privacy.delta: Input should be less than 1, got 2"),
         (["train.clients_per_round=101"], "train.clients_per_round: must be <= data.partition.n_clients (100)"),
         (["selection.kind=bogus"], "selection.kind: unknown kind 'bogus'; choose from 'uniform'"),
-        (["trian.rounds=3"], "trian: Extra inputs are not permitted"),
+        (["trian.rounds=3"], "trian: Extra inputs are not permitted; did you mean 'train'?"),
+        (["train.round=3"], "train.round: Extra inputs are not permitted; did you mean 'rounds'?"),
         (["train.local.steps=5"], "give exactly one of train.local.epochs and train.local.steps"),
     ],
 )
@@ -80,3 +81,12 @@ def test_tilde_deletes_a_field() -> None:
     assert out == {"train": {"rounds": 3}}
     with pytest.raises(RecipeError, match=r"--set ~train.bogus: the recipe has no field train.bogus"):
         apply_overrides({"train": {"rounds": 3}}, ["~train.bogus"])
+
+
+def test_calibrated_delta_must_match_the_accountants() -> None:
+    """DP-SGD and PHS calibrate noise to a budget (ε, δ): an accountant reporting at another δ
+    would misreport it, so the recipe is refused, naming both fields."""
+    base = {"privacy": {"kind": "dpsgd", "target_epsilon": 2.0, "delta": 1e-5}}
+    parse_recipe(base)
+    with pytest.raises(RecipeError, match=r"privacy.delta \(1e-05\) and accountant.delta \(1e-06\) differ"):
+        parse_recipe({**base, "accountant": {"delta": 1e-6}})

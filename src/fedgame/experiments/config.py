@@ -7,6 +7,7 @@ are applied to the raw mapping before validation, so they are validated the same
 
 from __future__ import annotations
 
+import difflib
 import math
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args
@@ -390,7 +391,9 @@ class JDPPrivacyCfg(_Frozen):
     training (Algorithm 3, eq. (6); spec jdp.md §3.4, A5-A10): clip to L2 norm ``clip``, add
     N(0, σ²I) with σ = sqrt(2 ln(1.25/δ)) Δ₂f / ε_L. ``sensitivity``: ``record`` (2C/d_i, the
     default), ``client`` (2C) or a number; ``accounting``: ``mechanisms`` (the Gaussian and
-    exponential releases to the accountant) or ``paper`` (approx-DP (ε_L, δ) + (ε_E, 0) per round)."""
+    exponential releases to the accountant) or ``paper`` (approx-DP (ε_L, δ) + (ε_E, 0) per round).
+    ``delta`` is M3's δ per release (it sets σ); ``accountant.delta`` is the δ at which the ε of
+    all rounds composed is reported: two different quantities, so they may differ."""
 
     kind: Literal["jdp"] = "jdp"
     epsilon: float = Field(1.0, gt=0, le=1e4, description="ε_L of M3 per round")
@@ -595,6 +598,12 @@ class RunConfig(_Frozen):
         n = self.data.partition.n_clients
         k = self.train.clients_per_round
         sel = self.selection
+        pd = getattr(self.privacy, "delta", None)
+        if isinstance(self.privacy, (DPSGDCfg, PHSPrivacyCfg)) and pd != self.accountant.delta:
+            raise ValueError(
+                f"privacy.delta ({pd:g}) and accountant.delta ({self.accountant.delta:g}) differ: the noise is calibrated "
+                "for a budget (ε, δ) and the accountant would report ε at another δ; give both the same value"
+            )
         jdp_priv = isinstance(self.privacy, JDPPrivacyCfg)
         if jdp_priv and self.jdp is None:
             raise ValueError("privacy.kind: 'jdp' (M3) is part of the JDP-FL protocol: add a jdp section")
@@ -691,6 +700,10 @@ def format_errors(err: ValidationError) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         got = e.get("input")
         shown = "" if isinstance(got, dict) else f", got {got!r}"
+        if e["type"] == "extra_forbidden" and path:
+            near = difflib.get_close_matches(str(path[-1]), _fields_at(path[:-1]), n=1, cutoff=0.6)
+            if near:
+                msg, shown = f"{msg}; did you mean {near[0]!r}?", ""
         if e["type"] == "union_tag_invalid":
             ctx = e.get("ctx", {})
             loc, shown = f"{loc}.kind" if loc else "kind", ""
@@ -736,6 +749,21 @@ def _models(annotation: Any) -> list[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     return [m for a in get_args(annotation) for m in _models(a)]
+
+
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the section at an error's location (union tags in it pick the member)."""
+    models: list[type[BaseModel]] = [schema()]
+    for key in loc:
+        inner = [m for model in models if key in model.model_fields for m in _models(model.model_fields[key].annotation)]
+        if inner:
+            models = inner
+            continue
+        tagged = [m for m in models if "kind" in m.model_fields and m.model_fields["kind"].default == key]
+        if not tagged:
+            return []
+        models = tagged
+    return sorted({f for m in models for f in m.model_fields})
 
 
 def _kind_fields(path: list[str], kind: Any) -> set[str] | None:
