@@ -496,7 +496,12 @@ def solve_cmd(
     game: Annotated[str, typer.Argument(help="the game to solve: fedpcs | phs | qidpfl | jdp")],
     input_: Annotated[str, typer.Option("--input", "-i", help="problem JSON file, or - for stdin")] = "-",
 ) -> None:
-    """Solve a game on its own (no training) and print the solution as JSON."""
+    """Solve a game on its own (no training) and print the solution as JSON.
+
+    The four games: fedpcs (FedPCS's mean-field Stackelberg reward game; a "stackelberg" block
+    solves the server's true cost), phs (PHS Problem 1: per-client sampling probabilities under
+    DP budgets), qidpfl (QI-DPFL's screening and reward game), jdp (JDP-FL's auctions M1/M2).
+    The problem is a JSON object read from --input FILE or piped on stdin (docs/api.md, tests/cli)."""
     import json
     import sys
 
@@ -506,10 +511,14 @@ def solve_cmd(
     solvers = {"fedpcs": solve_fedpcs, "phs": solve_phs, "qidpfl": solve_qidpfl, "jdp": solve_jdp}
     if game not in solvers:
         _fail(f"solve: unknown game {game!r}; choose from {', '.join(solvers)}")
+    if input_ == "-" and sys.stdin.isatty():
+        _fail(f"solve {game}: no input: pipe the problem JSON on stdin or give --input FILE (fedgame solve --help)")
     try:
         text = sys.stdin.read() if input_ == "-" else Path(input_).read_text()
     except OSError as e:
         _fail(f"--input: cannot read {input_}: {e.strerror}")
+    if not text.strip():
+        _fail(f"solve {game}: no input: the problem JSON is empty")
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
@@ -521,10 +530,43 @@ def solve_cmd(
     sys.stdout.write(json.dumps(result, indent=2) + "\n")
 
 
-@app.command("list")
-def list_cmd(what: Annotated[str, typer.Argument(help="datasets | models | strategies | mechanisms | aggregators | accountants | all")] = "all") -> None:
-    """List what recipes can name."""
+def _doc(obj: Any, long: bool, fallback: str = "") -> str:
+    """An object's own docstring (not one it inherits): its first sentence, or all of it with ``long``."""
+    import re
+
+    own = obj.__dict__.get("__doc__") if isinstance(obj, type) else getattr(obj, "__doc__", None)
+    text = " ".join((own or fallback).split())
+    if long or not text:
+        return text
+    cut = re.search(r"\.\s+(?=[A-Z`])", text)
+    return text if cut is None else text[: cut.start() + 1]
+
+
+_JDP_RULES = {
+    "leave_one_out": "JDP-FL's exponential-mechanism aggregation, each model scored by leaving it out (Algorithm 3)",
+    "random_groups": "JDP-FL's exponential mechanism over random groups of uploads",
+    "fedavg": "plain FedAvg of the uploads (no robustness)",
+    "krum": "Krum (Blanchard et al. 2017): the upload closest to its n - f - 2 nearest neighbours",
+    "median": "coordinate-wise median (Yin et al. 2018)",
+    "trimmed_mean": "coordinate-wise trimmed mean (Yin et al. 2018)",
+}
+_AUCTIONS = {
+    "none": "every client of the partition trains (JDP-FL Figs. 3-5)",
+    "M1": "JDP-FL's M1: truthful unit-price auction for data under a budget",
+    "M2": "JDP-FL's M2: truthful knapsack auction under a budget",
+}
+_PROTOCOLS = {
+    "rounds (default)": "select, train, privatise, aggregate every round (FedAvg and the FedPCS, PHS, QI-DPFL pipelines)",
+    "jdp (a jdp: section)": "JDP-FL: auction once, jointly private local training, server rule over the uploads",
+}
+
+
+def _list_groups(long: bool) -> dict[str, list[tuple[str, str]]]:
+    """Everything a recipe can name, by recipe field, from the recipe schema itself."""
+    from typing import get_args as _args
+
     from fedgame.data import describe_datasets
+    from fedgame.experiments.config import AccountantCfg, AggregationCfg, DataCfg, _models, schema
     from fedgame.incentives import INCENTIVES
     from fedgame.models import MODELS
     from fedgame.privacy.accountants import ACCOUNTANTS
@@ -532,25 +574,49 @@ def list_cmd(what: Annotated[str, typer.Argument(help="datasets | models | strat
     from fedgame.selection import SELECTIONS
     from fedgame.sim import AGGREGATORS
 
-    groups: dict[str, list[tuple[str, str]]] = {
-        "datasets": list(describe_datasets().items()),
-        "models": list(MODELS.describe().items()),
-        "strategies": list(SELECTIONS.describe().items()),
-        "mechanisms": [(f"privacy: {k}", v) for k, v in PRIVACY_PLANS.describe().items()]
-        + [(f"incentive: {k}", v) for k, v in INCENTIVES.describe().items()],
-        "aggregators": list(AGGREGATORS.describe().items()),
-        "accountants": [(n, "") for n in sorted(ACCOUNTANTS)],
+    run = schema()
+    def members(models: list[Any], described: dict[str, str] | None = None) -> list[tuple[str, str]]:
+        out = []
+        for m in models:
+            kind = m.model_fields["kind"].default
+            out.append((kind, _doc(m, long, (described or {}).get(kind, ""))))
+        return out
+
+    aggs = AGGREGATORS.describe()
+    return {
+        "data.dataset": list(describe_datasets().items()),
+        "data.partition.kind": members(_models(DataCfg.model_fields["partition"].annotation)),
+        "model.name": list(MODELS.describe().items()),
+        "selection.kind": members(_models(run.model_fields["selection"].annotation), SELECTIONS.describe()),
+        "aggregation.kind": [(k, aggs.get(k, "")) for k in _args(AggregationCfg.model_fields["kind"].annotation)],
+        "privacy.kind": members(_models(run.model_fields["privacy"].annotation), PRIVACY_PLANS.describe()),
+        "accountant.kind": [(k, _doc(ACCOUNTANTS[k], long)) for k in _args(AccountantCfg.model_fields["kind"].annotation)],
+        "incentive.kind": members(_models(run.model_fields["incentive"].annotation), INCENTIVES.describe()),
+        "protocol": list(_PROTOCOLS.items()),
+        "jdp.auction.mechanism": list(_AUCTIONS.items()),
+        "jdp.aggregator": list(_JDP_RULES.items()),
     }
-    if what != "all" and what not in groups:
-        _fail(f"list: unknown group {what!r}; choose from {', '.join(groups)} or all")
-    for name, items in groups.items():
-        if what not in ("all", name):
-            continue
-        t = Table(title=name, show_header=False)
-        t.add_column("name", style="bold")
-        t.add_column("what")
-        for n, d in items:
-            t.add_row(n, d)
+
+
+@app.command("list")
+def list_cmd(
+    what: Annotated[str, typer.Argument(help="a recipe field (e.g. selection.kind, or selection), or all")] = "all",
+    long: Annotated[bool, typer.Option("--long", "-l", help="whole descriptions, not their first sentence")] = False,
+) -> None:
+    """List everything a recipe can name (built-ins and loaded plug-ins), by recipe field."""
+    groups = _list_groups(long)
+    aliases = {"datasets": "data.dataset", "models": "model.name", "strategies": "selection.kind", "accountants": "accountant.kind",
+               "aggregators": "aggregation.kind", "partitions": "data.partition.kind", "incentives": "incentive.kind",
+               "auctions": "jdp.auction.mechanism", "robust": "jdp.aggregator", "protocols": "protocol"}
+    chosen = [g for g in groups if what in ("all", g, g.split(".")[0]) or aliases.get(what) == g]
+    if not chosen:
+        _fail(f"list: unknown group {what!r}; choose from {', '.join(groups)}, {', '.join(aliases)} or all")
+    for name in chosen:
+        t = Table(title=name, show_header=False, expand=False)
+        t.add_column("name", style="bold", no_wrap=True)
+        t.add_column("what", overflow="fold")
+        for n, d in groups[name]:
+            t.add_row(escape(str(n)), escape(d))
         console.print(t)
 
 

@@ -47,6 +47,23 @@ def test_list_groups() -> None:
     assert r.exit_code == 2 and "unknown group" in r.stderr
 
 
+def test_list_shows_every_kind_a_recipe_can_name() -> None:
+    """Every tag of the recipe schema's unions is listed, with a description (none empty)."""
+    from fedgame.cli import _list_groups
+    from fedgame.experiments.config import Privacy, Selection, _tags
+
+    groups = _list_groups(long=False)
+    assert {n for n, _ in groups["selection.kind"]} == _tags(Selection) >= {"participants", "screened"}
+    assert {n for n, _ in groups["privacy.kind"]} == _tags(Privacy) >= {"jdp"}
+    assert {n for n, _ in groups["accountant.kind"]} == {"rdp", "pld", "zcdp"}
+    assert {"M1", "M2"} <= {n for n, _ in groups["jdp.auction.mechanism"]}
+    assert {"krum", "median", "trimmed_mean"} <= {n for n, _ in groups["jdp.aggregator"]}
+    empty = [(g, n) for g, items in groups.items() for n, d in items if not d.strip()]
+    assert not empty, empty
+    r = runner.invoke(app, ["list", "selection", "--long"])
+    assert r.exit_code == 0 and "participants" in r.stdout and "screened" in r.stdout
+
+
 def test_missing_dataset_is_one_clear_error(tmp_path: Path) -> None:
     rec = _recipe(tmp_path, data={"dataset": "cifar10", "root": str(tmp_path / "nowhere"), "partition": {"kind": "iid", "n_clients": 5}})
     r = runner.invoke(app, ["run", str(rec), "--out", str(tmp_path / "run")])
@@ -136,3 +153,10 @@ def test_version_and_python_dash_m() -> None:
     assert r.exit_code == 0 and f"fedgame {__version__}" in r.output
     p = subprocess.run([sys.executable, "-m", "fedgame", "--version"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == f"fedgame {__version__}"
+
+
+def test_solve_without_input_says_so() -> None:
+    r = runner.invoke(app, ["solve", "phs"], input="")
+    assert r.exit_code == 2 and "no input" in r.stderr
+    r = runner.invoke(app, ["solve", "--help"])
+    assert all(g in r.stdout for g in ("fedpcs", "phs", "qidpfl", "jdp"))

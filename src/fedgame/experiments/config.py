@@ -34,11 +34,16 @@ class _Frozen(BaseModel):
 
 # -- data ---------------------------------------------------------------------------------
 class IIDPartition(_Frozen):
+    """IID: the training set shuffled and dealt into ``n_clients`` equal shares."""
+
     kind: Literal["iid"] = "iid"
     n_clients: int = Field(100, ge=1, le=100_000)
 
 
 class DirichletPartition(_Frozen):
+    """Label skew: each class spread over clients by a Dirichlet(``alpha``) draw (Hsu et al. 2019);
+    redrawn until every client has ``min_size`` examples."""
+
     kind: Literal["dirichlet"] = "dirichlet"
     n_clients: int = Field(100, ge=1, le=100_000)
     alpha: float = Field(0.5, gt=0, le=1e6)
@@ -46,6 +51,8 @@ class DirichletPartition(_Frozen):
 
 
 class ShardsPartition(_Frozen):
+    """Pathological non-IID (McMahan et al. 2017): label-sorted shards, ``shards_per_client`` each."""
+
     kind: Literal["shards"] = "shards"
     n_clients: int = Field(100, ge=1, le=100_000)
     shards_per_client: int = Field(2, ge=1, le=1000)
@@ -70,6 +77,9 @@ class SimilarityPartition(_Frozen):
 
 
 class QuantityPartition(_Frozen):
+    """Quantity skew: an IID shuffle cut into clients of unequal size (``min_size`` each, the rest
+    shared in Dirichlet(``alpha``) proportions)."""
+
     kind: Literal["quantity"] = "quantity"
     n_clients: int = Field(100, ge=1, le=100_000)
     alpha: float = Field(1.0, gt=0, le=1e6)
