@@ -20,6 +20,9 @@ err = Console(stderr=True)
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a recipe field: key.path=value (YAML value)")]
 
 
+_DEBUG = False
+
+
 def _fail(msg: str) -> None:
     err.print(f"[bold red]error:[/] {msg}")
     raise typer.Exit(2)
@@ -68,6 +71,10 @@ def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute
             summary = run_one(cfg, out, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
         except (DatasetNotFoundError, RunFolderMismatch, MissingReplies, UnsafeCheckpoint) as e:
             _fail(escape(str(e)))
+        except (ValueError, OSError) as e:  # a user's setting the recipe checks could not catch
+            if _DEBUG:
+                raise
+            _fail(f"{escape(str(e))} (fedgame --debug shows the traceback)")
         prog.update(task, completed=cfg.train.rounds, acc=f"{100 * summary['final_accuracy']:.2f}%")
     return summary
 
@@ -101,8 +108,11 @@ def main(
         typer.Option("--plugin", help="import a plug-in module (dotted name or .py file) before the recipe is read; repeatable"),
     ] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="show the traceback of an error instead of its one line")] = False,
 ) -> None:
     del version
+    global _DEBUG
+    _DEBUG = debug
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # dp-accounting logs every fractional RDP order it drops; the drop is harmless (it only
     # loosens ε slightly) and the flood would bury the progress bars.
@@ -144,8 +154,20 @@ def init(
 
 @app.command()
 def validate(recipe: Path, set_: SetOpt = None) -> None:
-    """Check a recipe without running it."""
+    """Check a recipe without running it: its fields, then that its data are found and its
+    partition can be drawn (the dataset is loaded and split, nothing is trained)."""
+    from fedgame.core.seeding import Streams
+    from fedgame.data import DatasetNotFoundError
+    from fedgame.experiments.build import build_data
+
     cfg = _load(recipe, set_)
+    try:
+        data = build_data(cfg, Streams(seed=cfg.seed))
+    except (DatasetNotFoundError, ValueError) as e:
+        _fail(f"{recipe}:\n{escape(str(e))}")
+    sizes = data.sizes
+    console.print(f"[green]data ok[/] {cfg.data.dataset}: {len(data.train.y)} training examples over {len(sizes)} clients "
+                  f"({min(sizes)}–{max(sizes)} each), {len(data.test.y)} test examples")
     console.print(f"[green]ok[/] {recipe}: {cfg.name} — {cfg.data.dataset}, {cfg.data.partition.n_clients} clients, "
                   f"{cfg.train.rounds} rounds, selection {cfg.selection.kind}, privacy {cfg.privacy.kind}")
 
@@ -157,6 +179,7 @@ def run(
     out: Annotated[Path | None, typer.Option(help="run folder (default runs/<name>)")] = None,
     seeds: Annotated[int, typer.Option(min=1, help="run seeds seed..seed+N-1 into out/seed_<s>")] = 1,
     resume: Annotated[bool, typer.Option(help="continue an interrupted run from its checkpoint")] = False,
+    force: Annotated[bool, typer.Option("--force", help="run again into a folder that holds a run, deleting it")] = False,
     backend: Annotated[str, typer.Option(help="inprocess (this process) | flower-sim (Flower's Simulation Engine on Ray; needs the flower extra)")] = "inprocess",
     ray_address: Annotated[str | None, typer.Option(help="flower-sim: join this Ray cluster (e.g. auto, after `ray start --head`) instead of starting one")] = None,
     round_timeout: Annotated[float | None, typer.Option(min=0.001, help="flower-sim: seconds to wait for a round's replies (default: all of them)")] = None,
@@ -174,7 +197,11 @@ def run(
         c = cfg.model_copy(update={"seed": cfg.seed + s})
         d = base if seeds == 1 else base / f"seed_{c.seed}"
         if not resume:
-            ResultStore(d).clear()
+            store = ResultStore(d)
+            if not force and (store.finished or store.exists("checkpoint.pt")):
+                what = "a finished run (summary.json)" if store.finished else "an interrupted run (checkpoint.pt)"
+                _fail(f"out: {d} holds {what}; --resume keeps it (and continues it), --force deletes it and runs again")
+            store.clear()
         summaries.append({"label": cfg.name, **_run_with_progress(c, d, resume=resume, label=f"{cfg.name} seed {c.seed}", execute=execute)})
     console.print(_results_table(summarise_grid(summaries), f"results in {base}"))
 

@@ -160,3 +160,26 @@ def test_solve_without_input_says_so() -> None:
     assert r.exit_code == 2 and "no input" in r.stderr
     r = runner.invoke(app, ["solve", "--help"])
     assert all(g in r.stdout for g in ("fedpcs", "phs", "qidpfl", "jdp"))
+
+
+@pytest.mark.skipif(not FMNIST.exists(), reason="needs Debian's dataset-fashion-mnist")
+def test_run_refuses_to_retrain_over_a_run_and_names_a_changed_field(tmp_path: Path) -> None:
+    rec, out = _recipe(tmp_path), tmp_path / "run"
+    assert runner.invoke(app, ["run", str(rec), "--out", str(out)]).exit_code == 0
+    r = runner.invoke(app, ["run", str(rec), "--out", str(out)])
+    assert r.exit_code == 2 and "holds a finished run" in r.stderr and "--force" in r.stderr
+    r = runner.invoke(app, ["run", str(rec), "--out", str(out), "--resume", "--set", "train.rounds=3"])
+    assert r.exit_code == 2 and "train.rounds: 2 there, 3 here" in r.stderr.replace("\n", " ")
+    assert runner.invoke(app, ["run", str(rec), "--out", str(out), "--force", "--set", "train.rounds=3"]).exit_code == 0
+    assert len(list(csv.DictReader((out / "metrics.csv").open()))) == 3
+
+
+@pytest.mark.skipif(not FMNIST.exists(), reason="needs Debian's dataset-fashion-mnist")
+def test_validate_and_run_report_an_infeasible_partition_in_one_line(tmp_path: Path) -> None:
+    rec = _recipe(tmp_path, data={**TINY["data"], "partition": {"kind": "dirichlet", "n_clients": 90, "alpha": 0.01}})
+    for args in (["validate", str(rec)], ["run", str(rec), "--out", str(tmp_path / "o")]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2, r.output
+        assert "no Dirichlet(alpha=0.01) draw" in r.stderr and "Traceback" not in r.stderr
+    r = runner.invoke(app, ["validate", str(_recipe(tmp_path, data={**TINY["data"], "dataset": "fmnist"}))])
+    assert r.exit_code == 2 and "unknown dataset 'fmnist'; did you mean 'fashion_mnist'?" in r.stderr.replace("\n", " ")

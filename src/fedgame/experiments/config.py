@@ -28,6 +28,19 @@ __all__ = [
 ]
 
 
+def _known(what: str, name: str, names: list[str]) -> str:
+    """``name`` if it is one of ``names``; else a one-line error with the nearest name and the list."""
+    if name in names:
+        return name
+    def abbreviates(full: str) -> bool:  # "fmnist" → "fashion_mnist": its letters in order
+        it = iter(full)
+        return all(c in it for c in name)
+
+    near = [n for n in sorted(names, key=len) if abbreviates(n)][:1] or difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    raise ValueError(f"unknown {what} {name!r}; {hint}choose from {', '.join(sorted(names))}")
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -102,9 +115,23 @@ class DataCfg(_Frozen):
         0, ge=0, le=1_000_000, description="training examples held out (seeded) as the server's validation set"
     )
 
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, v: str) -> str:
+        from fedgame.data import describe_datasets
+
+        return _known("dataset", v, list(describe_datasets()))
+
 
 class ModelCfg(_Frozen):
     name: str = "mcmahan_cnn"
+
+    @field_validator("name")
+    @classmethod
+    def _known_model(cls, v: str) -> str:
+        from fedgame.models import MODELS
+
+        return _known("model", v, MODELS.names())
 
 
 # -- training -----------------------------------------------------------------------------
@@ -709,7 +736,7 @@ def format_errors(err: ValidationError) -> str:
         loc = ".".join(str(p) for i, p in enumerate(path) if not (i and p in _UNION_TAGS and path[i - 1] in _UNION_FIELDS))
         msg = e["msg"].removeprefix("Value error, ")
         got = e.get("input")
-        shown = "" if isinstance(got, dict) else f", got {got!r}"
+        shown = "" if isinstance(got, dict) or repr(got) in msg else f", got {got!r}"
         if e["type"] == "extra_forbidden" and path:
             near = difflib.get_close_matches(str(path[-1]), _fields_at(path[:-1]), n=1, cutoff=0.6)
             if near:

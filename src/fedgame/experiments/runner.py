@@ -95,6 +95,24 @@ class Execute(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def _differences(before: str, after: str, shown: int = 4) -> str:
+    """``field: old → new`` for the fields two resolved configs (YAML) disagree on."""
+    a, b = _flat(yaml.safe_load(before) or {}), _flat(yaml.safe_load(after) or {})
+    keys = [k for k in sorted(set(a) | set(b)) if a.get(k, "<unset>") != b.get(k, "<unset>")]
+    parts = [f"{k}: {a.get(k, '<unset>')!r} there, {b.get(k, '<unset>')!r} here" for k in keys[:shown]]
+    more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    return "; ".join(parts) + more if parts else "its config.yaml differs"
+
+
 class RunFolderMismatch(ValueError):
     """The output folder holds a run of another configuration."""
 
@@ -116,12 +134,14 @@ def run_one(
     code_version()  # pinned before training: the code this run imported
     store = ResultStore(out)
     resolved = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
-    if resume and store.exists("config.yaml") and _resolved_again(store.path("config.yaml").read_text()) != resolved:
-        # never resume (or return) a run of another config: a grid would mix results silently
-        raise RunFolderMismatch(
-            f"out: {out} holds a run of a different config (see its config.yaml); "
-            "choose another --out or delete the folder"
-        )
+    if resume and store.exists("config.yaml"):
+        before = _resolved_again(store.path("config.yaml").read_text())
+        if before != resolved:
+            # never resume (or return) a run of another config: a grid would mix results silently
+            raise RunFolderMismatch(
+                f"out: {out} holds a run of a different config ({_differences(before, resolved)}); "
+                "choose another --out, or run without --resume (with --force) to replace it"
+            )
     if store.finished and resume:
         summary: dict[str, Any] = store.read_json("summary.json")
         return summary
@@ -197,7 +217,8 @@ def _resolved_again(text: str) -> str | None:
     """A run folder's ``config.yaml`` resolved by this version's schema (so a field added since,
     at its default, does not make an old run "another config"); None if it no longer parses."""
     try:
-        return yaml.safe_dump(parse_recipe(yaml.safe_load(text)).model_dump(mode="json"), sort_keys=False)
+        resolved: str = yaml.safe_dump(parse_recipe(yaml.safe_load(text)).model_dump(mode="json"), sort_keys=False)
+        return resolved
     except Exception:  # noqa: BLE001 - any file this schema cannot read is another config
         return None
 
@@ -298,9 +319,11 @@ def _run_built_jdp(
         row: dict[str, Any] = {"client": i, "size": int(data.sizes[i]), "winner": bool(won[i]), "rounds": t, "epsilon": float(eps[i])}
         m = mech.get(i)
         if isinstance(p, JDPPrivacyCfg) and m is not None and t > 0:
+            sens = m.sensitivity
+            assert sens is not None  # M3 is calibrated (local_perturbation), so it carries its sensitivity
             tot = jdp_totals(t, eps_local=p.epsilon, eps_exp=built.eps_exp if engine.rule.personal else 0.0, delta=p.delta,
-                             noise_multiplier=m.noise_std / float(m.sensitivity))
-            row.update(sigma=m.noise_std, sensitivity=float(m.sensitivity), eps_paper=tot.paper_epsilon,
+                             noise_multiplier=m.noise_std / float(sens))
+            row.update(sigma=m.noise_std, sensitivity=float(sens), eps_paper=tot.paper_epsilon,
                        delta_paper=tot.total_delta, eps_rdp=tot.rdp_epsilon)
         rows.append(row)
     store.write_csv("privacy.csv", rows)
