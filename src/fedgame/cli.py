@@ -54,19 +54,44 @@ def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute
     from fedgame.data import DatasetNotFoundError
     from fedgame.experiments.runner import RunFolderMismatch, run_one
     from fedgame.experiments.store import UnsafeCheckpoint
+    import sys
+    import time
+
     from fedgame.sim import MissingReplies
 
-    with _progress() as prog:
-        task = prog.add_task(label, total=cfg.train.rounds, acc="—")
+    plain = not console.is_terminal  # a batch job: one line per round, no bar
+    prog = _progress() if not plain else None
+    if prog is not None:
+        prog.start()
+        task = prog.add_task(f"{label} [dim](setting up: data, game solve, noise calibration)[/]", total=cfg.train.rounds, acc="—")
+    else:
+        print(f"{label}: setting up (data, game solve, noise calibration)", flush=True)
+    t0 = [time.perf_counter()]
 
-        def on_start(total: int) -> None:
-            prog.update(task, total=total)
+    def on_start(total: int) -> None:
+        if prog is not None:
+            prog.update(task, total=total, description=label)
+        else:
+            print(f"{label}: training {total} rounds", flush=True)
+        t0[0] = time.perf_counter()
 
-        def on_round(rec: dict[str, Any]) -> None:
-            acc = rec.get("test_acc")
-            shown = f"{100 * acc:.2f}%" if acc is not None and acc == acc else prog.tasks[task].fields["acc"]
+    def on_round(rec: dict[str, Any]) -> None:
+        acc = rec.get("test_acc")
+        has_acc = acc is not None and acc == acc
+        if prog is not None:
+            shown = f"{100 * acc:.2f}%" if has_acc else prog.tasks[task].fields["acc"]
             prog.update(task, completed=rec["round"] + 1, acc=shown)
+            return
+        parts = [f"{label}: round {rec['round'] + 1}/{cfg.train.rounds}"]
+        loss = rec.get("train_loss")
+        if isinstance(loss, float) and loss == loss:
+            parts.append(f"train loss {loss:.4f}")
+        if has_acc:
+            parts.append(f"test acc {100 * acc:.2f}%")
+        parts.append(f"{time.perf_counter() - t0[0]:.0f} s")
+        print("  ".join(parts), file=sys.stdout, flush=True)
 
+    try:
         try:
             summary = run_one(cfg, out, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
         except (DatasetNotFoundError, RunFolderMismatch, MissingReplies, UnsafeCheckpoint) as e:
@@ -75,7 +100,13 @@ def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute
             if _DEBUG:
                 raise
             _fail(f"{escape(str(e))} (fedgame --debug shows the traceback)")
-        prog.update(task, completed=cfg.train.rounds, acc=f"{100 * summary['final_accuracy']:.2f}%")
+        if prog is not None:
+            prog.update(task, completed=cfg.train.rounds, acc=f"{100 * summary['final_accuracy']:.2f}%")
+        else:
+            print(f"{label}: done, final accuracy {100 * summary['final_accuracy']:.2f}%", flush=True)
+    finally:
+        if prog is not None:
+            prog.stop()
     return summary
 
 

@@ -183,3 +183,14 @@ def test_validate_and_run_report_an_infeasible_partition_in_one_line(tmp_path: P
         assert "no Dirichlet(alpha=0.01) draw" in r.stderr and "Traceback" not in r.stderr
     r = runner.invoke(app, ["validate", str(_recipe(tmp_path, data={**TINY["data"], "dataset": "fmnist"}))])
     assert r.exit_code == 2 and "unknown dataset 'fmnist'; did you mean 'fashion_mnist'?" in r.stderr.replace("\n", " ")
+
+
+@pytest.mark.skipif(not FMNIST.exists(), reason="needs Debian's dataset-fashion-mnist")
+def test_a_batch_job_logs_one_line_per_round(tmp_path: Path) -> None:
+    """Without a terminal (a batch job, a pipe) each round is a line as it finishes, not a bar drawn at the end."""
+    r = runner.invoke(app, ["run", str(_recipe(tmp_path)), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0] == "tiny seed 0: setting up (data, game solve, noise calibration)"
+    assert any(line.startswith("tiny seed 0: round 1/2  train loss ") for line in lines)
+    assert any(line.startswith("tiny seed 0: round 2/2  train loss ") and "test acc" in line for line in lines)
