@@ -5,5 +5,5 @@ cd "$(dirname "$0")/.."
 # Flower must not install packages at run time, send telemetry or check for updates (the Flower
 # tests start simulations and SuperLinks); Ray must not report usage.
 export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 FLWR_TELEMETRY_ENABLED=0 FLWR_DISABLE_UPDATE_CHECK=1 RAY_USAGE_STATS_ENABLED=0
-bash scripts/setup.sh test,flower
+bash scripts/setup.sh test,flower,tracking
 exec .venv/bin/python -m pytest -q "$@"

@@ -17,7 +17,11 @@ app = typer.Typer(help="fedgame: differentially private FL with privacy-aware sa
 console = Console()
 err = Console(stderr=True)
 
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a recipe field: key.path=value (YAML value)")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a recipe field: key.path=value (YAML value); ~key.path deletes one")]
+LogToOpt = Annotated[
+    list[str] | None,
+    typer.Option("--log-to", help="also track the rounds in tensorboard (<run>/tensorboard) or mlflow (MLFLOW_TRACKING_URI, default sqlite beside the run); repeatable"),
+]
 
 
 _DEBUG = False
@@ -50,7 +54,7 @@ def _progress() -> Progress:
     )
 
 
-def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute: Any = None) -> dict[str, Any]:
+def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute: Any = None, log_to: list[str] | None = None) -> dict[str, Any]:
     from fedgame.data import DatasetNotFoundError
     from fedgame.experiments.runner import RunFolderMismatch, run_one
     from fedgame.experiments.store import UnsafeCheckpoint
@@ -59,6 +63,12 @@ def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute
 
     from fedgame.sim import MissingReplies
 
+    from fedgame.experiments.tracking import Trackers, TrackingUnavailable, open_trackers
+
+    try:
+        trackers = open_trackers(log_to, out, cfg) if log_to else Trackers([])
+    except (TrackingUnavailable, ValueError) as e:
+        _fail(escape(str(e)))
     plain = not console.is_terminal  # a batch job: one line per round, no bar
     prog = _progress() if not plain else None
     if prog is not None:
@@ -76,6 +86,7 @@ def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute
         t0[0] = time.perf_counter()
 
     def on_round(rec: dict[str, Any]) -> None:
+        trackers.on_round(rec)
         acc = rec.get("test_acc")
         has_acc = acc is not None and acc == acc
         if prog is not None:
@@ -91,6 +102,7 @@ def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute
         parts.append(f"{time.perf_counter() - t0[0]:.0f} s")
         print("  ".join(parts), file=sys.stdout, flush=True)
 
+    summary: dict[str, Any] | None = None
     try:
         try:
             summary = run_one(cfg, out, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
@@ -105,8 +117,10 @@ def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute
         else:
             print(f"{label}: done, final accuracy {100 * summary['final_accuracy']:.2f}%", flush=True)
     finally:
+        trackers.close(summary)
         if prog is not None:
             prog.stop()
+    assert summary is not None
     return summary
 
 
@@ -211,6 +225,7 @@ def run(
     seeds: Annotated[int, typer.Option(min=1, help="run seeds seed..seed+N-1 into out/seed_<s>")] = 1,
     resume: Annotated[bool, typer.Option(help="continue an interrupted run from its checkpoint")] = False,
     force: Annotated[bool, typer.Option("--force", help="run again into a folder that holds a run, deleting it")] = False,
+    log_to: LogToOpt = None,
     backend: Annotated[str, typer.Option(help="inprocess (this process) | flower-sim (Flower's Simulation Engine on Ray; needs the flower extra)")] = "inprocess",
     ray_address: Annotated[str | None, typer.Option(help="flower-sim: join this Ray cluster (e.g. auto, after `ray start --head`) instead of starting one")] = None,
     round_timeout: Annotated[float | None, typer.Option(min=0.001, help="flower-sim: seconds to wait for a round's replies (default: all of them)")] = None,
@@ -233,7 +248,7 @@ def run(
                 what = "a finished run (summary.json)" if store.finished else "an interrupted run (checkpoint.pt)"
                 _fail(f"out: {d} holds {what}; --resume keeps it (and continues it), --force deletes it and runs again")
             store.clear()
-        summaries.append({"label": cfg.name, **_run_with_progress(c, d, resume=resume, label=f"{cfg.name} seed {c.seed}", execute=execute)})
+        summaries.append({"label": cfg.name, **_run_with_progress(c, d, resume=resume, label=f"{cfg.name} seed {c.seed}", execute=execute, log_to=log_to)})
     console.print(_results_table(summarise_grid(summaries), f"results in {base}"))
 
 
@@ -321,12 +336,15 @@ def compare(
         typer.Option("--grid", help="sweep a field over values: key.path=v1,v2 (e.g. selection.kind=uniform,data_size); repeat to cross"),
     ] = None,
     jobs: Annotated[int, typer.Option(help="cells run at once, each in its own process with cores/jobs cores (jobs × workers ≤ cores)")] = 1,
+    log_to: LogToOpt = None,
 ) -> None:
     """Run recipes (× --grid values) × seeds, skipping finished cells, into one mean ± std table."""
     from fedgame.experiments.report import write_report
     from fedgame.experiments.runner import GridCell, markdown_table, run_grid, summarise_grid
     from fedgame.experiments.store import ResultStore
 
+    if log_to and jobs > 1:
+        _fail("--log-to: tracks cells run one at a time (--jobs 1); the results folders hold every cell's rounds either way")
     cfgs = [c for r in recipes for c in _expand(r, set_, grid or [])]
     cells = [
         GridCell(label=c.name, cfg=c.model_copy(update={"seed": c.seed + s}), out=out / _folder(c.name) / f"seed_{c.seed + s}")
@@ -346,7 +364,7 @@ def compare(
         summaries = run_grid(
             cells,
             on_cell=on_cell,
-            run=lambda c: _run_with_progress(c.cfg, c.out, resume=True, label=escape(f"{c.label} seed {c.cfg.seed}")),
+            run=lambda c: _run_with_progress(c.cfg, c.out, resume=True, label=escape(f"{c.label} seed {c.cfg.seed}"), log_to=log_to),
             jobs=jobs,
             on_done=on_done,
         )
