@@ -1,7 +1,9 @@
 """Markdown reports with matplotlib figures for one or more run folders.
 
-``fedgame report DIR...`` writes ``report.md`` beside the figures it draws: accuracy vs round,
-test loss vs round, ε spent per client, and how often each client was selected. Runs with a
+``fedgame report DIR...`` writes ``report.md`` beside the figures it draws: test accuracy,
+test loss and training loss vs round, the partition's label distribution (clients × classes),
+ε spent per client, and how often each client was selected. Rounds are numbered as in
+``metrics.csv`` (from 0) in every figure; runs are labelled by their recipe name and seed. Runs with a
 FedPCS game (``game.npz``) add the paper's game figures (spec fedpcs.md §5.5): Fig. 3 (φ over
 the fixed-point iterations), Fig. 4 (correlation of the clients' ρ trajectories), Fig. 5
 (social welfare per round: equilibrium, social optimum), Figs. 7-8 (budget used / remaining
@@ -11,6 +13,7 @@ and τ(t), when the run had a budget).
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedgame.experiments.store import atomic_write_text, read_metrics  # noqa: E402
 
@@ -36,6 +40,30 @@ def find_runs(paths: list[Path]) -> list[Path]:
     return list(dict.fromkeys(runs))
 
 
+def _labels(run_dirs: list[Path], roots: list[Path]) -> dict[Path, str]:
+    """Each run's legend label: its recipe name and seed (from summary.json or config.yaml),
+    or its folder relative to the roots where two runs would share a label."""
+    import yaml
+
+    named: dict[Path, str] = {}
+    for d in run_dirs:
+        meta: dict[str, Any] = {}
+        if (d / "summary.json").exists():
+            meta = json.loads((d / "summary.json").read_text())
+        elif (d / "config.yaml").exists():
+            meta = yaml.safe_load((d / "config.yaml").read_text()) or {}
+        named[d] = f"{meta['name']} (seed {meta.get('seed', 0)})" if "name" in meta else _label(d, roots)
+    values = list(named.values())
+    return {d: (v if values.count(v) == 1 else _label(d, roots)) for d, v in named.items()}
+
+
+def _rounds_axis(ax: Any, last: int | None = None) -> None:
+    """Integer round ticks (rounds from 0, as in metrics.csv); the axis spans every round run."""
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if last is not None:
+        ax.set_xlim(-0.5, max(last, 1) + 0.5)
+
+
 def _label(run: Path, roots: list[Path]) -> str:
     for r in roots:
         try:
@@ -48,6 +76,10 @@ def _label(run: Path, roots: list[Path]) -> str:
 
 def _load(run: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"metrics": read_metrics(run / "metrics.csv")}
+    if (run / "partition.json").exists():
+        part = json.loads((run / "partition.json").read_text())
+        if "label_counts" in part:
+            out["label_counts"] = np.asarray(part["label_counts"], dtype=np.int64)
     if (run / "summary.json").exists():
         out["summary"] = json.loads((run / "summary.json").read_text())
     if (run / "privacy.csv").exists():
@@ -78,6 +110,8 @@ def _game_figures(runs: dict[str, dict[str, Any]], out: Path) -> list[tuple[str,
         if h.ndim == 2 and h.shape[0] > 0:
             axes[0].plot(np.arange(1, h.shape[0] + 1), h[:, min(1, h.shape[1] - 1)], marker="o", ms=3, label=f"{label} φ(1)")
             axes[1].plot(np.arange(h.shape[1]), h[-1], label=label)
+    axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))
+    _rounds_axis(axes[1])
     axes[0].set_xlabel("fixed-point iteration")
     axes[0].set_ylabel("φ(1)")
     axes[0].set_title("Fig. 3: mean-field estimate over iterations", fontsize=9)
@@ -91,16 +125,19 @@ def _game_figures(runs: dict[str, dict[str, Any]], out: Path) -> list[tuple[str,
     _save(fig, out, "fig3_mean_field.png", "Fig. 3 — mean-field fixed point", figs)
 
     shown = dict(list(games.items())[:4])
-    fig, axes = plt.subplots(1, len(shown), figsize=(3.2 * len(shown), 3.0), squeeze=False)
-    for ax, (label, g) in zip(axes[0], shown.items()):
+    fig, axes = plt.subplots(1, len(shown), figsize=(3.4 * len(shown) + 0.8, 4.0), squeeze=False, layout="constrained")
+    for i, (ax, (label, g)) in enumerate(zip(axes[0], shown.items())):
         rho = np.asarray(g.rho)
         with np.errstate(invalid="ignore", divide="ignore"):
             c = np.corrcoef(rho)
         im = ax.imshow(np.nan_to_num(c, nan=0.0), vmin=-1, vmax=1, cmap="coolwarm")
-        ax.set_title(f"{label}\n({g.inclusion} sampling)", fontsize=7)
+        ax.set_title(textwrap.fill(f"{label} ({g.inclusion} sampling)", 34), fontsize=7)
         ax.set_xlabel("client")
-        ax.set_ylabel("client")
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8)
+        if i == 0:
+            ax.set_ylabel("client")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="Pearson r")
     _save(fig, out, "fig4_rho_correlation.png", "Fig. 4 — Pearson correlation of clients' ρ_i^t trajectories", figs)
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -109,6 +146,7 @@ def _game_figures(runs: dict[str, dict[str, Any]], out: Path) -> list[tuple[str,
         ax.plot(t, g.welfare, label=f"{label} (equilibrium, {g.inclusion})")
     g0 = next(iter(games.values()))
     ax.plot(np.arange(np.asarray(g0.welfare_optimum).size), g0.welfare_optimum, "k--", label="social optimum")
+    _rounds_axis(ax)
     ax.set_xlabel("round t")
     ax.set_ylabel("social welfare SW_t (Eq. 30)")
     ax.set_title("Fig. 5: social welfare per round", fontsize=9)
@@ -128,6 +166,7 @@ def _game_figures(runs: dict[str, dict[str, Any]], out: Path) -> list[tuple[str,
             budget = np.array([x["budget"] for x in m])
             ax.bar(t, used, label="budget usage")
             ax.bar(t, np.maximum(budget - used, 0), bottom=used, alpha=0.4, label="budget remain")
+            _rounds_axis(ax)
             ax.set_xlabel("round t")
             ax.set_ylabel("Σ ρ over sampled clients")
             ax2 = ax.twinx()
@@ -142,14 +181,43 @@ def _game_figures(runs: dict[str, dict[str, Any]], out: Path) -> list[tuple[str,
 
 
 def _curve(ax: Any, runs: dict[str, dict[str, Any]], key: str, ylabel: str, scale: float = 1.0) -> None:
+    """``key`` vs round for each run (a single evaluated round is a marker on the full round axis)."""
+    last = 0
     for label, r in runs.items():
-        xs = [m["round"] + 1 for m in r["metrics"] if np.isfinite(m.get(key, np.nan))]
+        last = max([last, *(m["round"] for m in r["metrics"])])
+        xs = [m["round"] for m in r["metrics"] if np.isfinite(m.get(key, np.nan))]
         ys = [scale * m[key] for m in r["metrics"] if np.isfinite(m.get(key, np.nan))]
         ax.plot(xs, ys, marker="o", ms=3, label=label)
-    ax.set_xlabel("round")
+    _rounds_axis(ax, last)
+    ax.set_xlabel("round (from 0, as in metrics.csv)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+
+
+def _label_heatmap(runs: dict[str, dict[str, Any]], out: Path, figs: list[tuple[str, str]]) -> None:
+    """Clients × classes example counts of each distinct partition (as flwr-datasets draws it and
+    the FedPCS paper's Fig. 2): the data each client holds."""
+    seen: dict[bytes, str] = {}
+    for label, r in runs.items():
+        counts = r.get("label_counts")
+        if counts is not None and counts.tobytes() not in seen:
+            seen[counts.tobytes()] = label
+    shown = [(label, runs[label]["label_counts"]) for label in list(seen.values())[:3]]
+    if not shown:
+        return
+    fig, axes = plt.subplots(1, len(shown), figsize=(4.2 * len(shown) + 0.8, 3.8), squeeze=False, layout="constrained")
+    for i, (ax, (label, counts)) in enumerate(zip(axes[0], shown)):
+        im = ax.imshow(counts.T, aspect="auto", cmap="viridis", interpolation="nearest")
+        ax.set_title(textwrap.fill(label, 40), fontsize=8)
+        ax.set_xlabel("client")
+        if i == 0:
+            ax.set_ylabel("class")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        fig.colorbar(im, ax=ax, shrink=0.8, label="examples")
+    _save(fig, out, "partition.png", "Label distribution of the partition (clients × classes)", figs)
 
 
 def write_report(paths: list[Path], out: Path, *, title: str = "fedgame report") -> Path:
@@ -158,15 +226,17 @@ def write_report(paths: list[Path], out: Path, *, title: str = "fedgame report")
     run_dirs = find_runs(roots)
     if not run_dirs:
         raise FileNotFoundError(f"report: no run folders (with metrics.csv) under {', '.join(map(str, roots))}")
-    runs = {_label(d, roots): _load(d) for d in run_dirs}
+    labels = _labels(run_dirs, roots)
+    runs = {labels[d]: _load(d) for d in run_dirs}
     out.mkdir(parents=True, exist_ok=True)
 
     figs: list[tuple[str, str]] = []
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), layout="constrained")
     _curve(axes[0], runs, "test_acc", "test accuracy (%)", 100.0)
     _curve(axes[1], runs, "test_loss", "test loss")
-    fig.tight_layout()
-    _save(fig, out, "accuracy.png", "Accuracy and loss vs round", figs)
+    _curve(axes[2], runs, "train_loss", "training loss (mean over the round's clients)")
+    _save(fig, out, "accuracy.png", "Accuracy, test loss and training loss vs round", figs)
+    _label_heatmap(runs, out, figs)
 
     with_priv = {k: v for k, v in runs.items() if "privacy" in v}
     if with_priv:

