@@ -60,3 +60,21 @@ def test_gaussian_delta_limits_and_errors() -> None:
         classic_gaussian_std(0.5, 0.0, 1.0)
     with pytest.raises(ValueError, match=r"std: must be >= 0, got -1"):
         gaussian_delta(1.0, -1.0, 1.0)
+
+
+def test_analytic_calibration_is_dp_accountings_and_certified() -> None:
+    """σ agrees with dp-accounting's exact Gaussian calibration to 1e-12 (relative) over a grid of
+    (ε, δ), and always satisfies Balle & Wang's condition δ(σ) ≤ δ exactly (the library's root
+    alone sometimes sits a hair below it)."""
+    from dp_accounting.gaussian_mechanism import get_sigma_gaussian
+
+    from fedgame.privacy.analysis.gaussian import analytic_gaussian_std, gaussian_delta
+
+    eps = np.array([0.01, 0.1, 0.5, 1.0, 3.0, 10.0, 50.0])
+    delta = np.array([1e-3, 1e-5, 1e-9])
+    e, d = np.meshgrid(eps, delta)
+    ours = analytic_gaussian_std(e, d, 1.0)
+    lib = np.vectorize(get_sigma_gaussian)(e, d)
+    np.testing.assert_allclose(ours, lib, rtol=1e-12)
+    assert np.all(gaussian_delta(e, ours, 1.0) <= d)
+    np.testing.assert_allclose(analytic_gaussian_std(e, d, 2.5), 2.5 * ours, rtol=1e-15)

@@ -9,7 +9,8 @@ References
   Calibration and Optimal Denoising", ICML 2018, Theorem 8: N(0, σ²) added to a query of L2
   sensitivity Δ is (ε, δ)-DP iff
       Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) ≤ δ,
-  exact for every ε > 0 (their Algorithm 1 solves it; we solve it with Brent's method).
+  exact for every ε > 0 (dp-accounting's ``get_sigma_gaussian`` solves it; we then make sure the
+  condition holds exactly, not just to the root finder's tolerance).
 
 All functions are vectorised over their arguments; scalar inputs give a ``float``.
 """
@@ -20,8 +21,8 @@ import logging
 import math
 
 import numpy as np
+from dp_accounting.gaussian_mechanism import get_sigma_gaussian
 from numpy.typing import ArrayLike
-from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
 from fedgame.privacy.analysis._checks import FloatArray, check, scalar_or_array
@@ -102,37 +103,25 @@ def gaussian_delta(eps: ArrayLike, std: ArrayLike, sensitivity: ArrayLike) -> fl
 
 
 def _analytic_mu(eps: float, delta: float) -> float:
-    """The largest μ = Δ/σ with δ(μ) ≤ delta, by Brent's method on log δ(μ) − log delta."""
+    """The largest μ = Δ/σ with δ(μ) ≤ delta: σ for Δ = 1 from dp-accounting's exact Gaussian
+    calibration (``dp_accounting.gaussian_mechanism.get_sigma_gaussian``, Balle & Wang 2018,
+    solved to machine precision), then raised by ulps until δ(σ) ≤ delta holds exactly (a root
+    found to rounding may sit on either side of it)."""
     if math.isinf(eps):
         return math.inf
+    sigma = float(get_sigma_gaussian(eps, delta, tol=1e-300))
     target = math.log(delta)
-
-    def f(mu: float) -> float:
-        return _log_delta_of_mu(mu, eps) - target
-
-    if f(1.0) < 0.0:
-        hi = 2.0
-        while f(hi) < 0.0:  # δ(μ) → 1 as μ → ∞, so this ends for delta < 1
-            hi *= 2.0
-        lo = hi / 2.0
-    else:
-        lo = 0.5
-        while f(lo) >= 0.0:  # δ(μ) → 0 as μ → 0
-            lo /= 2.0
-        hi = 2.0 * lo
-    mu = float(brentq(f, lo, hi, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500))
-    # δ(μ) is increasing: step down until the condition holds exactly (not just within xtol).
-    while f(mu) > 0.0:
-        mu = math.nextafter(mu, 0.0)
-    return mu
+    while _log_delta_of_mu(1.0 / sigma, eps) > target:
+        sigma = math.nextafter(sigma, math.inf)
+    return 1.0 / sigma
 
 
 def analytic_gaussian_std(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike) -> float | FloatArray:
     """The smallest σ for which N(0, σ²) on a query of L2 sensitivity Δ is (ε, δ)-DP, exact for
     every ε > 0 (Balle & Wang 2018, Theorem 8 and Algorithm 1; JDP-FL §3.4 ``calibrator=analytic``).
 
-    Solves Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) = δ with Brent's method in μ = Δ/σ (the
-    condition depends on Δ/σ only, so σ = Δ/μ(ε, δ)). ``eps = inf`` gives 0.
+    Solves Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) = δ for Δ = 1 with dp-accounting's
+    calibration and scales by Δ (the condition depends on Δ/σ only). ``eps = inf`` gives 0.
     """
     e = _eps(eps)
     d = _delta(delta)
