@@ -6,4 +6,6 @@ cd "$(dirname "$0")/.."
 # tests start simulations and SuperLinks); Ray must not report usage.
 export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 FLWR_TELEMETRY_ENABLED=0 FLWR_DISABLE_UPDATE_CHECK=1 RAY_USAGE_STATS_ENABLED=0
 bash scripts/setup.sh test,flower,tracking
+# Strict typing of the package first (pyproject.toml [tool.mypy]: strict, pydantic plugin).
+.venv/bin/mypy src/fedgame
 exec .venv/bin/python -m pytest -q "$@"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -87,8 +88,9 @@ def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute
 
     def on_round(rec: dict[str, Any]) -> None:
         trackers.on_round(rec)
-        acc = rec.get("test_acc")
-        has_acc = acc is not None and acc == acc
+        got = rec.get("test_acc")
+        acc = float(got) if isinstance(got, (int, float)) else math.nan
+        has_acc = acc == acc
         if prog is not None:
             shown = f"{100 * acc:.2f}%" if has_acc else prog.tasks[task].fields["acc"]
             prog.update(task, completed=rec["round"] + 1, acc=shown)
@@ -112,6 +114,7 @@ def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute
             if _DEBUG:
                 raise
             _fail(f"{escape(str(e))} (fedgame --debug shows the traceback)")
+        assert summary is not None
         if prog is not None:
             prog.update(task, completed=cfg.train.rounds, acc=f"{100 * summary['final_accuracy']:.2f}%")
         else:

@@ -74,14 +74,18 @@ class Selection:
     def importance_weights(self, theta: np.ndarray) -> np.ndarray:
         """Per-slot weights that make ``Σ_j w_j g_{i_j}`` unbiased for ``Σ_i θ_i g_i``."""
         th = np.asarray(theta, dtype=np.float64)[self.indices]
+        w: np.ndarray
         if self.scheme == "draws":
-            return th / (self.k * self.probs)
-        return th / self.probs
+            w = th / (self.k * self.probs)
+        else:
+            w = th / self.probs
+        return w
 
     def size_weights(self, theta: np.ndarray) -> np.ndarray:
         """Per-slot data-size weights normalised over the selected slots (FedAvg; biased)."""
         th = np.asarray(theta, dtype=np.float64)[self.indices]
-        return th / th.sum()
+        w: np.ndarray = th / th.sum()
+        return w
 
     def to_json(self) -> dict[str, Any]:
         return {

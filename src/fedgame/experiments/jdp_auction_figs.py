@@ -153,7 +153,7 @@ def _checks(rows: list[dict[str, Any]]) -> dict[str, bool]:
                 _, y = _series(rows, sweep, mech, key)
                 ok &= bool(np.all(np.diff(y) >= 0))
         out[f"non_decreasing_in_{sweep}"] = ok
-    pairs = {}
+    pairs: dict[tuple[str, int, float], dict[str, float]] = {}  # (sweep, n, budget) -> mechanism -> data_mean
     for r in rows:
         pairs.setdefault((r["sweep"], r["n"], r["budget"]), {})[r["mechanism"]] = r["data_mean"]
     out["m2_data_ge_m1"] = all(v["M2"] >= v["M1"] for v in pairs.values())
@@ -267,8 +267,8 @@ def _figures(rows: list[dict[str, Any]], dest: Path) -> list[str]:
         ax.fill_between(x, np.maximum(y - s, 1e-3), y + s, color=colours[mech], alpha=0.15, lw=0)
     x, y = _series(rows, "budget", "M2", "cost_ratio_mean")
     ax.plot(x, y, ls="--", color=colours["M2"], label="M2: winners' Σc / B")
-    rx = sorted(REFERENCE_PAYMENT_RATIO)
-    ax.plot(rx, [REFERENCE_PAYMENT_RATIO[b] for b in rx], ls="none", marker="x", ms=7, color="k",
+    bx = sorted(REFERENCE_PAYMENT_RATIO)
+    ax.plot(bx, [REFERENCE_PAYMENT_RATIO[b] for b in bx], ls="none", marker="x", ms=7, color="k",
             label="M2, spec §4.1 (3 instances)")
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_yscale("log")

@@ -247,8 +247,8 @@ def _markdown(rows: list[dict[str, Any]], budget: str, drawn: bool, cfgs: list[d
         for m in methods:
             lines.append(f"| {METHODS[m]} | " + " | ".join(
                 str(by[(m, 'dirty_label', e)]["adversary_used_fraction"]) if (m, "dirty_label", e) in by else "—" for e in eps) + " |")
-    loo = [(e, by.get(("leave_one_out", "dirty_label", e))) for e in eps]
-    loo = [(e, r) for e, r in loo if r is not None and r["p_exclude_adversary"] != ""]
+    loo_rows = [(e, by.get(("leave_one_out", "dirty_label", e))) for e in eps]
+    loo = [(e, r) for e, r in loo_rows if r is not None and r["p_exclude_adversary"] != ""]
     if loo:
         lines += ["", "## Does M4 find the adversary?", "",
                   "Pr[k* = adversary]: the probability the exponential mechanism gave to the one leave-one-out "
@@ -260,8 +260,8 @@ def _markdown(rows: list[dict[str, Any]], budget: str, drawn: bool, cfgs: list[d
     claims = _claims(by, eps)
     if claims:
         lines += ["", "## Check 26, decided from the means", "", *claims]
-    led = [(e, by.get(("leave_one_out", "dirty_label", e))) for e in eps]
-    led = [(e, r) for e, r in led if r is not None]
+    led_rows = [(e, by.get(("leave_one_out", "dirty_label", e))) for e in eps]
+    led = [(e, r) for e, r in led_rows if r is not None]
     if led:
         lines += ["", "## Each winner's privacy after T rounds (ours)", "",
                   "| ε | rounds T | paper: T(ε_L + ε_E) at Tδ | RDP of M3 + T ε_E at Tδ |", "|---|---|---|---|"]
@@ -366,7 +366,7 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     cells = collect_fig5(root)
     if not cells:
         raise ValueError(f"runs: no finished random-group or leave-one-out JDP-FL run under {root}")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for s in sorted(cells):
         runs = cells[s]
         acc = _mean_std([r["acc"] for r in runs])
@@ -433,7 +433,7 @@ def write_fig4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     cells = collect_fig4(root)
     if not cells:
         raise ValueError(f"runs: no finished leave-one-out JDP-FL run under attack under {root}")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (m, eps) in sorted(cells):
         runs = cells[(m, eps)]
         acc = _mean_std([r["acc"] for r in runs])

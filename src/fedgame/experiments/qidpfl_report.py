@@ -398,8 +398,11 @@ def evaluate_claims(rows: list[dict[str, Any]], cells: Cells) -> list[ClaimCheck
         r = by.get((kind, method))
         return _float(r[key]) if r is not None else math.nan
 
-    def check(claim: str, kind: str, statement: str, needs: dict[str, float], test: Callable[[], bool], numbers: Callable[[], str],
-              noise: Callable[[], str] | None = None) -> None:
+    # test, numbers and noise are called without arguments; Callable[..., T] rather than
+    # Callable[[], T] because mypy cannot match the lambdas that bind loop variables as
+    # defaults (lambda m=m: ...) to a callable of no parameters
+    def check(claim: str, kind: str, statement: str, needs: dict[str, float], test: Callable[..., bool], numbers: Callable[..., str],
+              noise: Callable[..., str] | None = None) -> None:
         missing = [m for m, v in needs.items() if not np.isfinite(v)]
         if missing:
             out.append(ClaimCheck(claim, kind, statement, None, "no number for " + ", ".join(missing)))

@@ -135,11 +135,13 @@ def run_one(
     store = ResultStore(out)
     resolved = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
     if resume and store.exists("config.yaml"):
-        before = _resolved_again(store.path("config.yaml").read_text())
+        stored = store.path("config.yaml").read_text()
+        before = _resolved_again(stored)
         if before != resolved:
             # never resume (or return) a run of another config: a grid would mix results silently
+            why = _differences(stored if before is None else before, resolved)
             raise RunFolderMismatch(
-                f"out: {out} holds a run of a different config ({_differences(before, resolved)}); "  # type: ignore[arg-type]  # suspected bug: before is None when config.yaml no longer parses
+                f"out: {out} holds a run of a different config ({why}); "
                 "choose another --out, or run without --resume (with --force) to replace it"
             )
     if store.finished and resume:

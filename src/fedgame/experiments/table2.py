@@ -245,8 +245,8 @@ def _fig4(cells: dict[tuple[str, float, str], list[dict[str, Any]]], dest: Path,
         return
     tau = min(k[1] for k in cells)
     shown = [m for m in ("Random", "Fed-CBS", "DELTA", "FedPCS") if (m, tau, "Non-IID") in cells]
-    mats = {m: spent_rho(min(cells[(m, tau, "Non-IID")], key=lambda r: r["seed"])["dir"]) for m in shown}
-    mats = {m: v for m, v in mats.items() if v is not None}
+    spent = {m: spent_rho(min(cells[(m, tau, "Non-IID")], key=lambda r: r["seed"])["dir"]) for m in shown}
+    mats = {m: v for m, v in spent.items() if v is not None}
     if not mats:
         return
     fig, axes = plt.subplots(1, len(mats), figsize=(3.2 * len(mats), 3.0), squeeze=False)

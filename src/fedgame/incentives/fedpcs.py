@@ -133,7 +133,7 @@ class FedPCSPlan:
         arrays = {k: v for k, v in asdict(self).items() if isinstance(v, np.ndarray)}
         meta = {k: v for k, v in asdict(self).items() if not isinstance(v, np.ndarray)}
         tmp = path.with_suffix(".tmp.npz")
-        np.savez_compressed(tmp, meta=np.array(json.dumps(meta)), **arrays)
+        np.savez_compressed(tmp, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]  # mypy matches **arrays against allow_pickle: bool
         os.replace(tmp, path)
 
     @classmethod
@@ -291,7 +291,8 @@ class FedPCSIncentive(Incentive):
 
     def settle(self, t: int, selection: Selection) -> np.ndarray:
         s = self._t(t)
-        return self.plan.reward[s] * self.plan.rho[selection.clients, s]
+        paid: np.ndarray = self.plan.reward[s] * self.plan.rho[selection.clients, s]
+        return paid
 
     def metrics(self, t: int, selection: Selection) -> dict[str, float]:
         p, s = self.plan, self._t(t)

@@ -390,16 +390,17 @@ class QIDPFLProblem(_Strict):
                 bad.append(f"{n}: only used with label_counts (screening), got {getattr(self, n)!r}")
         else:
             P = len(lc[0]) if lc else 0
-            ref_P = len(self.reference) if isinstance(self.reference, list) else None
+            ref = self.reference if isinstance(self.reference, list) else None
+            ref_P = len(ref) if ref is not None else None
             if len(lc) != H:
                 bad.append(f"label_counts: must have one histogram per client (H = {H}, as nu), got {len(lc)}")
-            if ref_P is not None:
-                if ref_P < 2:
+            if ref is not None:
+                if len(ref) < 2:
                     bad.append(f"reference: must have at least 2 classes, got {ref_P}")
-                for j, q in enumerate(self.reference):  # type: ignore[arg-type]
+                for j, q in enumerate(ref):
                     if not (q >= 0 and finite(q)):
                         bad.append(f"reference.{j}: must be >= 0 and finite, got {q!r}")
-                if all(q == 0 for q in self.reference):  # type: ignore[union-attr]
+                if all(q == 0 for q in ref):
                     bad.append("reference: must have a positive total, got all zeros")
             want = ref_P if ref_P is not None else P
             like = "the reference" if ref_P is not None else "label_counts.0"
@@ -422,20 +423,20 @@ class QIDPFLProblem(_Strict):
             if self.keep_fraction is not None and not 0 < self.keep_fraction <= 1:
                 bad.append(f"keep_fraction: must be in (0, 1], got {self.keep_fraction!r}")
         if self.curve is not None:
-            c = self.curve
+            cv = self.curve
             for n in ("I1", "I2", "I3"):
-                x = getattr(c, n)
+                x = getattr(cv, n)
                 if not (x > 0 and finite(x)):
                     bad.append(f"curve.{n}: must be > 0 and finite, got {x!r}")
-            if not finite(c.I4):
-                bad.append(f"curve.I4: must be finite, got {c.I4!r}")
-            if finite(c.I1):
+            if not finite(cv.I4):
+                bad.append(f"curve.I4: must be finite, got {cv.I4!r}")
+            if finite(cv.I1):
                 for n in ("eps", "eps_max"):
-                    x = getattr(c, n)
-                    if not (finite(x) and x < c.I1):
-                        bad.append(f"curve.{n}: must be < I1 = {c.I1:g} (the curve's ceiling), got {x!r}")
-            if c.eps > c.eps_max:
-                bad.append(f"curve.eps: must be <= eps_max = {c.eps_max:g}, got {c.eps!r}")
+                    x = getattr(cv, n)
+                    if not (finite(x) and x < cv.I1):
+                        bad.append(f"curve.{n}: must be < I1 = {cv.I1:g} (the curve's ceiling), got {x!r}")
+            if cv.eps > cv.eps_max:
+                bad.append(f"curve.eps: must be <= eps_max = {cv.eps_max:g}, got {cv.eps!r}")
         if self.server is not None:
             s = self.server
             for n in ("gamma", "pi"):

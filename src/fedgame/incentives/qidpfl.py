@@ -162,7 +162,8 @@ class QIDPFLIncentive(Incentive):
         return min(t, self.plan.reward.size - 1)
 
     def settle(self, t: int, selection: Selection) -> np.ndarray:
-        return self.plan.payment[selection.clients, self._t(t)]
+        paid: np.ndarray = self.plan.payment[selection.clients, self._t(t)]
+        return paid
 
     def metrics(self, t: int, selection: Selection) -> dict[str, float]:
         p, s = self.plan, self._t(t)

@@ -56,7 +56,8 @@ class BasicBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.relu1(self.gn1(self.conv1(x)))
         out = self.gn2(self.conv2(out))
-        return self.relu2(out + self.shortcut(x))
+        y: torch.Tensor = self.relu2(out + self.shortcut(x))
+        return y
 
 
 class ResNet(nn.Module):
@@ -113,7 +114,8 @@ class ResNet(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.stem(x)
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(self.flatten(self.pool(x)))
+        logits: torch.Tensor = self.fc(self.flatten(self.pool(x)))
+        return logits
 
 
 def resnet18(*, in_shape: Shape3, num_classes: int, stem: Stem = "auto", groups: int = 32) -> nn.Module:

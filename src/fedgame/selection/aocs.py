@@ -96,7 +96,8 @@ class AOCS(SelectionStrategy):
     def probabilities(self, state: RoundState) -> np.ndarray:
         """Inclusion probabilities normalised to one draw (≈ p_i / K)."""
         pi = self.inclusion(state)
-        return pi / pi.sum()
+        probs: np.ndarray = pi / pi.sum()
+        return probs
 
     def _measure(self, state: RoundState) -> None:
         """Exact mode: every client's update norm at the current model, via the probe."""

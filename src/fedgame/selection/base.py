@@ -139,4 +139,5 @@ class DataSize(SelectionStrategy):
 
     def probabilities(self, state: RoundState) -> np.ndarray:
         s = np.asarray(state.sizes, dtype=np.float64)
-        return s / s.sum()
+        probs: np.ndarray = s / s.sum()
+        return probs

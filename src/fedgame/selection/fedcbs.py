@@ -37,7 +37,8 @@ EPS = 1e-12
 def qcid(counts: np.ndarray) -> np.ndarray:
     """QCID of pooled label counts ``(..., B)``: Σ_b (n_b / Σ n − 1/B)² (Zhang et al. 2023)."""
     c = np.asarray(counts, dtype=np.float64)
-    return np.sum((c / c.sum(-1, keepdims=True) - 1.0 / c.shape[-1]) ** 2, axis=-1)
+    q: np.ndarray = np.sum((c / c.sum(-1, keepdims=True) - 1.0 / c.shape[-1]) ** 2, axis=-1)
+    return q
 
 
 def _step_log_weights(pooled: np.ndarray, counts: np.ndarray, step: int) -> np.ndarray:
@@ -47,7 +48,8 @@ def _step_log_weights(pooled: np.ndarray, counts: np.ndarray, step: int) -> np.n
 
 def _normalise(logw: np.ndarray) -> np.ndarray:
     w = np.exp(logw - logw.max(-1, keepdims=True))
-    return w / w.sum(-1, keepdims=True)
+    probs: np.ndarray = w / w.sum(-1, keepdims=True)
+    return probs
 
 
 def _check_counts(label_counts: np.ndarray) -> np.ndarray:
@@ -116,7 +118,8 @@ class FedCBS(SelectionStrategy):
         pi = self.exact_inclusion(state.k)
         if pi is None:
             return _normalise(_step_log_weights(np.zeros(self.label_counts.shape[1]), self.label_counts, 1))
-        return pi / pi.sum()
+        probs: np.ndarray = pi / pi.sum()
+        return probs
 
     def select(self, state: RoundState, rng: np.random.Generator) -> Selection:
         self._check(state)

@@ -37,7 +37,8 @@ class FixedSets(SelectionStrategy):
 
     def probabilities(self, state: RoundState) -> np.ndarray:
         col = self._column(state).astype(np.float64)
-        return col / col.sum()
+        probs: np.ndarray = col / col.sum()
+        return probs
 
     def select(self, state: RoundState, rng: np.random.Generator) -> Selection:
         del rng

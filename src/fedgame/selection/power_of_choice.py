@@ -72,7 +72,8 @@ def top_k_shares(members: np.ndarray, rank: np.ndarray, k: int) -> np.ndarray:
     base = np.repeat(np.arange(rows) * d, d)
     better = np.searchsorted(s, key, side="left") - base
     tied = np.searchsorted(s, key, side="right") - base - better
-    return np.clip((k - better) / tied, 0.0, 1.0).reshape(rows, d)
+    shares: np.ndarray = np.clip((k - better) / tied, 0.0, 1.0).reshape(rows, d)
+    return shares
 
 
 def draw_rounds(rng: np.random.Generator, sizes: np.ndarray, rank: np.ndarray, d: int, k: int, reps: int) -> np.ndarray:
@@ -215,7 +216,8 @@ class PowerOfChoice(SelectionStrategy):
     def probabilities(self, state: RoundState) -> np.ndarray:
         """Inclusion probabilities normalised to one draw (π_i / K)."""
         pi = self.inclusion(state)
-        return pi / pi.sum()
+        probs: np.ndarray = pi / pi.sum()
+        return probs
 
     def select(self, state: RoundState, rng: np.random.Generator) -> Selection:
         sub, sizes, _, k, d = self._design(state)

@@ -75,7 +75,8 @@ class PrivacyAware(SelectionStrategy):
         r = self.rho_at(state.t)
         if r.size != state.n_clients:
             raise ValueError(f"selection.rho: has {r.size} clients, the data has {state.n_clients}")
-        return r / r.sum()
+        probs: np.ndarray = r / r.sum()
+        return probs
 
     def select(self, state: RoundState, rng: np.random.Generator) -> Selection:
         x = self.probabilities(state)

@@ -21,7 +21,7 @@ trainer falls back to Opacus).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -45,7 +45,8 @@ def supports(model: nn.Module) -> bool:
 
 def _sq_norms(v: torch.Tensor) -> torch.Tensor:
     """Row-wise squared L2 norms of a B×n matrix in one pass (no B×n temporary)."""
-    return torch.linalg.vector_norm(v, dim=1).square()
+    sq: torch.Tensor = torch.linalg.vector_norm(v, dim=1).square()
+    return sq
 
 
 def _per_example_conv_grads(m: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
@@ -66,7 +67,8 @@ def _per_example_conv_grads(m: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> t
     _, gw, _ = torch.ops.aten.convolution_backward(
         gi, ai, shape_only, None, m.stride, padding, m.dilation, False, (0, 0), b, (False, True, False)
     )
-    return gw.reshape(b, o, c * kh * kw)
+    per: torch.Tensor = gw.reshape(b, o, c * kh * kw)
+    return per
 
 
 class BookKeepingClipper:
@@ -77,14 +79,15 @@ class BookKeepingClipper:
             raise ValueError("book-keeping clipping: the model has parameters outside Linear/Conv2d layers")
         self.model = model
         self.layers = [m for m in model.modules() if isinstance(m, _LAYERS) and any(p.requires_grad for p in m.parameters(recurse=False))]
-        self._records: list[tuple[nn.Module, torch.Tensor, torch.Tensor]] = []
+        self._records: list[tuple[nn.Linear | nn.Conv2d, torch.Tensor, torch.Tensor]] = []
         self._active = False
         for m in self.layers:
             m.register_forward_hook(self._hook)
 
     def _hook(self, module: nn.Module, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
         if self._active:
-            self._records.append((module, inputs[0].detach(), output))
+            # the hook is registered on self.layers only: Linear and Conv2d modules
+            self._records.append((cast("nn.Linear | nn.Conv2d", module), inputs[0].detach(), output))
 
     def clipped_sum(
         self, x: torch.Tensor, y: torch.Tensor, max_grad_norm: float, *, autocast: torch.dtype | None = None
@@ -114,7 +117,7 @@ class BookKeepingClipper:
         grads = torch.autograd.grad(losses.sum(), outs)
         b = x.shape[0]
         sq = torch.zeros(b, dtype=torch.float32 if autocast is not None else x.dtype, device=x.device)
-        kept: list[tuple[nn.Module, torch.Tensor, torch.Tensor, torch.Tensor | None]] = []
+        kept: list[tuple[nn.Linear | nn.Conv2d, torch.Tensor, torch.Tensor | None, torch.Tensor | None]] = []
         for (m, a, _), g in zip(records, grads, strict=True):
             if autocast is not None:  # per-example gradients, norms and clipping in float32
                 a, g = a.float(), g.float()
@@ -138,7 +141,7 @@ class BookKeepingClipper:
                     gb = g.sum(1) if m.bias is not None and m.bias.requires_grad else None
                     if gb is not None:
                         sq += gb.pow(2).sum(1)
-                    kept.append((m, per, None, gb))  # type: ignore[arg-type]
+                    kept.append((m, per, None, gb))
         norms = sq.sqrt()
         coef = max_grad_norm / norms.clamp(min=max_grad_norm)  # min(1, C/‖∇_j‖), exact below C
         for m, t1, t2, gb in kept:
@@ -150,5 +153,7 @@ class BookKeepingClipper:
             else:
                 w.grad = torch.einsum("b,boi->oi", coef, t1)
             if gb is not None:
-                m.bias.grad = coef @ gb  # type: ignore[union-attr]
+                bias = m.bias
+                assert bias is not None  # gb is kept only for a layer with a trainable bias
+                bias.grad = coef @ gb
         return losses.detach().sum(), norms.detach()

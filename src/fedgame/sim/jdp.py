@@ -86,13 +86,20 @@ class Broadcast:
 
 
 class ServerRule(Protocol):
-    """How the server combines the winners' M3 uploads (one obvious interface per rule)."""
+    """How the server combines the winners' M3 uploads (one obvious interface per rule).
 
-    name: str
-    personal: bool
-    """True when clients form their own models by M5 from the signal (needs ``epsilon``)."""
-    epsilon: float
-    """ε_E of the exponential mechanism each winner's ledger is charged per round (0: none)."""
+    Its attributes are read-only (properties), so frozen dataclasses implement it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def personal(self) -> bool:
+        """True when clients form their own models by M5 from the signal (needs ``epsilon``)."""
+        ...
+    @property
+    def epsilon(self) -> float:
+        """ε_E of the exponential mechanism each winner's ledger is charged per round (0: none)."""
+        ...
 
     def __call__(self, uploads: Sequence[Tensor], sizes: np.ndarray, score: Score, rng: np.random.Generator) -> Broadcast: ...
 

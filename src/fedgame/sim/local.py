@@ -228,7 +228,7 @@ class LocalTrainer:
         self.memory_format: MemoryFormat = memory_format
         model.to(self.device)
         if memory_format == "channels_last":
-            model.to(memory_format=torch.channels_last)
+            model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch's Module.to stubs omit memory_format
         self.model = model
         x = x.to(self.device)
         if memory_format == "channels_last" and x.dim() == 4:
@@ -367,7 +367,7 @@ class LocalTrainer:
         """Set ``p.grad`` to Σ_j clip_c(∇ℓ_j) with Opacus ghost clipping; return (loss sum, norms)."""
         module.max_grad_norm = c  # type: ignore[assignment]
         per_sample = nn.functional.cross_entropy(module(xb), yb, reduction="none")
-        per_sample.sum().backward(retain_graph=True)
+        per_sample.sum().backward(retain_graph=True)  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         for p in module.parameters():
             p.grad = None
         norms = module.get_norm_sample()  # type: ignore[operator]
@@ -382,10 +382,10 @@ class LocalTrainer:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Set ``p.grad`` to Σ_j clip_c(∇ℓ_j) from Opacus' materialised ``grad_sample``."""
         per_sample = nn.functional.cross_entropy(module(xb), yb, reduction="none")
-        per_sample.sum().backward()
+        per_sample.sum().backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         b = xb.shape[0]
         gs = [p.grad_sample for p in params]  # type: ignore[attr-defined]
-        norms = torch.sqrt(sum((g.reshape(b, -1) ** 2).sum(1) for g in gs))  # type: ignore[arg-type]
+        norms = torch.sqrt(sum((g.reshape(b, -1) ** 2).sum(1) for g in gs))
         coef = c / norms.clamp(min=c)
         for p, g in zip(params, gs, strict=True):
             p.grad = torch.einsum("b,b...->...", coef, g)

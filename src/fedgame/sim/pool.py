@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -160,7 +160,7 @@ class WorkerPool:
         self._procs: list[Any] = []
         for _ in range(self.workers):
             parent, child = mpctx.Pipe(duplex=True)
-            proc = mpctx.Process(target=_worker_main, args=(child, ctx), daemon=True)
+            proc = mpctx.Process(target=_worker_main, args=(child, ctx), daemon=True)  # type: ignore[attr-defined]  # typeshed: get_context(str) -> BaseContext, whose concrete subclasses all have Process
             proc.start()
             child.close()
             self._conns.append(parent)
@@ -216,10 +216,10 @@ class WorkerPool:
                 i, payload = todo.popleft()
                 self._conns[w].send((task, payload))
                 busy[self._conns[w]] = (w, i)
-            for conn in wait(list(busy)):
-                w, i = busy.pop(conn)  # type: ignore[index]
+            for conn in cast(list[Connection], wait(list(busy))):  # wait returns a subset of busy's connections
+                w, i = busy.pop(conn)
                 try:
-                    status, value = conn.recv()  # type: ignore[union-attr]
+                    status, value = conn.recv()
                 except EOFError:
                     self.close()
                     raise RuntimeError(

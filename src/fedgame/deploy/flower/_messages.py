@@ -28,11 +28,11 @@ registry function returned, exact bytes and dtype) and ``content["query"]`` (``n
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, MetricRecordValues, MetricScalar, RecordDict
 
 from fedgame.core.types import ClientResult
 from fedgame.privacy.mechanisms import GaussianMechanism
@@ -44,6 +44,10 @@ __all__ = [
     "REGISTER",
     "LOSSES",
     "JobKey",
+    "Scalar",
+    "array_record",
+    "config_record",
+    "metric_record",
     "decode_job",
     "decode_params",
     "decode_answer",
@@ -66,6 +70,29 @@ def query_type(name: str) -> str:
     return f"query.{name}"
 
 
+Scalar = int | float | str
+"""The values of the config records this bridge sends (bools are ints): never bytes or lists."""
+
+
+# Typed views of a message's records. A RecordDict holds array, metric and config records under
+# any name, and a record's values may be lists (or bytes); the messages of this bridge put each
+# name's kind of record and only scalar values, so the views cast (no check: the records are
+# returned as they are).
+def array_record(content: RecordDict, name: str) -> ArrayRecord:
+    """``content[name]``, an :class:`ArrayRecord` by the message protocol."""
+    return cast(ArrayRecord, content[name])
+
+
+def config_record(content: RecordDict, name: str) -> Mapping[str, Scalar]:
+    """``content[name]``, a :class:`ConfigRecord` of scalars by the message protocol."""
+    return cast("Mapping[str, Scalar]", content[name])
+
+
+def metric_record(content: RecordDict, name: str) -> Mapping[str, MetricScalar]:
+    """``content[name]``, a :class:`MetricRecord` of scalars by the message protocol."""
+    return cast("Mapping[str, MetricScalar]", content[name])
+
+
 def encode_answer(name: str, client: int, answer: np.ndarray) -> RecordDict:
     """The reply content of client ``client`` to query ``name``."""
     arr = np.array(answer, order="C", copy=True)  # not ascontiguousarray: it turns a 0-d bid into shape (1,)
@@ -76,8 +103,8 @@ def decode_answer(content: RecordDict) -> tuple[str, int, np.ndarray]:
     """(query name, partition id, answer) of a query reply."""
     if "answer" not in content or "query" not in content:
         raise ValueError(f"query reply: needs records 'answer' and 'query', got {sorted(content)}")
-    q = content["query"]
-    return str(q["name"]), int(q["partition-id"]), np.array(content["answer"]["answer"].numpy(), copy=True)  # type: ignore[call-overload]
+    q = config_record(content, "query")
+    return str(q["name"]), int(q["partition-id"]), np.array(array_record(content, "answer")["answer"].numpy(), copy=True)
 
 JobKey = tuple[int, int, int]
 """(round, partition id, copy): what a reply is matched to."""
@@ -126,7 +153,7 @@ def decode_job(content: RecordDict) -> ClientJob:
     """The :class:`ClientJob` a train message carries (its mechanisms rebuilt from the config)."""
     if "job" not in content or "params" not in content:
         raise ValueError(f"train message: needs records 'job' and 'params', got {sorted(content)}")
-    cfg = content["job"]
+    cfg = config_record(content, "job")
     dp = None
     if cfg["dpsgd"]:
         dp = DPSGD(
@@ -142,7 +169,7 @@ def decode_job(content: RecordDict) -> ClientJob:
         t=t,
         client=client,
         copy=copy,
-        params=decode_params(content["params"]),
+        params=decode_params(array_record(content, "params")),
         dpsgd=dp,
         upload=upload,
         grad_variance=bool(cfg["grad-variance"]),
@@ -151,7 +178,7 @@ def decode_job(content: RecordDict) -> ClientJob:
 
 def encode_result(job: ClientJob, result: ClientResult) -> RecordDict:
     """The reply content for ``job``'s ``result``."""
-    metrics: dict[str, int | float] = {
+    metrics: dict[str, MetricRecordValues] = {
         "train-loss": float(result.train_loss),
         "steps": int(result.steps),
         "n-examples": int(result.n_examples),
@@ -167,15 +194,15 @@ def decode_result(content: RecordDict) -> tuple[JobKey, ClientResult]:
     for rec in ("update", "result", "job"):
         if rec not in content:
             raise ValueError(f"train reply: needs records 'update', 'result' and 'job', got {sorted(content)}")
-    key = job_key(content["job"])
-    m = dict(content["result"])
-    extras = {k: float(v) for k, v in m.items() if k not in ("train-loss", "steps", "n-examples")}  # type: ignore[arg-type]
+    key = job_key(config_record(content, "job"))
+    m = dict(metric_record(content, "result"))
+    extras = {k: float(v) for k, v in m.items() if k not in ("train-loss", "steps", "n-examples")}
     res = ClientResult(
         client=key[1],
-        update=decode_params(content["update"], "update"),
-        train_loss=float(m["train-loss"]),  # type: ignore[arg-type]
-        steps=int(m["steps"]),  # type: ignore[call-overload]
-        n_examples=int(m["n-examples"]),  # type: ignore[call-overload]
+        update=decode_params(array_record(content, "update"), "update"),
+        train_loss=float(m["train-loss"]),
+        steps=int(m["steps"]),
+        n_examples=int(m["n-examples"]),
         extras=extras,
     )
     return key, res

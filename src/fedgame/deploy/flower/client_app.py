@@ -37,7 +37,7 @@ from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict  #
 from flwr.clientapp import ClientApp  # noqa: E402
 
 from fedgame.data.partition import fingerprint  # noqa: E402
-from fedgame.deploy.flower._messages import decode_job, decode_params, encode_answer, encode_result  # noqa: E402
+from fedgame.deploy.flower._messages import array_record, decode_job, decode_params, encode_answer, encode_result  # noqa: E402
 from fedgame.deploy.flower.jdp import decode_jdp_job, decode_publish, encode_jdp_reply, load_state, save_state  # noqa: E402
 from fedgame.experiments.build import ClientSide, build_client_side, jdp_poisoned_labels  # noqa: E402
 from fedgame.experiments.config import RunConfig, parse_recipe  # noqa: E402
@@ -58,7 +58,8 @@ _POISONED: dict[tuple[str, int], LocalTrainer] = {}
 
 def recipe_text(cfg: RunConfig) -> str:
     """The resolved recipe as YAML: what the server and every node must agree on."""
-    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    text: str = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    return text
 
 
 def _key(cfg: RunConfig) -> str:
@@ -95,10 +96,10 @@ def _partition(context: Context, n_clients: int) -> int:
             "node config: 'partition-id' is missing; start the SuperNode with "
             f"--node-config \"partition-id=<0..{n_clients - 1}> num-partitions={n_clients}\""
         )
-    pid = int(nc["partition-id"])  # type: ignore[arg-type]
+    pid = int(nc["partition-id"])
     if not 0 <= pid < n_clients:
         raise ValueError(f"node config: partition-id must be in [0, {n_clients - 1}], got {pid}")
-    if "num-partitions" in nc and int(nc["num-partitions"]) != n_clients:  # type: ignore[arg-type]
+    if "num-partitions" in nc and int(nc["num-partitions"]) != n_clients:
         raise ValueError(
             f"node config: num-partitions must equal the recipe's data.partition.n_clients ({n_clients}), "
             f"got {nc['num-partitions']}"
@@ -153,7 +154,7 @@ class _Handlers:
         cfg = self.cfg(context)
         pid = _partition(context, cfg.data.partition.n_clients)
         side = _side(cfg)
-        params = decode_params(msg.content["params"])
+        params = decode_params(array_record(msg.content, "params"))
         tr = side.trainer
         with _RUN:
             loss = float(client_losses(tr.model, params, tr.x, tr.y, [side.parts[pid]])[0])

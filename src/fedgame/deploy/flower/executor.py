@@ -40,10 +40,12 @@ from fedgame.deploy.flower._messages import (  # noqa: E402
     REGISTER,
     TRAIN,
     JobKey,
+    config_record,
     decode_answer,
     decode_result,
     encode_job,
     encode_params,
+    metric_record,
     query_type,
 )
 from fedgame.sim.client import ClientJob, QueryArgs, check_query  # noqa: E402
@@ -124,14 +126,14 @@ class FlowerExecutor:
             if r.has_error():
                 problems.append(f"node {src}: {_error_text(r)}")
                 continue
-            info = r.content["node"]
-            pid = int(info["partition-id"])  # type: ignore[arg-type]
+            info = config_record(r.content, "node")
+            pid = int(info["partition-id"])
             if str(info["fingerprint"]) != self.data.fingerprint:
                 problems.append(
                     f"node {src} (partition {pid}) built partition fingerprint {info['fingerprint']}, the server "
                     f"{self.data.fingerprint}: it runs another recipe, seed or data files"
                 )
-            elif int(info["n-examples"]) != int(sizes[pid]):  # type: ignore[arg-type]
+            elif int(info["n-examples"]) != int(sizes[pid]):
                 problems.append(f"node {src} (partition {pid}) holds {info['n-examples']} examples, the server expects {sizes[pid]}")
             if pid in part_of.values():
                 problems.append(f"partition {pid}: claimed by more than one node (partition-id must be unique)")
@@ -207,8 +209,8 @@ class FlowerExecutor:
                 self.errors.append(_error_text(r))
                 log.warning("no loss: %s", _error_text(r))
                 continue
-            m = r.content["loss"]
-            out[int(m["partition-id"])] = float(m["loss"])  # type: ignore[arg-type]
+            m = metric_record(r.content, "loss")
+            out[int(m["partition-id"])] = float(m["loss"])
         return np.array([out[int(c)] for c in clients], dtype=np.float64)
 
     def query(self, name: str, clients: Sequence[int] | np.ndarray, args: QueryArgs | None = None) -> list[np.ndarray | None]:

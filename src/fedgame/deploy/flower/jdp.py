@@ -39,7 +39,13 @@ configure()
 
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
 
-from fedgame.deploy.flower._messages import decode_params, encode_params  # noqa: E402
+from fedgame.deploy.flower._messages import (  # noqa: E402
+    array_record,
+    config_record,
+    decode_params,
+    encode_params,
+    metric_record,
+)
 from fedgame.deploy.flower.executor import FlowerExecutor, NodesNotReady, _error_text  # noqa: E402
 from fedgame.experiments.build import BuiltJDP, build_jdp  # noqa: E402
 from fedgame.experiments.config import RunConfig  # noqa: E402
@@ -72,10 +78,10 @@ def encode_jdp_job(job: JDPJob, *, adversary: bool) -> RecordDict:
 
 def decode_jdp_job(content: RecordDict) -> tuple[JDPJob, bool]:
     """The job and whether the node is the recipe's poisoning client."""
-    cfg = content["job"]
-    mech = GaussianMechanism(clip=float(cfg["m3.clip"]), noise_std=float(cfg["m3.noise-std"])) if cfg["m3"] else None  # type: ignore[arg-type]
-    start = decode_params(content["start"], "start") if "start" in content else None  # type: ignore[arg-type]
-    return JDPJob(t=int(cfg["round"]), client=int(cfg["partition-id"]), mechanism=mech, start=start), bool(cfg["adversary"])  # type: ignore[call-overload]
+    cfg = config_record(content, "job")
+    mech = GaussianMechanism(clip=float(cfg["m3.clip"]), noise_std=float(cfg["m3.noise-std"])) if cfg["m3"] else None
+    start = decode_params(array_record(content, "start"), "start") if "start" in content else None
+    return JDPJob(t=int(cfg["round"]), client=int(cfg["partition-id"]), mechanism=mech, start=start), bool(cfg["adversary"])
 
 
 def encode_jdp_reply(job: JDPJob, reply: JDPReply) -> RecordDict:
@@ -88,11 +94,11 @@ def encode_jdp_reply(job: JDPJob, reply: JDPReply) -> RecordDict:
 
 def decode_jdp_reply(content: RecordDict) -> tuple[int, JDPReply]:
     """(round, reply)."""
-    job, m = content["job"], content["result"]
-    client = int(job["partition-id"])  # type: ignore[call-overload]
-    reply = JDPReply(client=client, upload=decode_params(content["upload"], "upload"),  # type: ignore[arg-type]
-                     train_loss=float(m["train-loss"]), clip_active=bool(m["clip-active"]))  # type: ignore[arg-type]
-    return int(job["round"]), reply  # type: ignore[call-overload]
+    job, m = config_record(content, "job"), metric_record(content, "result")
+    client = int(job["partition-id"])
+    reply = JDPReply(client=client, upload=decode_params(array_record(content, "upload"), "upload"),
+                     train_loss=float(m["train-loss"]), clip_active=bool(m["clip-active"]))
+    return int(job["round"]), reply
 
 
 def encode_publish(pub: JDPPublish) -> RecordDict:
@@ -107,12 +113,12 @@ def encode_publish(pub: JDPPublish) -> RecordDict:
 
 
 def decode_publish(content: RecordDict) -> JDPPublish:
-    cfg = content["publish"]
-    t, client = int(cfg["round"]), int(cfg["partition-id"])  # type: ignore[call-overload]
+    cfg = config_record(content, "publish")
+    t, client = int(cfg["round"]), int(cfg["partition-id"])
     if cfg["signal"]:
-        agg = torch.from_numpy(np.array(content["agg"]["agg"].numpy(), copy=True))  # type: ignore[index,union-attr]
-        return JDPPublish(t=t, client=client, agg=agg, total=float(cfg["total"]), member=bool(cfg["member"]))  # type: ignore[arg-type]
-    return JDPPublish(t=t, client=client, model=decode_params(content["model"], "model"))  # type: ignore[arg-type]
+        agg = torch.from_numpy(np.array(array_record(content, "agg")["agg"].numpy(), copy=True))
+        return JDPPublish(t=t, client=client, agg=agg, total=float(cfg["total"]), member=bool(cfg["member"]))
+    return JDPPublish(t=t, client=client, model=decode_params(array_record(content, "model"), "model"))
 
 
 # -- the node's state ---------------------------------------------------------------------------
@@ -120,9 +126,9 @@ def load_state(context: Context) -> JDPClientState:
     """The winner's JDP-FL state kept in its node's ``Context.state`` (empty before round 0)."""
     if STATE_KEY not in context.state:
         return JDPClientState()
-    rec = context.state[STATE_KEY]
-    arrays = {k: torch.from_numpy(np.array(v.numpy(), copy=True)) for k, v in rec.items()}  # type: ignore[union-attr]
-    t = int(context.state[STATE_KEY + "-round"]["t"])  # type: ignore[index,call-overload]
+    rec = array_record(context.state, STATE_KEY)
+    arrays = {k: torch.from_numpy(np.array(v.numpy(), copy=True)) for k, v in rec.items()}
+    t = int(config_record(context.state, STATE_KEY + "-round")["t"])
     return JDPClientState(theta=arrays.get("theta"), kept=arrays.get("kept"), upload=arrays.get("upload"), t=t)
 
 
@@ -153,8 +159,8 @@ class FlowerJDPClients:
                 ex.errors.append(text)
                 log.warning("no reply: %s", text)
                 continue
-            cfg = r.content["job"] if "job" in r.content else r.content["ack"]
-            out[int(cfg["partition-id"])] = r  # type: ignore[call-overload]
+            cfg = config_record(r.content, "job" if "job" in r.content else "ack")
+            out[int(cfg["partition-id"])] = r
         return out
 
     def train(self, jobs: Sequence[JDPJob]) -> list[JDPReply | None]:
@@ -171,7 +177,7 @@ class FlowerJDPClients:
 
     def publish(self, pubs: Sequence[JDPPublish]) -> list[bool]:
         got = self._send(JDP_PUBLISH, pubs, [encode_publish(p) for p in pubs])
-        return [p.client in got and int(got[p.client].content["ack"]["round"]) == p.t for p in pubs]  # type: ignore[call-overload]
+        return [p.client in got and int(config_record(got[p.client].content, "ack")["round"]) == p.t for p in pubs]
 
     def state_dict(self) -> dict[str, Any]:
         return {}

@@ -91,7 +91,7 @@ class FlowerSimulation:
             server_app=self.server_app(built, cfg, run, box),
             client_app=make_client_app(cfg),
             num_supernodes=cfg.data.partition.n_clients,
-            backend_config=dict(self.backend_config),  # type: ignore[arg-type]
+            backend_config=dict(self.backend_config),
             verbose_logging=self.verbose,
         )
         if "result" not in box:

@@ -49,7 +49,7 @@ from fedgame.deploy.flower._env import configure
 
 configure()
 
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord  # noqa: E402
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, MetricRecordValues  # noqa: E402
 from flwr.serverapp import Grid  # noqa: E402
 from flwr.serverapp.strategy import Result, Strategy  # noqa: E402
 
@@ -95,7 +95,7 @@ def connect_engine(
 def round_metrics(record: dict[str, Any]) -> MetricRecord:
     """The numeric, finite entries of a round's record as a Flower MetricRecord (the record
     itself, with the selected/replied/missing lists, goes to ``metrics.csv``)."""
-    out: dict[str, int | float] = {}
+    out: dict[str, MetricRecordValues] = {}
     for k, v in record.items():
         if isinstance(v, bool) or not isinstance(v, int | float):
             continue

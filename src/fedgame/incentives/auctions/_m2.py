@@ -162,10 +162,12 @@ def _critical_given_order(
         return np.minimum(np.where(k <= pi, k, k + 1), n)
 
     def S(k: np.ndarray) -> np.ndarray:  # bids of the first k eligible others, k = 0..L
-        return Gx[rr, col(k)]
+        out: np.ndarray = Gx[rr, col(k)]
+        return out
 
     def D(k: np.ndarray) -> np.ndarray:  # their data
-        return Hx[rr, col(k)]
+        out: np.ndarray = Hx[rr, col(k)]
+        return out
 
     def w(k: np.ndarray) -> np.ndarray:  # i falls behind the k-th other once z > w_k (w_0 = 0)
         c = np.where(k - 1 < pi, k - 1, k)

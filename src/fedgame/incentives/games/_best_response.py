@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedgame.incentives.games import _solvers
-from fedgame.incentives.games._dynamics import Evaluation, Workspace, evaluate, with_inclusion
+from fedgame.incentives.games._dynamics import Evaluation, Inclusion, Workspace, evaluate, with_inclusion
 from fedgame.incentives.games._validation import (
     as_clients,
     as_rounds,
@@ -67,7 +67,8 @@ def _kkt(a: FloatArray, grad: FloatArray) -> FloatArray:
     np.clip(r, 0.0, 1.0, out=r)
     r -= a
     np.abs(r, out=r)
-    return r.max(axis=0)
+    kkt: FloatArray = r.max(axis=0)
+    return kkt
 
 
 def _riccati_step(a: FloatArray, ev: Evaluation, phi: FloatArray, varphi: FloatArray,
@@ -507,7 +508,9 @@ def best_response(rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLi
                   K: int, *, alpha_init: ArrayLike | None = None, n_starts: int = 8,
                   rng: np.random.Generator | int | None = None, solver: Solver = "newton",
                   kkt_tol: float = 1e-7, sweep_restarts: int = 3, sweep_iters: int = 2000,
-                  sweep_damping: float = 0.05, chunk_size: int = 1) -> BestResponse:
+                  sweep_damping: float = 0.05, chunk_size: int = 1,
+                  inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+                  ) -> BestResponse:
     """Each client's optimal correction factors given φ(0..T) and R_0..R_T (spec §3.6).
 
     Maximises U_i(α_i) = Σ_t P_i^t g_i^t (Eqs. 14-15, 19-20) over α_i ∈ [0, 1]^T, α_i^T = 0,

@@ -86,7 +86,7 @@ def _uniform_p(N: int, K: int) -> float | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _log1mx(rho: FloatArray, nphi: FloatArray) -> tuple[FloatArray, FloatArray]:
+def _log1mx(rho: FloatArray, nphi: FloatArray) -> tuple[FloatArray, NDArray[np.bool_]]:
     """x = min(1, ρ/(Nφ)) (the §3.3 guard) as ``log(1 - x)`` and the mask ``ρ/(Nφ) < 1``."""
     x = rho / nphi
     inside = x < 1.0
@@ -138,7 +138,8 @@ def rho_next(alpha: ArrayLike, rho: ArrayLike, phi_t: ArrayLike) -> FloatArray:
     """ρ_i^{t+1} = (1 − α_i^t) φ(t) + α_i^t ρ_i^t (FedPCS Eq. 20; Eq. 15 with the mean-field
     term, spec A1)."""
     a = np.asarray(alpha, float)
-    return (1.0 - a) * np.asarray(phi_t, float) + a * np.asarray(rho, float)
+    nxt: FloatArray = (1.0 - a) * np.asarray(phi_t, float) + a * np.asarray(rho, float)
+    return nxt
 
 
 def _horizon(phi: ArrayLike) -> tuple[FloatArray, int]:
@@ -184,7 +185,8 @@ def stage_payoff(rho: ArrayLike, alpha: ArrayLike, R: ArrayLike, varphi: ArrayLi
     v = np.asarray(varphi, float)
     if v.ndim:
         v = v[..., None]
-    return r * np.asarray(R, float) - v * r**2 - (1.0 - v) * a**2
+    g: FloatArray = r * np.asarray(R, float) - v * r**2 - (1.0 - v) * a**2
+    return g
 
 
 # --------------------------------------------------------------------------------------------
@@ -393,7 +395,8 @@ def client_utility_hessian(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike,
     H += C + C.transpose(0, 2, 1)
     idx = np.arange(T)
     H[:, idx, idx] -= 2.0 * c[:, None] * ev.P[:T].T
-    return H[0] if one else H
+    res: FloatArray = H[0] if one else H
+    return res
 
 
 def stationary_alpha(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike,
@@ -407,7 +410,8 @@ def stationary_alpha(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: 
     with np.errstate(divide="ignore", invalid="ignore"):
         new = ev.lam[1:] * (ev.rho[:-1] - p[:-1, None]) / (2.0 * c * ev.P[:-1])
     out = np.clip(np.nan_to_num(new), 0.0, 1.0).T
-    return out[0] if one else out
+    res: FloatArray = out[0] if one else out
+    return res
 
 
 def kkt_residual(alpha: ArrayLike, grad: ArrayLike) -> FloatArray | float:

@@ -4,7 +4,7 @@ Algorithm 1; spec §3.7 and A6)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -18,7 +18,7 @@ from fedgame.incentives.games._best_response import (
     solve_types,
     unique_types,
 )
-from fedgame.incentives.games._dynamics import evaluate, with_inclusion
+from fedgame.incentives.games._dynamics import Inclusion, evaluate, with_inclusion
 from fedgame.incentives.games._validation import (
     as_clients,
     as_rounds,
@@ -98,7 +98,7 @@ def _first_distinct(owner: NDArray[np.intp], key: FloatArray) -> NDArray[np.intp
     T, P = key.shape
     if P == 0:
         return np.empty(0, dtype=np.intp)
-    w = np.random.default_rng(0).uniform(1.0, 2.0, T)
+    w = cast(FloatArray, np.random.default_rng(0).uniform(1.0, 2.0, T))  # T from .shape is Any
     h = np.zeros(P)
     for t in range(T):
         h += key[t] * w[t]
@@ -167,7 +167,9 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
                vectorize: bool = True, n_starts: int = 8,
                rng: np.random.Generator | int | None = None, solver: Solver = "newton",
                kkt_tol: float = 1e-7, sweep_restarts: int = 3, sweep_iters: int = 500,
-               sweep_damping: float = 0.05) -> MeanFieldResult:
+               sweep_damping: float = 0.05,
+               inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+               ) -> MeanFieldResult:
     """Damped fixed-point iteration for the mean field (spec §3.7, reading A6).
 
     φ_0(t) = mean ρ^0 (or ``phi_init``; φ(0) is always pinned to mean ρ^0; ``alpha_init``
@@ -253,7 +255,9 @@ def _mean_field_reference(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: i
                           vectorize: bool = True, n_starts: int = 8,
                           rng: np.random.Generator | int | None = None, solver: Solver = "newton",
                           kkt_tol: float = 1e-7, sweep_restarts: int = 3, sweep_iters: int = 500,
-                          sweep_damping: float = 0.05) -> MeanFieldResult:
+                          sweep_damping: float = 0.05,
+                          inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+                          ) -> MeanFieldResult:
     """:func:`mean_field` as it was before the streamed engines: the same damped fixed-point
     iteration, with every best response solved by the chunked ``_solvers.newton`` and the
     batched ``_solvers.damped_sweep`` (and, with ``vectorize=False``, client by client), and

@@ -14,13 +14,14 @@ import logging
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import minimize_scalar
 
 from fedgame.incentives.games._dynamics import (
+    Inclusion,
     with_inclusion,
     _split_alpha,
     costate,
@@ -91,12 +92,14 @@ def accuracy_weights(T: int, *, gamma: float = 0.5, sizes: ArrayLike | None = No
         if s.ndim != 1 or s.size == 0 or not np.all(s > 0):
             raise ValueError("sizes: expected a non-empty list of dataset sizes > 0")
         scale = 1.0 / float(s.sum()) ** 2
-    return g * k * scale / (np.arange(T + 1) + 1.0)
+    return cast(FloatArray, g * k * scale / (np.arange(T + 1) + 1.0))
 
 
 @with_inclusion
 def server_cost(rho: ArrayLike, R: ArrayLike, N: int, K: int, v: ArrayLike, *,
-                gamma: float = 0.5, phi: ArrayLike | None = None) -> FloatArray:
+                gamma: float = 0.5, phi: ArrayLike | None = None,
+                inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+                ) -> FloatArray:
     """Expected server cost of each round (Eq. 13 with A7/A8):
     U_t = Σ_i P_i^t [v_i^t / ρ_i^t + (1−γ) R_t ρ_i^t], P_i^t = 1 − (1 − ρ_i^t/(N φ(t)))^K.
 
@@ -109,7 +112,8 @@ def server_cost(rho: ArrayLike, R: ArrayLike, N: int, K: int, v: ArrayLike, *,
     Rv = as_rounds("R", R, T)
     ph = r.sum(axis=0) / N if phi is None else as_rounds("phi", phi, T, strict=True)
     P = inclusion_probability(r, ph, N, K)
-    return (P * (np.asarray(v, float) / r + (1.0 - g) * Rv * r)).sum(axis=0)
+    U: FloatArray = (P * (np.asarray(v, float) / r + (1.0 - g) * Rv * r)).sum(axis=0)
+    return U
 
 
 # --------------------------------------------------------------------------------------------
@@ -129,7 +133,8 @@ class AffineResponse:
 
 @with_inclusion
 def affine_response(alpha: ArrayLike, rho: ArrayLike, phi: ArrayLike, R: ArrayLike,
-                    varphi: ArrayLike, N: int, K: int, *, bound_tol: float = 1e-9
+                    varphi: ArrayLike, N: int, K: int, *, bound_tol: float = 1e-9,
+                    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
                     ) -> AffineResponse:
     """Lemma 2 coefficients from the current iterate (spec §3.8):
 
@@ -335,7 +340,9 @@ def stackelberg_lemma2(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *, v:
                 tol: float = 1e-6, max_outer: int = 100, mf_tol: float = 1e-7,
                 restarts: Restarts = "final", update: Update = "consistent", n_starts: int = 8,
                 rng: np.random.Generator | int | None = None,
-                acceleration: Literal["anderson"] | None = "anderson") -> StackelbergResult:
+                acceleration: Literal["anderson"] | None = "anderson",
+                inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+                ) -> StackelbergResult:
     """The paper's Stackelberg solve on the Lemma-2 surrogate (spec §3.8 "Outer loop", the
     structure of Algorithm 1): R ≡ ``R_init``; repeat
     {mean-field fixed point given R (§3.7); Lemma-2 G, H; R_new,t = argmin Ũ_t (t ≥ 1),
@@ -494,7 +501,9 @@ def equilibrium_cost(R: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, K: int, T
                      v: ArrayLike, gamma: float = 0.5, mf_tol: float = 1e-7,
                      n_starts: int = 8, rng: np.random.Generator | int | None = 0,
                      restarts: Restarts = "final", phi_init: ArrayLike | None = None,
-                     alpha_init: ArrayLike | None = None) -> EquilibriumCost:
+                     alpha_init: ArrayLike | None = None,
+                     inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+                     ) -> EquilibriumCost:
     """U_t(R_t, ρ*[R]) for every round: solve the clients' mean field under the whole
     schedule ``R`` (a number or T+1 values ≥ 0; spec §3.7, :func:`mean_field`) and price its
     budgets with :func:`server_cost`. This is the function :func:`stackelberg_true_cost`
@@ -696,7 +705,9 @@ def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
                           lemma2_max_outer: int = 30, scan_points: int = 24,
                           fd_step: float = 1e-4, max_iter: int = 30, cost_tol: float = 1e-7,
                           polish_steps: tuple[float, ...] = POLISH_STEPS,
-                          max_polish: int = 20) -> StackelbergResult:
+                          max_polish: int = 20,
+                          inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+                          ) -> StackelbergResult:
     """The server's Stackelberg problem on the true cost (spec §7 R2): minimise
     J(R) = Σ_{t=1}^T U_t(R_t, ρ*[R]) over R_1..R_T ∈ [0, ``R_max``] (R_0 := R_1, A7), with
     ρ*[R] the clients' mean-field equilibrium under the whole schedule (§3.7) — the clients
@@ -786,7 +797,9 @@ def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
         max_iter, max_polish = 0, 0
     # (2) projected gradient descent with Barzilai-Borwein steps and backtracking
     x, fx = _projected_descent(J, x0, f0, Rmax, max_iter)
-    x, fx = (J.best_x.copy(), J.best_f) if J.best_f < fx else (x, fx)
+    if J.best_f < fx:
+        assert J.best_x is not None  # best_f drops below inf only where best_x is recorded
+        x, fx = J.best_x.copy(), J.best_f
 
     # (3) polish with one-round checks on the same J the tests use
     log.info("true-cost solve: descent J = %.10g (%d evaluations)", fx, J.evaluations)
@@ -829,7 +842,9 @@ def stackelberg(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *, v: ArrayL
                 beta_R: float = 0.5, tol: float = 1e-6, max_outer: int = 100,
                 restarts: Restarts = "final", update: Update = "consistent",
                 acceleration: Literal["anderson"] | None = "anderson",
-                cost_tol: float = 1e-7) -> StackelbergResult:
+                cost_tol: float = 1e-7,
+                inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+                ) -> StackelbergResult:
     """The two-stage Stackelberg equilibrium. ``server_solver="true_cost"`` (default, spec
     §7 R2): :func:`stackelberg_true_cost`, rewards minimising the true expected server cost
     at the clients' mean-field equilibrium (``cost_tol``). ``"lemma2"``: the paper's outer

@@ -35,7 +35,8 @@ _MAX_HALVINGS = 50
 
 
 def _kkt(a: FloatArray, grad: FloatArray) -> FloatArray:
-    return np.abs(np.clip(a + grad, 0.0, 1.0) - a).max(axis=0)
+    kkt: FloatArray = np.abs(np.clip(a + grad, 0.0, 1.0) - a).max(axis=0)
+    return kkt
 
 
 def _newton_direction(a: FloatArray, ev: Evaluation, phi: FloatArray, varphi: FloatArray,

@@ -44,7 +44,7 @@ def check_population(N: Any, K: Any) -> tuple[int, int]:
         raise ValueError(f"N: must be an integer >= 1, got {N!r}")
     if isinstance(K, bool) or not isinstance(K, numbers.Integral):
         raise ValueError(f"K: must be an integer in [1, N] = [1, {int(N)}], got {K!r}")
-    if not 1 <= K <= N:
+    if not 1 <= int(K) <= int(N):
         raise ValueError(f"K: must be in [1, N] = [1, {int(N)}], got {K}")
     return int(N), int(K)
 

@@ -53,7 +53,8 @@ def social_welfare_per_round(rho: ArrayLike, R: ArrayLike, varphi: ArrayLike) ->
     Rv = _rewards(R)
     if r.shape != (v.size, Rv.size):
         raise ValueError(f"rho: expected shape ({v.size}, {Rv.size}), got {r.shape}")
-    return (r * Rv - v[:, None] * r**2).sum(axis=0)
+    sw: FloatArray = (r * Rv - v[:, None] * r**2).sum(axis=0)
+    return sw
 
 
 def social_welfare(rho: ArrayLike, R: ArrayLike, varphi: ArrayLike) -> float:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -82,8 +82,14 @@ IntArray = NDArray[np.int64]
 Reference = Literal["pooled", "uniform"] | ArrayLike
 
 
+@overload
+def _ro(x: ArrayLike) -> FloatArray: ...
+@overload
+def _ro(x: ArrayLike, dtype: type[np.float64]) -> FloatArray: ...
+@overload
+def _ro(x: ArrayLike, dtype: type[np.int64]) -> IntArray: ...
 def _ro(x: ArrayLike, dtype: type = np.float64) -> NDArray[np.generic]:
-    arr = np.array(x, dtype=dtype, copy=True)
+    arr: NDArray[np.generic] = np.array(x, dtype=dtype, copy=True)
     arr.setflags(write=False)
     return arr
 
