@@ -122,8 +122,8 @@ def ratio_line(label: str, a_name: str, a: float, b_name: str, b: float, unit: s
 
 # -- 1. engine overhead ---------------------------------------------------------------------
 def bench_engine(quick: bool) -> dict[str, object]:
-    from fedgame.experiments.build import build_engine
-    from fedgame.experiments.config import parse_recipe
+    from fedgame.pipeline.build import build_engine
+    from fedgame.pipeline.config import parse_recipe
 
     k = 5 if quick else 10
     cfg = parse_recipe(
@@ -317,8 +317,8 @@ def bench_game(quick: bool) -> dict[str, object]:
     import os
 
     from fedgame.core.types import RoundState
-    from fedgame.experiments.build import build_engine
-    from fedgame.experiments.config import load_recipe
+    from fedgame.pipeline.build import build_engine
+    from fedgame.pipeline.config import load_recipe
     from fedgame.incentives.games import mean_field
 
     T = 30
@@ -595,8 +595,8 @@ def bench_jdp(quick: bool) -> dict[str, object]:
     the 1,000 validation examples, M5) against one FedAvg round of the same 20 clients on the
     same data, model and local training (issue 9: target ratio ≤ 1.5). Test evaluation is off
     in both timed rounds."""
-    from fedgame.experiments.build import build_engine, build_jdp
-    from fedgame.experiments.config import parse_recipe
+    from fedgame.pipeline.build import build_engine, build_jdp
+    from fedgame.pipeline.config import parse_recipe
 
     base = {
         "seed": 0,
@@ -677,8 +677,8 @@ def bench_flower(quick: bool) -> dict[str, object]:
     from fedgame.deploy.flower import FlowerSimulation
     from fedgame.deploy.flower.deployment import write_app
     from fedgame.deploy.flower.loopback import LoopbackFederation
-    from fedgame.experiments.build import build_engine
-    from fedgame.experiments.config import parse_recipe
+    from fedgame.pipeline.build import build_engine
+    from fedgame.pipeline.config import parse_recipe
 
     rounds = 3 if quick else 6
     out: dict[str, object] = {}
@@ -752,8 +752,8 @@ def bench_flower_jdp(quick: bool) -> dict[str, object]:
     M4 on 1,000 validation examples, M5 on each node (its model kept in the node's state);
     two messages per winner and round. Median round time without the last (evaluated) round."""
     from fedgame.deploy.flower import FlowerSimulation
-    from fedgame.experiments.build import build_jdp
-    from fedgame.experiments.config import parse_recipe
+    from fedgame.pipeline.build import build_jdp
+    from fedgame.pipeline.config import parse_recipe
 
     rounds = 3 if quick else 5
     m = 6 if quick else 20
@@ -841,8 +841,8 @@ def _speed_round(cores: int, reps: int) -> dict[str, object]:
     """``workers_round_speedup``: a FedAvg round (N = 100 Dirichlet(0.5), K = 10, 1 epoch) with
     ``workers`` = cores over the sequential path with ``cores`` threads as it was before the
     pool (contiguous layout), and over the sequential path in channels_last; rounds in turns."""
-    from fedgame.experiments.build import build_engine
-    from fedgame.experiments.config import parse_recipe
+    from fedgame.pipeline.build import build_engine
+    from fedgame.pipeline.config import parse_recipe
 
     threads0 = torch.get_num_threads()
     out: dict[str, object] = {}
@@ -902,8 +902,8 @@ def bench_speed(quick: bool) -> dict[str, object]:
       run at the paper's budget (τ = 0.2, 30 rounds × 5 epochs), set-up (data, game solve, pool)
       plus 30 × the mean of 3 timed rounds (evaluating every 5 rounds, as the recipe does).
     """
-    from fedgame.experiments.build import build_engine
-    from fedgame.experiments.config import load_recipe, parse_recipe
+    from fedgame.pipeline.build import build_engine
+    from fedgame.pipeline.config import load_recipe, parse_recipe
     from fedgame.sim.pool import available_cores
 
     cores = available_cores()
@@ -1004,8 +1004,8 @@ def bench_speed_flower(quick: bool) -> dict[str, object]:
     sides), N = 100, K = 10, the main FedAvg recipe; Flower's start-up apart. Added to
     ``bench/results/speed.json``."""
     from fedgame.deploy.flower import FlowerSimulation
-    from fedgame.experiments.build import build_engine
-    from fedgame.experiments.config import parse_recipe
+    from fedgame.pipeline.build import build_engine
+    from fedgame.pipeline.config import parse_recipe
     from fedgame.sim.pool import available_cores
 
     cores = available_cores()

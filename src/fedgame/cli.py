@@ -34,7 +34,7 @@ def _fail(msg: str) -> None:
 
 
 def _load(recipe: Path, overrides: list[str] | None) -> Any:
-    from fedgame.experiments.config import RecipeError, load_recipe
+    from fedgame.pipeline.config import RecipeError, load_recipe
 
     try:
         return load_recipe(recipe, overrides or [])
@@ -57,14 +57,14 @@ def _progress() -> Progress:
 
 def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute: Any = None, log_to: list[str] | None = None) -> dict[str, Any]:
     from fedgame.data import DatasetNotFoundError
-    from fedgame.experiments.runner import RunFolderMismatch, run_one
-    from fedgame.experiments.store import UnsafeCheckpoint
+    from fedgame.pipeline.runner import RunFolderMismatch, run_one
+    from fedgame.pipeline.store import UnsafeCheckpoint
     import sys
     import time
 
     from fedgame.sim import MissingReplies
 
-    from fedgame.experiments.tracking import Trackers, TrackingUnavailable, open_trackers
+    from fedgame.pipeline.tracking import Trackers, TrackingUnavailable, open_trackers
 
     try:
         trackers = open_trackers(log_to, out, cfg) if log_to else Trackers([])
@@ -206,7 +206,7 @@ def validate(recipe: Path, set_: SetOpt = None) -> None:
     partition can be drawn (the dataset is loaded and split, nothing is trained)."""
     from fedgame.core.seeding import Streams
     from fedgame.data import DatasetNotFoundError
-    from fedgame.experiments.build import build_data
+    from fedgame.pipeline.build import build_data
 
     cfg = _load(recipe, set_)
     try:
@@ -235,8 +235,8 @@ def run(
     on_missing: Annotated[str | None, typer.Option(help="flower-sim: continue (aggregate the replies that arrived) | fail, when a client does not reply (default: the recipe's train.on_missing)")] = None,
 ) -> None:
     """Run a recipe and write its results folder."""
-    from fedgame.experiments.runner import summarise_grid
-    from fedgame.experiments.store import ResultStore
+    from fedgame.pipeline.runner import summarise_grid
+    from fedgame.pipeline.store import ResultStore
 
     execute = _backend(backend, ray_address=ray_address, round_timeout=round_timeout, on_missing=on_missing)
     cfg = _load(recipe, [*(set_ or []), *([] if on_missing is None else [f"train.on_missing={on_missing}"])])
@@ -343,8 +343,8 @@ def compare(
 ) -> None:
     """Run recipes (× --grid values) × seeds, skipping finished cells, into one mean ± std table."""
     from fedgame.experiments.report import write_report
-    from fedgame.experiments.runner import GridCell, markdown_table, run_grid, summarise_grid
-    from fedgame.experiments.store import ResultStore
+    from fedgame.pipeline.runner import GridCell, markdown_table, run_grid, summarise_grid
+    from fedgame.pipeline.store import ResultStore
 
     if log_to and jobs > 1:
         _fail("--log-to: tracks cells run one at a time (--jobs 1); the results folders hold every cell's rounds either way")
@@ -443,7 +443,7 @@ def export_cmd(
     """Copy summary.json, metrics.csv, config.yaml (and privacy.csv, a FedPCS run's game) of every
     finished run under RUNS to the same <cell>/seed_<k>/ under DEST (no checkpoints, partitions or
     datasets): what a committed table is built from."""
-    from fedgame.experiments.store import export_runs
+    from fedgame.pipeline.store import export_runs
 
     try:
         done = export_runs(runs, dest)
@@ -645,7 +645,7 @@ def _list_groups(long: bool) -> dict[str, list[tuple[str, str]]]:
     from typing import get_args as _args
 
     from fedgame.data import describe_datasets
-    from fedgame.experiments.config import AccountantCfg, AggregationCfg, DataCfg, _models, schema
+    from fedgame.pipeline.config import AccountantCfg, AggregationCfg, DataCfg, _models, schema
     from fedgame.incentives import INCENTIVES
     from fedgame.models import MODELS
     from fedgame.privacy.accountants import ACCOUNTANTS

@@ -50,7 +50,7 @@ def test_list_groups() -> None:
 def test_list_shows_every_kind_a_recipe_can_name() -> None:
     """Every tag of the recipe schema's unions is listed, with a description (none empty)."""
     from fedgame.cli import _list_groups
-    from fedgame.experiments.config import Privacy, Selection, _tags
+    from fedgame.pipeline.config import Privacy, Selection, _tags
 
     groups = _list_groups(long=False)
     assert {n for n, _ in groups["selection.kind"]} == _tags(Selection) >= {"participants", "screened"}

@@ -18,7 +18,7 @@ from flwr.common.config import get_fused_config_from_dir, parse_config_args  # n
 
 from fedgame.cli import app as cli  # noqa: E402
 from fedgame.deploy.flower.deployment import DeploymentConfig, connection_toml, supernode_commands, write_app  # noqa: E402
-from fedgame.experiments.config import load_recipe, parse_recipe  # noqa: E402
+from fedgame.pipeline.config import load_recipe, parse_recipe  # noqa: E402
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "main" / "dp_fedavg.yaml"
 

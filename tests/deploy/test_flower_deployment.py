@@ -46,9 +46,9 @@ pytestmark = [
 ]
 
 from fedgame.cli import app as cli  # noqa: E402
-from fedgame.experiments.build import build_engine  # noqa: E402
-from fedgame.experiments.config import load_recipe  # noqa: E402
-from fedgame.experiments.runner import run_one  # noqa: E402
+from fedgame.pipeline.build import build_engine  # noqa: E402
+from fedgame.pipeline.config import load_recipe  # noqa: E402
+from fedgame.pipeline.runner import run_one  # noqa: E402
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "main" / "dp_fedavg.yaml"
 # DP-FedAvg on three tiny partitions: per-client DP-SGD noise calibrated to ε = 8, so the

@@ -17,9 +17,9 @@ pytest.importorskip("flwr", reason="the flower extra is not installed (pip insta
 
 from fedgame.deploy.flower.jdp import FlowerJDPClients  # noqa: E402
 from fedgame.deploy.flower.strategy import attach_flower  # noqa: E402
-from fedgame.experiments.build import BuiltJDP  # noqa: E402
-from fedgame.experiments.config import RunConfig, parse_recipe  # noqa: E402
-from fedgame.experiments.runner import run_one  # noqa: E402
+from fedgame.pipeline.build import BuiltJDP  # noqa: E402
+from fedgame.pipeline.config import RunConfig, parse_recipe  # noqa: E402
+from fedgame.pipeline.runner import run_one  # noqa: E402
 from fedgame.sim import RunResult  # noqa: E402
 from tests.deploy.test_flower_messages import FakeGrid, task_identity  # noqa: E402,F401
 
@@ -93,8 +93,8 @@ def test_jdp_on_flower_nodes_equals_in_process(aggregator: str, tmp_path: Path) 
 
 
 def test_a_jdp_run_on_flower_cannot_resume_from_the_server_checkpoint(tmp_path: Path) -> None:
-    from fedgame.experiments.build import build_jdp
-    from fedgame.experiments.store import ResultStore
+    from fedgame.pipeline.build import build_jdp
+    from fedgame.pipeline.store import ResultStore
 
     cfg = parse_recipe(jdp_recipe())
     run_one(cfg, tmp_path / "run")

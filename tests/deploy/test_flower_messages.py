@@ -21,8 +21,8 @@ from fedgame.core.types import ClientResult  # noqa: E402
 from fedgame.deploy.flower import FlowerExecutor, NodesNotReady  # noqa: E402
 from fedgame.deploy.flower._messages import decode_job, decode_result, encode_job, encode_result  # noqa: E402
 from fedgame.deploy.flower.client_app import make_client_app  # noqa: E402
-from fedgame.experiments.build import build_engine  # noqa: E402
-from fedgame.experiments.config import parse_recipe  # noqa: E402
+from fedgame.pipeline.build import build_engine  # noqa: E402
+from fedgame.pipeline.config import parse_recipe  # noqa: E402
 from fedgame.privacy.mechanisms import GaussianMechanism  # noqa: E402
 from fedgame.privacy.plans import DPSGD  # noqa: E402
 from fedgame.sim import ClientJob  # noqa: E402

@@ -21,8 +21,8 @@ from flwr.serverapp import Grid, ServerApp  # noqa: E402
 from fedgame.data import FederatedDataset  # noqa: E402
 from fedgame.deploy.flower import FlowerExecutor, FlowerSimulation  # noqa: E402
 from fedgame.deploy.flower.client_app import make_client_app  # noqa: E402
-from fedgame.experiments.build import build_engine, build_jdp  # noqa: E402
-from fedgame.experiments.config import parse_recipe  # noqa: E402
+from fedgame.pipeline.build import build_engine, build_jdp  # noqa: E402
+from fedgame.pipeline.config import parse_recipe  # noqa: E402
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 pytestmark = [

@@ -27,8 +27,8 @@ pytest.importorskip("flwr", reason="the flower extra is not installed (pip insta
 pytest.importorskip("ray", reason="the flower extra is not installed (pip install -e '.[flower]')")
 
 from fedgame.cli import app  # noqa: E402
-from fedgame.experiments.config import parse_recipe  # noqa: E402
-from fedgame.experiments.runner import run_one  # noqa: E402
+from fedgame.pipeline.config import parse_recipe  # noqa: E402
+from fedgame.pipeline.runner import run_one  # noqa: E402
 from tests.deploy.test_flower_sim import recipe  # noqa: E402
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")

@@ -23,9 +23,9 @@ pytest.importorskip("ray", reason="the flower extra is not installed (pip instal
 
 from fedgame.cli import app  # noqa: E402
 from fedgame.deploy.flower import FlowerSimulation  # noqa: E402
-from fedgame.experiments.build import build_engine  # noqa: E402
-from fedgame.experiments.config import parse_recipe  # noqa: E402
-from fedgame.experiments.runner import run_one  # noqa: E402
+from fedgame.pipeline.build import build_engine  # noqa: E402
+from fedgame.pipeline.config import parse_recipe  # noqa: E402
+from fedgame.pipeline.runner import run_one  # noqa: E402
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 pytestmark = [

@@ -24,10 +24,10 @@ from flwr.serverapp.strategy import Strategy  # noqa: E402
 
 from fedgame.deploy.flower._messages import decode_params  # noqa: E402
 from fedgame.deploy.flower.strategy import FedgameStrategy  # noqa: E402
-from fedgame.experiments.build import Built, build_engine  # noqa: E402
-from fedgame.experiments.config import RunConfig, parse_recipe  # noqa: E402
-from fedgame.experiments.runner import run_one  # noqa: E402
-from fedgame.experiments.store import ResultStore  # noqa: E402
+from fedgame.pipeline.build import Built, build_engine  # noqa: E402
+from fedgame.pipeline.config import RunConfig, parse_recipe  # noqa: E402
+from fedgame.pipeline.runner import run_one  # noqa: E402
+from fedgame.pipeline.store import ResultStore  # noqa: E402
 from fedgame.sim import RunResult  # noqa: E402
 from fedgame.sim.engine import MissingReplies  # noqa: E402
 from tests.deploy.test_flower_messages import FakeGrid, task_identity  # noqa: E402,F401

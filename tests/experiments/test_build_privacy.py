@@ -11,8 +11,8 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from fedgame.experiments.build import build_privacy
-from fedgame.experiments.config import apply_overrides, parse_recipe
+from fedgame.pipeline.build import build_privacy
+from fedgame.pipeline.config import apply_overrides, parse_recipe
 from fedgame.privacy.plans import NoPrivacy
 
 ROOT = Path(__file__).resolve().parents[2]

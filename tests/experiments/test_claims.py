@@ -47,7 +47,7 @@ def test_cli_claim_reads_summaries_and_writes_its_files(tmp_path: Path) -> None:
 
 
 def test_export_copies_finished_runs_only(tmp_path: Path) -> None:
-    from fedgame.experiments.store import export_runs
+    from fedgame.pipeline.store import export_runs
 
     src = tmp_path / "runs"
     done, busy = src / "cell" / "seed_0", src / "cell" / "seed_1"
@@ -68,7 +68,7 @@ def test_export_copies_finished_runs_only(tmp_path: Path) -> None:
 def test_versions_name_the_commit_and_the_cpu() -> None:
     import subprocess
 
-    from fedgame.experiments.runner import versions
+    from fedgame.pipeline.runner import versions
 
     v = versions()
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()

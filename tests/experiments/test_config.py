@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from fedgame.experiments.config import RecipeError, apply_overrides, load_recipe, parse_recipe
+from fedgame.pipeline.config import RecipeError, apply_overrides, load_recipe, parse_recipe
 
 RECIPES = sorted(Path(__file__).resolve().parents[2].joinpath("recipes").rglob("*.yaml"))
 

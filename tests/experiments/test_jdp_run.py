@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedgame.experiments.build import build_engine, build_jdp
-from fedgame.experiments.config import RecipeError, parse_recipe
-from fedgame.experiments.runner import run_one
+from fedgame.pipeline.build import build_engine, build_jdp
+from fedgame.pipeline.config import RecipeError, parse_recipe
+from fedgame.pipeline.runner import run_one
 from fedgame.incentives.auctions import UnitPriceAuction
 from fedgame.privacy.jdp import jdp_local_update, perturb
 from fedgame.robust import leave_one_out_aggregate
@@ -138,7 +138,7 @@ def test_run_ledger_logs_and_resume(tmp_path: Path) -> None:
     # interrupted after one round (the checkpoint of round 0 stays), then resumed
     part = tmp_path / "part"
     eng = build_jdp(cfg).engine
-    from fedgame.experiments.store import ResultStore
+    from fedgame.pipeline.store import ResultStore
 
     store = ResultStore(part)
     store.write_text("config.yaml", (tmp_path / "full" / "config.yaml").read_text())

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fedgame.core.seeding import Streams
 from fedgame.data import clear_cache, similarity
-from fedgame.experiments.config import PrivacyBudgetCfg, RecipeError, apply_overrides, format_errors, parse_recipe
+from fedgame.pipeline.config import PrivacyBudgetCfg, RecipeError, apply_overrides, format_errors, parse_recipe
 from fedgame.privacy.budgets import draw_budgets
 from tests.data._formats import mnist_arrays, write_mnist_dir
 
@@ -43,7 +43,7 @@ def test_bad_size_spread_is_named(value: str, message: str) -> None:
 
 def test_build_data_passes_size_spread_through(tmp_path: Path) -> None:
     """build_data partitions with the run's partition stream and the recipe's size_spread."""
-    from fedgame.experiments.build import build_data  # heavy (torch, every plug-in): import here
+    from fedgame.pipeline.build import build_data  # heavy (torch, every plug-in): import here
 
     root = write_mnist_dir(tmp_path / "mnist", mnist_arrays(np.random.default_rng(0), n_train=400, n_test=10))
     clear_cache()

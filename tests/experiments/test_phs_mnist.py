@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from fedgame.cli import app
 from fedgame.data import clear_cache
-from fedgame.experiments.config import load_recipe
-from fedgame.experiments.runner import run_one
+from fedgame.pipeline.config import load_recipe
+from fedgame.pipeline.runner import run_one
 from tests.data._formats import mnist_arrays, write_mnist_dir
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "phs" / "mnist.yaml"

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedgame.experiments.build import build_engine
-from fedgame.experiments.config import RecipeError, parse_recipe
-from fedgame.experiments.runner import run_one
+from fedgame.pipeline.build import build_engine
+from fedgame.pipeline.config import RecipeError, parse_recipe
+from fedgame.pipeline.runner import run_one
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 pytestmark = pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fashion-mnist is not installed")

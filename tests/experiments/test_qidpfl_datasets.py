@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from fedgame.data import clear_cache
-from fedgame.experiments.config import load_recipe
-from fedgame.experiments.runner import run_one
+from fedgame.pipeline.config import load_recipe
+from fedgame.pipeline.runner import run_one
 from tests.data._formats import mnist_arrays, write_cifar10, write_mnist_dir
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "qidpfl"

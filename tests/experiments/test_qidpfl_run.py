@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fedgame.experiments.build import build_engine
-from fedgame.experiments.config import RecipeError, parse_recipe
-from fedgame.experiments.runner import run_one
+from fedgame.pipeline.build import build_engine
+from fedgame.pipeline.config import RecipeError, parse_recipe
+from fedgame.pipeline.runner import run_one
 from fedgame.incentives.games.qidpfl import screen
 from fedgame.privacy.analysis import zcdp_to_eps
 from fedgame.privacy.plans import ZCDPUpload

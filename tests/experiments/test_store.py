@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedgame.experiments.store import ResultStore, atomic_write_text, read_metrics
+from fedgame.pipeline.store import ResultStore, atomic_write_text, read_metrics
 
 
 def test_atomic_write_leaves_old_file_on_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,7 +51,7 @@ def test_result_files_respect_the_umask(tmp_path: Path) -> None:
     mkstemp's private 0600; a stricter umask is honoured."""
     import os
 
-    from fedgame.experiments.store import atomic_write_text
+    from fedgame.pipeline.store import atomic_write_text
 
     old = os.umask(0o022)
     try:
@@ -70,7 +70,7 @@ def test_checkpoint_is_plain_and_loads_without_code(tmp_path: Path) -> None:
     import numpy as np
     import torch
 
-    from fedgame.experiments.store import ResultStore, UnsafeCheckpoint
+    from fedgame.pipeline.store import ResultStore, UnsafeCheckpoint
 
     store = ResultStore(tmp_path)
     rng = np.random.default_rng(3)

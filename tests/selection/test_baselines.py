@@ -13,8 +13,8 @@ import torch
 
 from fedgame.core import ClientResult, RoundOutcome, RoundState, Selection, Streams
 from fedgame.data import FederatedDataset, make_split, partition
-from fedgame.experiments.build import build_selection
-from fedgame.experiments.config import RecipeError, parse_recipe
+from fedgame.pipeline.build import build_selection
+from fedgame.pipeline.config import RecipeError, parse_recipe
 from fedgame.selection import SELECTIONS, aocs_probabilities, delta_probabilities, fedcbs_inclusion, pips_inclusion, qcid
 from fedgame.core.types import LOCAL_GRAD_VARIANCE
 from fedgame.selection.fedcbs import FedCBS
@@ -410,7 +410,7 @@ def test_engine_rounds_resume_identically(selection: dict[str, object], aggregat
     two rounds and resumed from the engine's checkpoint: same clients, same parameters."""
     import copy
 
-    from fedgame.experiments.build import build_engine
+    from fedgame.pipeline.build import build_engine
 
     g = np.random.default_rng(0)
     x = g.integers(0, 256, (120, 1, 4, 4), dtype=np.uint8)

@@ -15,10 +15,10 @@ import pytest
 import torch
 import yaml
 
-from fedgame.experiments.build import build_engine
-from fedgame.experiments.config import parse_recipe
-from fedgame.experiments.runner import run_one
-from fedgame.experiments.store import read_metrics
+from fedgame.pipeline.build import build_engine
+from fedgame.pipeline.config import parse_recipe
+from fedgame.pipeline.runner import run_one
+from fedgame.pipeline.store import read_metrics
 from fedgame.privacy.analysis.subsampled import dpsgd_epsilon
 from fedgame.privacy.plans import DPSGD
 from fedgame.sim.local import LocalSpec, LocalTrainer
@@ -158,7 +158,7 @@ def test_run_folder_contents(tmp_path: Path) -> None:
 
 
 def test_resume_refuses_a_folder_of_another_config(tmp_path: Path) -> None:
-    from fedgame.experiments.runner import RunFolderMismatch
+    from fedgame.pipeline.runner import RunFolderMismatch
 
     cfg = parse_recipe(smoke(train={"rounds": 1, "clients_per_round": 2, "local": {"epochs": 1, "batch_size": 32, "lr": 0.1}}))
     first = run_one(cfg, tmp_path / "run", resume=True)
@@ -172,7 +172,7 @@ def test_a_run_folder_written_before_a_field_was_added_is_still_the_same_config(
     """A field added to the schema later (at its default) does not turn an old run into
     "another config": the stored config.yaml is resolved again by today's schema. A real
     difference still is one, and so is a file today's schema cannot read."""
-    from fedgame.experiments.runner import RunFolderMismatch
+    from fedgame.pipeline.runner import RunFolderMismatch
 
     cfg = parse_recipe(smoke(train={"rounds": 1, "clients_per_round": 2, "local": {"epochs": 1, "batch_size": 32, "lr": 0.1}}))
     first = run_one(cfg, tmp_path / "run", resume=True)

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from fedgame.core.types import ClientResult, RoundState
-from fedgame.experiments.build import build_engine
-from fedgame.experiments.config import parse_recipe
+from fedgame.pipeline.build import build_engine
+from fedgame.pipeline.config import parse_recipe
 from fedgame.sim import ClientJob, Engine, InProcessExecutor, MissingReplies
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")

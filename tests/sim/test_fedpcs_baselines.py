@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from fedgame.experiments.build import build_engine, fedpcs_game
-from fedgame.experiments.config import RecipeError, load_recipe, parse_recipe
+from fedgame.pipeline.build import build_engine, fedpcs_game
+from fedgame.pipeline.config import RecipeError, load_recipe, parse_recipe
 from fedgame.incentives import solve_plan
 
 if TYPE_CHECKING:
@@ -214,8 +214,8 @@ def test_ablation_recipes_log_max_agg_weight_in_metrics_csv(recipe: str, tmp_pat
     m_i θ_i/(K x_i^t) (x = 1/N for the uniform ablation, ρ^t/Σρ^t for FedPCS), or FedAvg's
     m_i θ_i / Σ_slots θ."""
     from fedgame.data import load_partition
-    from fedgame.experiments.runner import run_one
-    from fedgame.experiments.store import read_metrics
+    from fedgame.pipeline.runner import run_one
+    from fedgame.pipeline.store import read_metrics
     from fedgame.incentives import FedPCSPlan
 
     cfg = load_recipe(RECIPES / f"{recipe}.yaml", _smoke())

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from fedgame.experiments.build import build_engine
-from fedgame.experiments.config import RecipeError, parse_recipe
+from fedgame.pipeline.build import build_engine
+from fedgame.pipeline.config import RecipeError, parse_recipe
 from fedgame.privacy.plans import DPSGD
 from fedgame.sim.local import LocalSpec, LocalTrainer
 
@@ -171,7 +171,7 @@ def test_bad_fedpcs_recipes_name_the_field(over: dict[str, object], field: str) 
 
 def test_report_draws_the_game_figures(tmp_path: Path) -> None:
     from fedgame.experiments.report import write_report
-    from fedgame.experiments.runner import run_one
+    from fedgame.pipeline.runner import run_one
 
     raw = fedpcs(incentive={"kind": "fedpcs", "n_starts": 2, "budget": {"start": 60, "end": 20}})
     run_one(parse_recipe(raw), tmp_path / "run", resume=True)

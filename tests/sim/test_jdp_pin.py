@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.sim.test_pool import _cfg, needs_fmnist
-from fedgame.experiments.build import build_jdp
+from fedgame.pipeline.build import build_jdp
 
 EXTRA = ["data.partition.n_clients=8", "data.validation=200", "jdp.auction.budget=4000", "train.local.batch_size=32",
          "train.workers=1", "train.threads=1"]

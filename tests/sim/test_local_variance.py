@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from fedgame.core.types import LOCAL_GRAD_VARIANCE
-from fedgame.experiments.build import build_engine
-from fedgame.experiments.config import parse_recipe
+from fedgame.pipeline.build import build_engine
+from fedgame.pipeline.config import parse_recipe
 from fedgame.sim.local import LocalSpec, LocalTrainer
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")

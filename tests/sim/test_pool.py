@@ -13,9 +13,9 @@ import pytest
 import torch
 import yaml
 
-from fedgame.experiments.build import build_engine, build_jdp
-from fedgame.experiments.config import RecipeError, apply_overrides, parse_recipe
-from fedgame.experiments.runner import run_one
+from fedgame.pipeline.build import build_engine, build_jdp
+from fedgame.pipeline.config import RecipeError, apply_overrides, parse_recipe
+from fedgame.pipeline.runner import run_one
 from fedgame.sim.pool import WorkerContext, WorkerPool, check_workers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,7 +93,7 @@ def test_a_pooled_run_resumes_to_the_uninterrupted_numbers(tmp_path: Path) -> No
     # stop after round 1 (the checkpoint is written per round), then resume
     built = build_engine(half, parallel=True)
     try:
-        from fedgame.experiments.store import ResultStore
+        from fedgame.pipeline.store import ResultStore
 
         store = ResultStore(tmp_path / "cut")
         import yaml as _yaml

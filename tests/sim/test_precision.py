@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedgame.experiments.config import RecipeError, parse_recipe
+from fedgame.pipeline.config import RecipeError, parse_recipe
 from fedgame.models import build_model
 from fedgame.privacy.plans import DPSGD
 from fedgame.sim import local as local_mod

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from fedgame.core.seeding import Streams
-from fedgame.experiments.build import build_engine, build_jdp
-from fedgame.experiments.config import parse_recipe
+from fedgame.pipeline.build import build_engine, build_jdp
+from fedgame.pipeline.config import parse_recipe
 from fedgame.sim import QUERIES, ClientView, InProcessExecutor, answer_query
 from fedgame.sim.client import draw_costs
 

@@ -48,7 +48,7 @@ import numpy as np  # noqa: E402
 from numpy.typing import NDArray  # noqa: E402
 
 from fedgame.experiments.report import _save  # noqa: E402
-from fedgame.experiments.store import atomic_write_text  # noqa: E402
+from fedgame.pipeline.store import atomic_write_text  # noqa: E402
 from fedgame.incentives.fedpcs import FedPCSGame, FedPCSPlan, baseline_plan, cache_dir, solve_plan  # noqa: E402
 from fedgame.incentives.games import (  # noqa: E402
     adaptive_schedule,
@@ -468,8 +468,8 @@ def _cached(game: FedPCSGame) -> FedPCSPlan:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m fedgame.experiments.fedpcs_figures [--seeds 0 1] [--dest DIR]``."""
-    from fedgame.experiments.build import fedpcs_game
-    from fedgame.experiments.config import load_recipe
+    from fedgame.pipeline.build import fedpcs_game
+    from fedgame.pipeline.config import load_recipe
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from fedgame.experiments.store import ResultStore
+from fedgame.pipeline.store import ResultStore
 from fedgame.incentives.auctions import Auction, KnapsackAuction, UnitPriceAuction
 
 __all__ = [

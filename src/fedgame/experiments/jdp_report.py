@@ -28,7 +28,7 @@ import numpy as np
 import yaml
 
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
-from fedgame.experiments.store import atomic_write_text
+from fedgame.pipeline.store import atomic_write_text
 
 __all__ = ["METHODS", "PAPER_ATTACK_COST", "collect_fig3", "collect_fig4", "collect_fig5", "write_fig3", "write_fig4", "write_fig5"]
 

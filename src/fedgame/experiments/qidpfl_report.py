@@ -43,7 +43,7 @@ import numpy as np
 import yaml
 
 from fedgame.experiments.claims import ordering, verdict
-from fedgame.experiments.store import atomic_write_text, read_metrics
+from fedgame.pipeline.store import atomic_write_text, read_metrics
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
 from fedgame.incentives.games.qidpfl import fit_accuracy_curve
 

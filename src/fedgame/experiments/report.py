@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from fedgame.experiments.store import atomic_write_text, read_metrics  # noqa: E402
+from fedgame.pipeline.store import atomic_write_text, read_metrics  # noqa: E402
 
 __all__ = ["find_runs", "write_report"]
 

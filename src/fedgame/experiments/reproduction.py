@@ -15,7 +15,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 from fedgame.experiments.claims import ordering
-from fedgame.experiments.store import atomic_write_text
+from fedgame.pipeline.store import atomic_write_text
 from fedgame.experiments.table2 import PAPER_TABLE2_FMNIST
 
 __all__ = ["write_reproduction"]

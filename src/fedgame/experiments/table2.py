@@ -26,7 +26,7 @@ import numpy as np
 import yaml
 
 from fedgame.experiments.claims import ordering
-from fedgame.experiments.store import atomic_write_text
+from fedgame.pipeline.store import atomic_write_text
 
 __all__ = ["CLAIMS", "PAPER_TABLE2_FMNIST", "claims_markdown", "collect", "copy_configs", "write_rows_csv", "write_table2"]
 
@@ -90,7 +90,7 @@ def method_of(name: str, cfg: dict[str, Any]) -> tuple[str, str | None] | None:
 def _max_agg_weight(run_dir: Path) -> float:
     """The largest aggregation weight any upload got in the run (``max_agg_weight`` of
     metrics.csv, spec §7 R4); NaN when the run did not log it."""
-    from fedgame.experiments.store import read_metrics
+    from fedgame.pipeline.store import read_metrics
 
     path = run_dir / "metrics.csv"
     w = [float(r["max_agg_weight"]) for r in read_metrics(path) if r.get("max_agg_weight", "") != ""] if path.exists() else []
@@ -163,7 +163,7 @@ def _figures(cells: dict[tuple[str, float, str], list[dict[str, Any]]], dest: Pa
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from fedgame.experiments.store import read_metrics
+    from fedgame.pipeline.store import read_metrics
     from fedgame.incentives.fedpcs import FedPCSPlan
 
     taus = sorted({k[1] for k in cells})
@@ -220,7 +220,7 @@ def spent_rho(run_dir: Path) -> np.ndarray | None:
     game when client i uploaded in round t, else 0 (None without a game or metrics)."""
     import json as _json
 
-    from fedgame.experiments.store import read_metrics
+    from fedgame.pipeline.store import read_metrics
     from fedgame.incentives.fedpcs import FedPCSPlan
 
     game, metrics = run_dir / "game.npz", run_dir / "metrics.csv"

@@ -39,7 +39,7 @@ import numpy as np
 import yaml
 
 from fedgame.experiments.claims import ordering
-from fedgame.experiments.store import atomic_write_text, read_metrics
+from fedgame.pipeline.store import atomic_write_text, read_metrics
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Per-client privacy budgets ε_k drawn from the distributions of the PHS experiments (spec A12).
 
 A budget spec is a mapping with a ``kind`` (recipes validate the same shape with
-``fedgame.experiments.config.PrivacyBudgetCfg``):
+``fedgame.pipeline.config.PrivacyBudgetCfg``):
 
 ``{"kind": "uniform", "low": 0, "high": 1}``
     ``ε_k ~ U(low, high)`` on the *open* interval: a draw equal to ``low`` (or, by floating-point

@@ -39,8 +39,8 @@ from flwr.clientapp import ClientApp  # noqa: E402
 from fedgame.data.partition import fingerprint  # noqa: E402
 from fedgame.deploy.flower._messages import array_record, decode_job, decode_params, encode_answer, encode_result  # noqa: E402
 from fedgame.deploy.flower.jdp import decode_jdp_job, decode_publish, encode_jdp_reply, load_state, save_state  # noqa: E402
-from fedgame.experiments.build import ClientSide, build_client_side, jdp_poisoned_labels  # noqa: E402
-from fedgame.experiments.config import RunConfig, parse_recipe  # noqa: E402
+from fedgame.pipeline.build import ClientSide, build_client_side, jdp_poisoned_labels  # noqa: E402
+from fedgame.pipeline.config import RunConfig, parse_recipe  # noqa: E402
 from fedgame.sim.client import QUERIES, ClientView, answer_query, run_client_job  # noqa: E402
 from fedgame.sim.jdp import jdp_client_train, jdp_client_update  # noqa: E402
 from fedgame.sim.local import LocalTrainer, client_losses  # noqa: E402
@@ -78,7 +78,7 @@ def _side(cfg: RunConfig) -> ClientSide:
 
 def _poisoned_trainer(cfg: RunConfig, side: ClientSide, pid: int) -> LocalTrainer:
     """The JDP-FL poisoning client's trainer: the shared model, its own labels dirty
-    (:func:`~fedgame.experiments.build.jdp_poisoned_labels`, as the server's in-process run)."""
+    (:func:`~fedgame.pipeline.build.jdp_poisoned_labels`, as the server's in-process run)."""
     key = (_key(cfg), pid)
     with _LOCK:
         if key not in _POISONED:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import fedgame
-from fedgame.experiments.config import RunConfig
+from fedgame.pipeline.config import RunConfig
 from fedgame.sim.engine import OnMissing
 
 __all__ = [

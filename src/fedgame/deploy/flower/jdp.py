@@ -47,8 +47,8 @@ from fedgame.deploy.flower._messages import (  # noqa: E402
     metric_record,
 )
 from fedgame.deploy.flower.executor import FlowerExecutor, NodesNotReady, _error_text  # noqa: E402
-from fedgame.experiments.build import BuiltJDP, build_jdp  # noqa: E402
-from fedgame.experiments.config import RunConfig  # noqa: E402
+from fedgame.pipeline.build import BuiltJDP, build_jdp  # noqa: E402
+from fedgame.pipeline.config import RunConfig  # noqa: E402
 from fedgame.privacy.mechanisms import GaussianMechanism  # noqa: E402
 from fedgame.sim.jdp import JDPClientState, JDPJob, JDPPublish, JDPReply  # noqa: E402
 

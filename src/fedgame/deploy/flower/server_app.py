@@ -2,7 +2,7 @@
 
 The SuperLink starts it (in a subprocess, ``--isolation subprocess``) with the app's run config
 (:class:`~fedgame.deploy.flower.deployment.DeploymentConfig`). It parses the recipe and calls
-:func:`~fedgame.experiments.runner.run_one` with a :class:`FlowerDeployment` as its ``execute``
+:func:`~fedgame.pipeline.runner.run_one` with a :class:`FlowerDeployment` as its ``execute``
 hook: ``run_one`` builds the engine exactly as for an in-process run (data, game, selection,
 privacy plan, accountant, server update — all here, on the SuperLink's machine), and
 :class:`FlowerDeployment` runs it on the SuperNodes as a Flower strategy
@@ -37,10 +37,10 @@ from flwr.serverapp import Grid, ServerApp  # noqa: E402
 from fedgame.deploy.flower.deployment import DeploymentConfig  # noqa: E402
 from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
 from fedgame.deploy.flower.strategy import attach_flower  # noqa: E402
-from fedgame.experiments.build import Built, BuiltJDP  # noqa: E402
-from fedgame.experiments.config import RunConfig, parse_recipe  # noqa: E402
-from fedgame.experiments.runner import run_one  # noqa: E402
-from fedgame.experiments.store import ResultStore  # noqa: E402
+from fedgame.pipeline.build import Built, BuiltJDP  # noqa: E402
+from fedgame.pipeline.config import RunConfig, parse_recipe  # noqa: E402
+from fedgame.pipeline.runner import run_one  # noqa: E402
+from fedgame.pipeline.store import ResultStore  # noqa: E402
 from fedgame.sim import RunResult  # noqa: E402
 
 __all__ = ["FlowerDeployment", "app", "run_deployment"]
@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 
 
 class FlowerDeployment:
-    """A :class:`~fedgame.experiments.runner.Execute` for real SuperNodes behind ``grid``: a
+    """A :class:`~fedgame.pipeline.runner.Execute` for real SuperNodes behind ``grid``: a
     :class:`FedgameStrategy` connects (waits for every partition's node), then drives the
     engine's rounds through Flower's strategy loop."""
 

@@ -1,6 +1,6 @@
 """A recipe through Flower's Simulation Engine (Ray backend), with the results of an in-process run.
 
-:class:`FlowerSimulation` is a :class:`~fedgame.experiments.runner.Execute`: ``run_one``
+:class:`FlowerSimulation` is a :class:`~fedgame.pipeline.runner.Execute`: ``run_one``
 builds the engine as for an in-process run (data, game, selection, privacy plan, accountant,
 server update — all server side) and hands it here. A ServerApp, running in a thread of this
 process, runs it as a Flower strategy (:class:`~fedgame.deploy.flower.strategy.FedgameStrategy`:
@@ -33,9 +33,9 @@ from flwr.serverapp import Grid, ServerApp  # noqa: E402
 from fedgame.deploy.flower.client_app import make_client_app  # noqa: E402
 from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
 from fedgame.deploy.flower.strategy import attach_flower  # noqa: E402
-from fedgame.experiments.build import Built, BuiltJDP  # noqa: E402
-from fedgame.experiments.config import RunConfig  # noqa: E402
-from fedgame.experiments.runner import run_one  # noqa: E402
+from fedgame.pipeline.build import Built, BuiltJDP  # noqa: E402
+from fedgame.pipeline.config import RunConfig  # noqa: E402
+from fedgame.pipeline.runner import run_one  # noqa: E402
 from fedgame.sim import RunResult  # noqa: E402
 
 __all__ = ["FlowerSimulation", "run_flower_simulation"]
@@ -118,6 +118,6 @@ def run_flower_simulation(
     on_start: Callable[[int], None] | None = None,
     **options: Any,
 ) -> dict[str, Any]:
-    """:func:`~fedgame.experiments.runner.run_one` on Flower's Simulation Engine;
+    """:func:`~fedgame.pipeline.runner.run_one` on Flower's Simulation Engine;
     ``options`` go to :class:`FlowerSimulation` (``backend_config``, ``round_timeout``...)."""
     return run_one(cfg, out, resume=resume, on_round=on_round, on_start=on_start, execute=FlowerSimulation(**options))

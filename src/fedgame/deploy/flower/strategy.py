@@ -33,7 +33,7 @@ Use it in your own ServerApp::
     strategy = FedgameStrategy(built, cfg, sink=ResultStore("runs/x"))
     result = strategy.start(grid, strategy.initial_arrays(), num_rounds=cfg.train.rounds)
 
-or let :func:`~fedgame.experiments.runner.run_one` write the whole results folder with it
+or let :func:`~fedgame.pipeline.runner.run_one` write the whole results folder with it
 (``fedgame run --backend flower-sim``, the app ``fedgame flower app`` writes): the strategy is
 then the engine's round driver (:meth:`drive`).
 """
@@ -56,8 +56,8 @@ from flwr.serverapp.strategy import Result, Strategy  # noqa: E402
 from fedgame.deploy.flower._messages import encode_params  # noqa: E402
 from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
 from fedgame.deploy.flower.jdp import connect_jdp  # noqa: E402
-from fedgame.experiments.build import Built, BuiltJDP, attach_executor  # noqa: E402
-from fedgame.experiments.config import RunConfig  # noqa: E402
+from fedgame.pipeline.build import Built, BuiltJDP, attach_executor  # noqa: E402
+from fedgame.pipeline.config import RunConfig  # noqa: E402
 from fedgame.sim import ClientJob  # noqa: E402
 from fedgame.sim.engine import Engine, OnMissing, PendingRound, RoundLoop, RunSink  # noqa: E402
 

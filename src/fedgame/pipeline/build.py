@@ -15,7 +15,7 @@ from fedgame.core.plugins import BuildContext
 from fedgame.core.seeding import Streams
 from fedgame.core.server_update import ServerUpdate, chain
 from fedgame.data import FederatedDataset, load_dataset, partition
-from fedgame.experiments.config import (
+from fedgame.pipeline.config import (
     DPSGDCfg,
     FedCBSSel,
     FedPCSCfg,

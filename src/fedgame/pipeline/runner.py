@@ -23,10 +23,10 @@ import yaml
 
 import fedgame
 from fedgame.data import save_partition
-from fedgame.experiments.build import Built, BuiltJDP, build_engine, build_jdp
+from fedgame.pipeline.build import Built, BuiltJDP, build_engine, build_jdp
 from fedgame.sim.pool import available_cores
-from fedgame.experiments.config import JDPPrivacyCfg, RunConfig, parse_recipe
-from fedgame.experiments.store import ResultStore
+from fedgame.pipeline.config import JDPPrivacyCfg, RunConfig, parse_recipe
+from fedgame.pipeline.store import ResultStore
 from fedgame.incentives.qidpfl import QIDPFLPlan
 from fedgame.sim import RunResult
 from fedgame.privacy.analysis.jdp import jdp_totals

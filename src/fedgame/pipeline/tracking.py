@@ -1,7 +1,7 @@
 """Run tracking: the per-round records of ``metrics.csv`` sent to TensorBoard or MLflow as well.
 
 ``fedgame run --log-to tensorboard --log-to mlflow`` (or :func:`open_trackers` from Python, its
-:meth:`Trackers.on_round` passed to :func:`~fedgame.experiments.runner.run_one`) writes the same
+:meth:`Trackers.on_round` passed to :func:`~fedgame.pipeline.runner.run_one`) writes the same
 numbers the results folder holds, step = round (from 0, as in ``metrics.csv``):
 
 * **TensorBoard** (``torch.utils.tensorboard``; the ``tracking`` extra installs ``tensorboard``):
@@ -144,7 +144,7 @@ class Trackers:
 
 def open_trackers(kinds: list[str], out: str | Path, cfg: Any) -> Trackers:
     """Trackers of ``kinds`` (``tensorboard``, ``mlflow``) for the run of ``cfg`` in folder ``out``."""
-    from fedgame.experiments.runner import code_version
+    from fedgame.pipeline.runner import code_version
 
     bad = [k for k in kinds if k not in TRACKERS]
     if bad:

@@ -1,0 +1,42 @@
+"""Imports flow one way: core ← leaves (data, models, privacy, selection, incentives, robust,
+testing) ← sim ← pipeline ← deploy ← experiments ← cli. A module may import its own layer and
+those below it, never one above (read from the source with ``ast``, lazy imports included)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[2] / "src" / "fedgame"
+LAYER = {
+    "__init__": 0, "core": 0,
+    "data": 1, "models": 1, "privacy": 1, "selection": 1, "incentives": 1, "robust": 1, "testing": 1,
+    "sim": 2, "pipeline": 3, "deploy": 4, "experiments": 5, "cli": 6, "__main__": 6, "recipes": 0,
+}
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_subpackage_has_a_layer() -> None:
+    tops = {p.stem if p.is_file() else p.name for p in PKG.iterdir() if p.suffix == ".py" or (p.is_dir() and p.name != "__pycache__")}
+    assert tops <= set(LAYER), tops - set(LAYER)
+
+
+def test_imports_flow_one_way() -> None:
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG.parent).with_suffix("")
+        own = _part(".".join(rel.parts))
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                if name.startswith("fedgame.") and LAYER[_part(name)] > LAYER[own]:
+                    bad.append(f"{rel}: imports {name}")
+    assert not bad, "\n".join(bad)
