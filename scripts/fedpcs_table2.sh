@@ -33,4 +33,4 @@ for e in $extras; do
   fi
   .venv/bin/fedgame compare "${extra[@]}" --seeds 3 --out "$out/extras/$e" "${sets[@]}" "${grid[@]}" --no-report
 done
-.venv/bin/fedgame table2 "$out" --budget "$budget" --dest "results/fedpcs_table2_${budget}"
+.venv/bin/fedgame report "$out" --kind table2 --budget "$budget" --out "results/fedpcs_table2_${budget}"

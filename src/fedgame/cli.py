@@ -443,7 +443,7 @@ def export_cmd(
     """Copy summary.json, metrics.csv, config.yaml (and privacy.csv, a FedPCS run's game) of every
     finished run under RUNS to the same <cell>/seed_<k>/ under DEST (no checkpoints, partitions or
     datasets): what a committed table is built from."""
-    from fedgame.pipeline.store import export_runs
+    from fedgame.pipeline.results import export_runs
 
     try:
         done = export_runs(runs, dest)
@@ -455,119 +455,81 @@ def export_cmd(
 @app.command("report")
 def report_cmd(
     dirs: list[Path],
-    out: Annotated[Path | None, typer.Option(help="report folder (default DIR/report); with --reproduction the page")] = None,
-    reproduction: Annotated[
-        bool, typer.Option("--reproduction", help="DIR is results/: write docs/reproduction.md (ours vs the papers, per cell)")
-    ] = False,
+    kind: Annotated[
+        str | None,
+        typer.Option(help="runs | table2 | table4 | phs-fig5 | qidpfl | qidpfl-curve | jdp-fig3 | jdp-fig4 | jdp-fig5 | reproduction (default: chosen from what DIR holds)"),
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", "--dest", help="where the report goes (default: DIR/report for runs, DIR for the tables, docs/reproduction.md)")] = None,
+    budget: Annotated[str, typer.Option(help="label for the training budget the grid used (tables)")] = "reduced",
+    reproduction: Annotated[bool, typer.Option("--reproduction", help="same as --kind reproduction")] = False,
 ) -> None:
-    """Write a Markdown report with plots for run folders (or the reproduction page)."""
-    from fedgame.experiments.report import write_report
+    """Write a report for results folders: a paper's table and figures when every run under DIR is
+    one of its recipes, else accuracy, losses, partition, privacy and game figures (--kind chooses)."""
+    from fedgame.experiments.reports import KINDS, detect, write
 
-    if reproduction:
-        from fedgame.experiments.reproduction import write_reproduction
-
-        try:
-            page = write_reproduction(dirs[0], out or Path("docs/reproduction.md"))
-        except FileNotFoundError as e:
-            _fail(str(e))
-        console.print(f"reproduction: {page}")
-        return
-
+    chosen = "reproduction" if reproduction else kind
+    if chosen is None and dirs and dirs[0].is_dir():
+        chosen = detect(dirs[0])
+        if chosen != "runs":
+            err.print(f"[dim]report kind {chosen} (from the runs' recipes; --kind runs for the plain run report)[/]")
+    if chosen is not None and chosen not in KINDS:
+        _fail(f"--kind: must be one of {', '.join(KINDS)}, got {chosen!r}")
     try:
-        path = write_report(dirs, out or dirs[0] / "report")
-    except FileNotFoundError as e:
-        _fail(str(e))
-    console.print(f"report: {path}")
+        line = write(chosen, dirs, out, budget=budget)
+    except (ValueError, FileNotFoundError) as e:
+        _fail(escape(str(e)))
+    console.print(escape(line))
 
 
-@app.command("table4")
+def _deprecated_report(old: str, kind: str, runs: Path, dest: Path, budget: str) -> None:
+    err.print(f"[yellow]fedgame {old} is deprecated: use fedgame report RUNS --kind {kind} --out DEST[/]")
+    report_cmd([runs], kind=kind, out=dest, budget=budget, reproduction=False)
+
+
+@app.command("table4", hidden=True)
 def table4_cmd(
-    runs: Annotated[Path, typer.Argument(help="a PHS grid folder written by `fedgame compare` (scripts/phs_table4.sh)")],
-    dest: Annotated[Path, typer.Option(help="where table4.csv, table4.md, figures and configs go")],
-    budget: Annotated[str, typer.Option(help="label for the training budget the grid used")] = "reduced",
-    fig5: Annotated[bool, typer.Option("--fig5", help="RUNS is a batch-size grid (scripts/phs_fig5.sh): write Fig. 5")] = False,
+    runs: Path,
+    dest: Annotated[Path, typer.Option()],
+    budget: Annotated[str, typer.Option()] = "reduced",
+    fig5: Annotated[bool, typer.Option("--fig5")] = False,
 ) -> None:
-    """PHS Tables III/IV: privacy-aware, unbiased and biased per similarity s, beside the paper's
-    (or, with --fig5, accuracy against the local batch size)."""
-    from fedgame.experiments.table4 import write_fig5, write_table4
-
-    if not runs.is_dir():
-        _fail(f"runs: not a folder: {runs}")
-    try:
-        if fig5:
-            rows = write_fig5(runs, dest, budget=budget)
-            console.print(f"fig5: {len(rows)} cells → {dest / 'fig5.md'}")
-        else:
-            rows = write_table4(runs, dest, budget=budget)
-            console.print(f"table4: {len(rows)} cells → {dest / 'table4.md'}")
-    except ValueError as e:
-        _fail(str(e))
+    """Deprecated: fedgame report RUNS --kind table4 | phs-fig5."""
+    _deprecated_report("table4", "phs-fig5" if fig5 else "table4", runs, dest, budget)
 
 
-@app.command("jdp-report")
+@app.command("jdp-report", hidden=True)
 def jdp_report_cmd(
-    runs: Annotated[Path, typer.Argument(help="a JDP-FL grid folder written by `fedgame compare` (scripts/jdp_fig3.sh)")],
-    dest: Annotated[Path, typer.Option(help="where fig3.csv, fig3.md, fig3.png and configs go")],
-    budget: Annotated[str, typer.Option(help="label for the training budget the grid used")] = "reduced",
-    fig4: Annotated[bool, typer.Option("--fig4", help="RUNS is an (m, eps) grid (scripts/jdp_fig4.sh): write Fig. 4")] = False,
-    fig5: Annotated[bool, typer.Option("--fig5", help="RUNS is a group-size grid (scripts/jdp_fig5.sh): write Fig. 5")] = False,
+    runs: Path,
+    dest: Annotated[Path, typer.Option()],
+    budget: Annotated[str, typer.Option()] = "reduced",
+    fig4: Annotated[bool, typer.Option("--fig4")] = False,
+    fig5: Annotated[bool, typer.Option("--fig5")] = False,
 ) -> None:
-    """JDP-FL Fig. 3: accuracy against ε per server rule, under attack and without, the attack's
-    cost per method beside the paper's 4-5 % / 1-2 %, and check 26 decided from the numbers
-    (with --fig4: ours against ε and the number of participants m; with --fig5: accuracy
-    against the random-group size beside leave-one-out)."""
-    from fedgame.experiments.jdp_report import write_fig3, write_fig4, write_fig5
-
+    """Deprecated: fedgame report RUNS --kind jdp-fig3 | jdp-fig4 | jdp-fig5."""
     if fig4 and fig5:
         _fail("--fig4, --fig5: choose one")
-    if not runs.is_dir():
-        _fail(f"runs: not a folder: {runs}")
-    name = "fig4" if fig4 else "fig5" if fig5 else "fig3"
-    try:
-        rows = {"fig3": write_fig3, "fig4": write_fig4, "fig5": write_fig5}[name](runs, dest, budget=budget)
-    except ValueError as e:
-        _fail(str(e))
-    console.print(f"{name}: {len(rows)} cells → {dest / f'{name}.md'}")
+    _deprecated_report("jdp-report", "jdp-fig4" if fig4 else "jdp-fig5" if fig5 else "jdp-fig3", runs, dest, budget)
 
 
-@app.command("qidpfl-report")
+@app.command("qidpfl-report", hidden=True)
 def qidpfl_report_cmd(
-    runs: Annotated[Path, typer.Argument(help="the QI-DPFL comparison runs (or, with --curve, the sweep runs)")],
-    dest: Annotated[Path, typer.Option(help="where the tables, claims, figures and configs go")],
-    curve: Annotated[bool, typer.Option("--curve", help="RUNS is the accuracy-vs-rho sweep: fit the curve (curve.json, Fig. 2)")] = False,
-    budget: Annotated[str, typer.Option(help="label for the training budget")] = "paper",
+    runs: Path,
+    dest: Annotated[Path, typer.Option()],
+    curve: Annotated[bool, typer.Option("--curve")] = False,
+    budget: Annotated[str, typer.Option()] = "paper",
 ) -> None:
-    """QI-DPFL vs its five baselines per partition: accuracy, reward, cost, claims C1-C4, Figs. 3-6 panels."""
-    from fedgame.experiments.qidpfl_report import write_comparison, write_curve
-
-    if not runs.is_dir():
-        _fail(f"runs: not a folder: {runs}")
-    try:
-        if curve:
-            fits = write_curve(runs, dest)
-            console.print(f"curve: {', '.join(fits)} → {dest / 'curve.json'}")
-        else:
-            rows = write_comparison(runs, dest, budget=budget)
-            console.print(f"qidpfl: {len(rows)} cells → {dest / 'comparison.md'}")
-    except ValueError as e:
-        _fail(str(e))
+    """Deprecated: fedgame report RUNS --kind qidpfl | qidpfl-curve."""
+    _deprecated_report("qidpfl-report", "qidpfl-curve" if curve else "qidpfl", runs, dest, budget)
 
 
-@app.command("table2")
+@app.command("table2", hidden=True)
 def table2_cmd(
-    runs: Annotated[Path, typer.Argument(help="a grid folder written by `fedgame compare`")],
-    dest: Annotated[Path, typer.Option(help="where table2.csv, table2.md, figures and configs go")],
-    budget: Annotated[str, typer.Option(help="label for the training budget the grid used")] = "reduced",
+    runs: Path,
+    dest: Annotated[Path, typer.Option()],
+    budget: Annotated[str, typer.Option()] = "reduced",
 ) -> None:
-    """FedPCS Table II (Fashion-MNIST): ours beside the paper's, per (method, τ, split) cell."""
-    from fedgame.experiments.table2 import write_table2
-
-    if not runs.is_dir():
-        _fail(f"runs: not a folder: {runs}")
-    rows = write_table2(runs, dest, budget=budget)
-    if not rows:
-        _fail(f"runs: no finished FedPCS/baseline runs under {runs}")
-    typer.echo((dest / "table2.md").read_text())
+    """Deprecated: fedgame report RUNS --kind table2."""
+    _deprecated_report("table2", "table2", runs, dest, budget)
 
 
 @app.command("solve")

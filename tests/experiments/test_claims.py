@@ -47,7 +47,7 @@ def test_cli_claim_reads_summaries_and_writes_its_files(tmp_path: Path) -> None:
 
 
 def test_export_copies_finished_runs_only(tmp_path: Path) -> None:
-    from fedgame.pipeline.store import export_runs
+    from fedgame.pipeline.results import export_runs
 
     src = tmp_path / "runs"
     done, busy = src / "cell" / "seed_0", src / "cell" / "seed_1"

@@ -14,7 +14,10 @@ import numpy as np
 import pytest
 import yaml
 
-from fedgame.experiments.qidpfl_report import ClaimCheck, main, write_comparison, write_curve
+from typer.testing import CliRunner
+
+from fedgame.cli import app
+from fedgame.experiments.qidpfl_report import ClaimCheck, write_comparison, write_curve
 
 RECIPES = {"FedAvg": "fedavg", "FedAvg-select": "fedavg_select", "FedAvg-DP": "fedavg_dp",
            "QI-DPFL": "qidpfl", "Max": "qidpfl_max", "Random": "qidpfl_random"}
@@ -305,17 +308,18 @@ def test_curve_too_few_points(tmp_path: Path) -> None:
     assert out["dirichlet"]["I1"] == pytest.approx(TRUTH["dirichlet"][0], rel=1e-5)
 
 
-def test_main_both_modes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_command_both_modes(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     _comparison_tree(root)
     _sweep_tree(root / "sweep")
-    main([str(root), "--dest", str(tmp_path / "cmp"), "--budget", "full"])
-    main(["--curve", str(root / "sweep"), "--dest", str(tmp_path / "curve")])
-    assert "12 cells" in capsys.readouterr().out
+    r = CliRunner().invoke(app, ["report", str(root), "--kind", "qidpfl", "--out", str(tmp_path / "cmp"), "--budget", "full"])
+    assert r.exit_code == 0 and "12 cells" in r.stdout, r.output
+    r = CliRunner().invoke(app, ["report", str(root / "sweep"), "--kind", "qidpfl-curve", "--out", str(tmp_path / "curve")])
+    assert r.exit_code == 0, r.output
     assert (tmp_path / "cmp" / "comparison.csv").exists() and (tmp_path / "curve" / "curve.json").exists()
     assert "budget: full" in (tmp_path / "cmp" / "comparison.md").read_text()
-    with pytest.raises(SystemExit):
-        main(["--dest", str(tmp_path / "x")])
+    r = CliRunner().invoke(app, ["report", str(tmp_path / "nowhere"), "--kind", "qidpfl"])
+    assert r.exit_code == 2 and "not a folder" in r.stderr
 
 
 def test_claimcheck_line() -> None:

@@ -14,7 +14,10 @@ import numpy as np
 import pytest
 import yaml
 
-from fedgame.experiments.table4 import PAPER_TABLE3_MNIST, PAPER_TABLE4_FMNIST, fig5_ordering, main, write_fig5, write_table4
+from typer.testing import CliRunner
+
+from fedgame.cli import app
+from fedgame.experiments.table4 import PAPER_TABLE3_MNIST, PAPER_TABLE4_FMNIST, fig5_ordering, write_fig5, write_table4
 from fedgame.privacy.analysis import phs_V
 from fedgame.selection.phs_problem import solve_p1
 
@@ -202,10 +205,11 @@ def test_fig5_cells_by_mechanism_and_batch_size(tmp_path: Path) -> None:
     assert len(list((out / "configs").glob("*.yaml"))) == 23
 
 
-def test_fig5_ordering_holds_and_the_module_entry_point(tmp_path: Path) -> None:
+def test_fig5_ordering_holds_and_the_report_command(tmp_path: Path) -> None:
     runs, out = tmp_path / "runs", tmp_path / "out"
     _fig5_tree(runs, {k: (v if k[0] != "B" else (v[0] / 2, v[1] / 2)) for k, v in FIG5_ACC.items()})
-    main(["--fig5", str(runs), "--dest", str(out), "--budget", "reduced"])
+    r = CliRunner().invoke(app, ["report", str(runs), "--kind", "phs-fig5", "--out", str(out), "--budget", "reduced"])
+    assert r.exit_code == 0, r.output
     md = (out / "fig5.md").read_text()
     assert "P above U and B at every B: B=32: P > U holds, P > B holds; B=64: P > U holds, P > B holds;" in md
     assert "budget: reduced" in md
@@ -213,8 +217,8 @@ def test_fig5_ordering_holds_and_the_module_entry_point(tmp_path: Path) -> None:
     assert fig5_ordering([]) == "P above U and B at every B: undecided (no B with P and U or B beside it)."
     only_p = [{"mechanism": "P", "batch_size": 32, "mean": 50.0, "std": 1.0, "n_seeds": 2}]
     assert fig5_ordering(only_p).endswith("undecided (no B with P and U or B beside it).")
-    with pytest.raises(SystemExit):
-        main([str(runs), "--fig5", str(runs), "--dest", str(out)])  # one of the two, not both
+    r = CliRunner().invoke(app, ["report", str(runs), "--kind", "fig5", "--out", str(out)])
+    assert r.exit_code == 2 and "--kind: must be one of" in r.stderr
 
 
 def test_fig5_refuses_runs_at_several_s(tmp_path: Path) -> None:

@@ -10,11 +10,12 @@ sharper test when runs share their randomness.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from fedgame.pipeline.results import finished_runs
 
 __all__ = ["Gap", "gap", "read_runs", "verdict"]
 
@@ -28,18 +29,15 @@ def read_runs(folder: str | Path, key: str = "final_accuracy") -> dict[int, floa
         raise ValueError(f"runs: not a folder: {folder}")
     out: dict[int, float] = {}
     where: dict[int, Path] = {}
-    for path in sorted(root.rglob("summary.json")):
-        try:
-            s = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(s, dict) or "seed" not in s or s.get(key) is None:
+    for run in finished_runs(root, with_config=False):
+        s = run.summary
+        if "seed" not in s or s.get(key) is None:
             continue
         seed = int(s["seed"])
         if seed in out:
-            raise ValueError(f"runs: two runs with seed {seed} under {folder} ({where[seed].parent} and {path.parent}); "
+            raise ValueError(f"runs: two runs with seed {seed} under {folder} ({where[seed]} and {run.dir}); "
                              "point at one cell's folder")
-        out[seed], where[seed] = float(s[key]), path
+        out[seed], where[seed] = float(s[key]), run.dir
     if not out:
         raise ValueError(f"runs: no summary.json with {key!r} under {folder}")
     return out

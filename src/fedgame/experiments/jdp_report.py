@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
 from fedgame.pipeline.store import atomic_write_text
+from fedgame.pipeline.results import finished_runs, mean_std
 
 __all__ = ["METHODS", "PAPER_ATTACK_COST", "collect_fig3", "collect_fig4", "collect_fig5", "write_fig3", "write_fig4", "write_fig5"]
 
@@ -47,34 +47,21 @@ PAPER_ATTACK_COST: dict[str, tuple[float, float]] = {"fedavg": (4.0, 5.0), "leav
 Key = tuple[str, bool, float]  # (aggregator, attacked, eps)
 
 
-def _mean_std(xs: list[float]) -> tuple[float, float]:
-    a = np.array([x for x in xs if np.isfinite(x)], dtype=np.float64)
-    if a.size == 0:
-        return math.nan, math.nan
-    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
 
 
 def collect_fig3(root: Path) -> dict[Key, list[dict[str, Any]]]:
     """Finished JDP runs under ``root`` grouped by (aggregator, attacked, ε), sorted by seed.
     A run is a dict with ``seed``, ``acc`` (%), ``summary``, ``cfg``, ``dir``."""
     cells: dict[Key, list[dict[str, Any]]] = defaultdict(list)
-    for path in sorted(root.rglob("summary.json")):
-        cfg_path = path.parent / "config.yaml"
-        if not cfg_path.exists():
-            continue
-        cfg = yaml.safe_load(cfg_path.read_text())
+    for run in finished_runs(root):
+        cfg, summary = run.cfg, run.summary
         j = cfg.get("jdp")
         if not j:
             continue
-        summary = json.loads(path.read_text())
         priv = cfg.get("privacy", {})
         eps = float(priv["epsilon"]) if priv.get("kind") == "jdp" else math.inf
         key = (str(j["aggregator"]), j.get("attack", {}).get("kind", "dirty_label") != "none", eps)
-        acc = summary.get("final_accuracy")
-        cells[key].append({
-            "seed": summary["seed"], "acc": math.nan if acc is None else 100.0 * float(acc),
-            "summary": summary, "cfg": cfg, "dir": path.parent,
-        })
+        cells[key].append({"seed": run.seed, "acc": run.acc, "summary": summary, "cfg": cfg, "dir": run.dir})
     for runs in cells.values():
         runs.sort(key=lambda r: r["seed"])
     return dict(cells)
@@ -101,8 +88,8 @@ def _rows(cells: dict[Key, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     rows = []
     order = {m: i for i, m in enumerate(METHODS)}
     for (agg, attacked, eps), runs in sorted(cells.items(), key=lambda kv: (order.get(kv[0][0], 99), not kv[0][1], kv[0][2])):
-        acc = _mean_std([r["acc"] for r in runs])
-        last5 = _mean_std([100.0 * float(r["summary"].get("last5_accuracy", math.nan)) for r in runs])
+        acc = mean_std([r["acc"] for r in runs])
+        last5 = mean_std([100.0 * float(r["summary"].get("last5_accuracy", math.nan)) for r in runs])
         used = [r["summary"].get("adversary_used_fraction") for r in runs]
         used_f = [float(u) for u in used if u is not None]
         excl = [exclusion_probability(r["dir"]) for r in runs]
@@ -321,20 +308,15 @@ def collect_fig5(root: Path) -> dict[int, list[dict[str, Any]]]:
     """Finished random-group and leave-one-out runs under ``root`` by group size s
     (leave-one-out: s = m − 1), each cell sorted by seed."""
     cells: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for path in sorted(root.rglob("summary.json")):
-        cfg_path = path.parent / "config.yaml"
-        if not cfg_path.exists():
-            continue
-        cfg = yaml.safe_load(cfg_path.read_text())
+    for run in finished_runs(root):
+        cfg, summary = run.cfg, run.summary
         j = cfg.get("jdp") or {}
         if j.get("aggregator") not in ("random_groups", "leave_one_out"):
             continue
-        summary = json.loads(path.read_text())
         m = int(summary.get("m", cfg["data"]["partition"]["n_clients"]))
         s = int(j["group_size"]) if j["aggregator"] == "random_groups" else m - 1
-        acc = summary.get("final_accuracy")
-        cells[s].append({"seed": summary["seed"], "acc": math.nan if acc is None else 100.0 * float(acc),
-                         "summary": summary, "cfg": cfg, "dir": path.parent, "loo": j["aggregator"] == "leave_one_out"})
+        cells[s].append({"seed": run.seed, "acc": run.acc, "summary": summary, "cfg": cfg, "dir": run.dir,
+                         "loo": j["aggregator"] == "leave_one_out"})
     for runs in cells.values():
         runs.sort(key=lambda r: r["seed"])
     return dict(cells)
@@ -369,7 +351,7 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for s in sorted(cells):
         runs = cells[s]
-        acc = _mean_std([r["acc"] for r in runs])
+        acc = mean_std([r["acc"] for r in runs])
         rows.append({"group_size": s, "rule": "leave_one_out" if runs[0]["loo"] else "random_groups", "seeds": len(runs),
                      "accuracy_mean": round(acc[0], 3), "accuracy_std": round(acc[1], 3),
                      "adversary_used_fraction": round(float(np.mean([r["summary"].get("adversary_used_fraction") or 0.0 for r in runs])), 3)})
@@ -436,7 +418,7 @@ def write_fig4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for (m, eps) in sorted(cells):
         runs = cells[(m, eps)]
-        acc = _mean_std([r["acc"] for r in runs])
+        acc = mean_std([r["acc"] for r in runs])
         excl = [x for x in (exclusion_probability(r["dir"]) for r in runs) if np.isfinite(x)]
         rows.append({
             "m": m, "epsilon": eps, "seeds": len(runs),

@@ -29,7 +29,6 @@ C3 needs).
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -40,12 +39,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from fedgame.experiments.claims import ordering, verdict
-from fedgame.pipeline.store import atomic_write_text, read_metrics
+from fedgame.pipeline.store import atomic_write_text
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
 from fedgame.incentives.games.qidpfl import fit_accuracy_curve
+from fedgame.pipeline.results import finished_runs, mean_std
 
 __all__ = [
     "ClaimCheck",
@@ -92,15 +91,8 @@ def _runs(root: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """(recipe name without its grid suffix, run) for every finished run under ``root`` in path
     order; a run is a dict with ``seed``, ``summary``, ``cfg``, ``metrics`` (rows of
     ``metrics.csv``, empty without one) and ``dir``."""
-    for path in sorted(root.rglob("summary.json")):
-        d = path.parent
-        if not (d / "config.yaml").exists():
-            continue
-        summary = json.loads(path.read_text())
-        cfg = yaml.safe_load((d / "config.yaml").read_text())
-        name = str(summary.get("name", cfg.get("name", ""))).split("[")[0]
-        metrics = read_metrics(d / "metrics.csv") if (d / "metrics.csv").exists() else []
-        yield name, {"seed": summary.get("seed", cfg.get("seed")), "summary": summary, "cfg": cfg, "metrics": metrics, "dir": d}
+    for run in finished_runs(root):
+        yield run.name, {"seed": run.seed, "summary": run.summary, "cfg": run.cfg, "metrics": run.metrics(), "dir": run.dir}
 
 
 def _kind(run: dict[str, Any]) -> str:
@@ -181,12 +173,6 @@ def _float(v: Any) -> float:
         return math.nan
 
 
-def _mean_std(xs: list[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (ddof = 1; 0 for one value) of the finite values."""
-    a = np.array([x for x in xs if np.isfinite(x)], dtype=np.float64)
-    if a.size == 0:
-        return math.nan, math.nan
-    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
 
 
 def _column(run: dict[str, Any], key: str) -> np.ndarray:
@@ -313,7 +299,7 @@ def write_comparison(root: Path, dest: Path, *, budget: str) -> list[dict[str, A
             runs = cells.get((kind, method))
             if not runs:
                 continue
-            acc = _mean_std([100.0 * _float(r["summary"].get("final_accuracy")) for r in runs])
+            acc = mean_std([100.0 * _float(r["summary"].get("final_accuracy")) for r in runs])
             rows.append({
                 "partition": kind,
                 "method": method,
@@ -321,12 +307,12 @@ def write_comparison(root: Path, dest: Path, *, budget: str) -> list[dict[str, A
                 "seeds": " ".join(str(r["seed"]) for r in runs),
                 "final_acc_mean": round(acc[0], 2),
                 "final_acc_std": round(acc[1], 2),
-                "total_reward_mean": _sig(_mean_std([_total(r, "reward") for r in runs])[0]),
-                "total_cost_mean": _sig(_mean_std([_total(r, "cost_u_t") for r in runs])[0]),
-                "epsilon_max_mean": _sig(_mean_std([_float(r["summary"].get("epsilon_max")) for r in runs])[0]),
-                "early_acc_mean": round(_mean_std([_early_acc(r) for r in runs])[0], 2),
-                "participants_mean": round(_mean_std([float(np.mean(_column(r, "n_selected"))) for r in runs])[0], 2),
-                "rho_tot_mean": _sig(_mean_std([_rho_tot(r) for r in runs])[0]),
+                "total_reward_mean": _sig(mean_std([_total(r, "reward") for r in runs])[0]),
+                "total_cost_mean": _sig(mean_std([_total(r, "cost_u_t") for r in runs])[0]),
+                "epsilon_max_mean": _sig(mean_std([_float(r["summary"].get("epsilon_max")) for r in runs])[0]),
+                "early_acc_mean": round(mean_std([_early_acc(r) for r in runs])[0], 2),
+                "participants_mean": round(mean_std([float(np.mean(_column(r, "n_selected"))) for r in runs])[0], 2),
+                "rho_tot_mean": _sig(mean_std([_rho_tot(r) for r in runs])[0]),
                 "rounds": runs[0]["cfg"].get("train", {}).get("rounds"),
                 "dataset": _dataset(runs[0]),
                 "budget": budget,
@@ -601,7 +587,7 @@ def _series(runs: list[dict[str, Any]], key: str, *, cumulative: bool = False) -
             if np.isfinite(v):
                 per_round[t].append(float(v))
     xs = sorted(per_round)
-    stats = [_mean_std(per_round[x]) for x in xs]
+    stats = [mean_std(per_round[x]) for x in xs]
     return np.array(xs, dtype=np.float64) + 1, np.array([m for m, _ in stats]), np.array([s for _, s in stats])
 
 
@@ -646,24 +632,3 @@ def _fig_partition(cells: Cells, kind: str, path: Path) -> bool:
         fig.savefig(path, dpi=100)
     plt.close(fig)
     return drawn
-
-
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", type=Path, nargs="?", help="a folder of the six methods' runs (one or more `fedgame compare` grids)")
-    ap.add_argument("--curve", type=Path, metavar="RUNS", help="a folder of qidpfl_sweep runs: fit the accuracy curve instead")
-    ap.add_argument("--dest", type=Path, required=True)
-    ap.add_argument("--budget", default="reduced")
-    a = ap.parse_args(argv)
-    if (a.runs is None) == (a.curve is None):
-        ap.error("give either RUNS (the comparison) or --curve RUNS (the accuracy curve)")
-    if a.curve is not None:
-        curves = write_curve(a.curve, a.dest)
-        print(f"{len(curves)} partition(s) → {a.dest / 'curve.json'}")
-        return
-    rows = write_comparison(a.runs, a.dest, budget=a.budget)
-    print(f"{len(rows)} cells → {a.dest / 'comparison.md'}")
-
-
-if __name__ == "__main__":
-    main()

@@ -14,7 +14,6 @@ or sit at ρ_L (``low``) is "<method> (game ρ)" / "<method> (ρ_L)", and the R4
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from collections import defaultdict
@@ -23,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from fedgame.experiments.claims import ordering
 from fedgame.pipeline.store import atomic_write_text
+from fedgame.pipeline.results import finished_runs
 
 __all__ = ["CLAIMS", "PAPER_TABLE2_FMNIST", "claims_markdown", "collect", "copy_configs", "write_rows_csv", "write_table2"]
 
@@ -101,18 +100,17 @@ def _max_agg_weight(run_dir: Path) -> float:
 def collect(root: Path) -> dict[tuple[str, float, str], list[dict[str, Any]]]:
     """Finished runs under ``root`` grouped by (method, τ, split)."""
     cells: dict[tuple[str, float, str], list[dict[str, Any]]] = defaultdict(list)
-    for summary in sorted(root.rglob("summary.json")):
-        s = json.loads(summary.read_text())
-        cfg = yaml.safe_load((summary.parent / "config.yaml").read_text())
-        found = method_of(str(s["name"]).split("[")[0], cfg)
+    for run in finished_runs(root):
+        cfg = run.cfg
+        found = method_of(run.name, cfg)
         split = SPLITS.get(cfg["data"]["partition"]["kind"])
         if found is None or split is None:
             continue
         method, paper = found
         tau = round(cfg["train"]["clients_per_round"] / cfg["data"]["partition"]["n_clients"], 3)
         cells[(method, tau, split)].append({
-            "seed": s["seed"], "acc": 100.0 * s["final_accuracy"], "cfg": cfg, "dir": summary.parent, "paper": paper,
-            "max_agg_weight": _max_agg_weight(summary.parent),
+            "seed": run.seed, "acc": run.acc, "cfg": cfg, "dir": run.dir, "paper": paper,
+            "max_agg_weight": _max_agg_weight(run.dir),
         })
     return cells
 
@@ -350,17 +348,3 @@ def claims_markdown(rows: list[dict[str, Any]]) -> list[str]:
                            f"{se:.2f} | {v} | {what} |")
                 found = True
     return out if found else []
-
-
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("runs", type=Path)
-    ap.add_argument("--dest", type=Path, required=True)
-    ap.add_argument("--budget", default="reduced")
-    a = ap.parse_args(argv)
-    rows = write_table2(a.runs, a.dest, budget=a.budget)
-    print(f"{len(rows)} cells → {a.dest / 'table2.csv'}")
-
-
-if __name__ == "__main__":
-    main()

@@ -27,7 +27,6 @@ Runs are recognised by their recipe name (``phs_privacy_aware``, ``phs_unbiased`
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -36,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from fedgame.experiments.claims import ordering
 from fedgame.pipeline.store import atomic_write_text, read_metrics
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
+from fedgame.pipeline.results import finished_runs, mean_std
 
 __all__ = [
     "MECHANISMS",
@@ -101,19 +100,12 @@ def _phs_runs(root: Path) -> list[tuple[str, dict[str, Any]]]:
     """Every finished PHS run under ``root`` as (mechanism P/U/B, run), in path order. A run is
     a dict with ``seed``, ``acc`` (final test accuracy in %), ``summary``, ``cfg`` and ``dir``."""
     out: list[tuple[str, dict[str, Any]]] = []
-    for summary_path in sorted(root.rglob("summary.json")):
-        if not (summary_path.parent / "config.yaml").exists():
-            continue
-        summary = json.loads(summary_path.read_text())
-        cfg = yaml.safe_load((summary_path.parent / "config.yaml").read_text())
-        mech = MECHANISMS.get(str(summary.get("name", cfg.get("name", ""))).split("[")[0])
+    for run in finished_runs(root):
+        cfg = run.cfg
+        mech = MECHANISMS.get(run.name)
         if mech is None or cfg.get("data", {}).get("partition", {}).get("kind") != "similarity":
             continue
-        acc = summary.get("final_accuracy")
-        out.append((mech, {
-            "seed": summary["seed"], "acc": math.nan if acc is None else 100.0 * float(acc),
-            "summary": summary, "cfg": cfg, "dir": summary_path.parent,
-        }))
+        out.append((mech, {"seed": run.seed, "acc": run.acc, "summary": run.summary, "cfg": cfg, "dir": run.dir}))
     return out
 
 
@@ -162,7 +154,7 @@ def write_table4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
     cells = collect(root)
     rows: list[dict[str, Any]] = []
     for (mech, s, dataset), runs in sorted(cells.items(), key=lambda kv: (kv[0][2], ORDER.index(kv[0][0]), -kv[0][1])):
-        acc_mean, acc_std = _mean_std([r["acc"] for r in runs])
+        acc_mean, acc_std = mean_std([r["acc"] for r in runs])
         paper = paper_value(dataset, mech, s)
         cfg = runs[0]["cfg"]
         phs = [_read_json(r["dir"] / "phs.json") for r in runs]
@@ -174,10 +166,10 @@ def write_table4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
             "paper": paper, "ours_minus_paper": round(acc_mean - paper, 2),
         }
         for key in SPENT_KEYS:  # mean over seeds of the per-run mean / max over clients
-            row[key] = round(_mean_std([_float(r["summary"].get(key)) for r in runs])[0], 4)
-        row["l1_from_p_u"] = round(_mean_std([_float(p.get("l1_from_p_u")) for p in phs if p])[0], 4)
+            row[key] = round(mean_std([_float(r["summary"].get(key)) for r in runs])[0], 4)
+        row["l1_from_p_u"] = round(mean_std([_float(p.get("l1_from_p_u")) for p in phs if p])[0], 4)
         row["eta"] = _float(phs[0].get("eta")) if phs[0] else math.nan
-        row["wall_time_mean"] = round(_mean_std([_float(r["summary"].get("wall_time")) for r in runs])[0], 1)
+        row["wall_time_mean"] = round(mean_std([_float(r["summary"].get("wall_time")) for r in runs])[0], 1)
         row["rounds"] = cfg["train"]["rounds"]
         row["local"] = json.dumps(cfg["train"]["local"])
         row["budget"] = budget
@@ -200,7 +192,7 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     cells = collect_batch(root)
     rows: list[dict[str, Any]] = []
     for (mech, batch), runs in sorted(cells.items(), key=lambda kv: (ORDER.index(kv[0][0]), kv[0][1])):
-        mean, std = _mean_std([r["acc"] for r in runs])
+        mean, std = mean_std([r["acc"] for r in runs])
         cfg = runs[0]["cfg"]
         rows.append({
             "mechanism": mech, "batch_size": batch, "n_seeds": len(runs), "seeds": " ".join(str(r["seed"]) for r in runs),
@@ -229,12 +221,6 @@ def _num(s: float) -> float | int:
     return int(s) if float(s).is_integer() else float(s)
 
 
-def _mean_std(xs: list[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (ddof = 1; 0 for one value) of the finite values."""
-    a = np.array([x for x in xs if np.isfinite(x)], dtype=np.float64)
-    if a.size == 0:
-        return math.nan, math.nan
-    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -418,7 +404,7 @@ def _curve(runs: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray
             if isinstance(v, float) and np.isfinite(v):
                 per_round[int(row["round"])].append(v)
     xs = sorted(per_round)
-    stats = [_mean_std(per_round[x]) for x in xs]
+    stats = [mean_std(per_round[x]) for x in xs]
     return np.array(xs, dtype=np.float64) + 1, np.array([m for m, _ in stats]), np.array([s for _, s in stats])
 
 
@@ -585,24 +571,3 @@ def _fig5(rows: list[dict[str, Any]], path: Path) -> bool:
         fig.savefig(path, dpi=100)
     plt.close(fig)
     return drawn
-
-
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", type=Path, nargs="?", help="a Table III/IV grid folder")
-    ap.add_argument("--fig5", type=Path, metavar="RUNS", help="a grid folder over train.local.batch_size: write Fig. 5 instead")
-    ap.add_argument("--dest", type=Path, required=True)
-    ap.add_argument("--budget", default="reduced")
-    a = ap.parse_args(argv)
-    if (a.runs is None) == (a.fig5 is None):
-        ap.error("give either RUNS (Tables III/IV) or --fig5 RUNS (Fig. 5)")
-    if a.fig5 is not None:
-        rows = write_fig5(a.fig5, a.dest, budget=a.budget)
-        print(f"{len(rows)} cells → {a.dest / 'fig5.md'}")
-        return
-    rows = write_table4(a.runs, a.dest, budget=a.budget)
-    print(f"{len(rows)} cells → {a.dest / 'table4.csv'}")
-
-
-if __name__ == "__main__":
-    main()

@@ -10,8 +10,6 @@ import functools
 import json
 import logging
 import platform
-import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +28,7 @@ from fedgame.pipeline.store import ResultStore
 from fedgame.incentives.qidpfl import QIDPFLPlan
 from fedgame.sim import RunResult
 from fedgame.privacy.analysis.jdp import jdp_totals
+from fedgame.pipeline.results import mean_std
 
 __all__ = ["RunFolderMismatch", "run_one", "run_grid", "GridCell", "summarise_grid", "versions"]
 
@@ -442,11 +441,6 @@ def check_jobs(jobs: int, cells: Sequence[GridCell] = ()) -> int:
     return int(jobs)
 
 
-def _mean_std(xs: list[float]) -> tuple[float, float]:
-    xs = [x for x in xs if x is not None and np.isfinite(x)]
-    if not xs:
-        return float("nan"), float("nan")
-    return float(np.mean(xs)), (float(statistics.stdev(xs)) if len(xs) > 1 else 0.0)
 
 
 def summarise_grid(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -454,9 +448,9 @@ def summarise_grid(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for label in dict.fromkeys(s["label"] for s in summaries):
         group = [s for s in summaries if s["label"] == label]
-        acc = _mean_std([100 * s["final_accuracy"] for s in group])
-        wall = _mean_std([s["wall_time"] for s in group])
-        eps = _mean_std([s["epsilon_max"] for s in group])
+        acc = mean_std([100 * s["final_accuracy"] for s in group])
+        wall = mean_std([s["wall_time"] for s in group])
+        eps = mean_std([s["epsilon_max"] for s in group])
         rows.append(
             {
                 "label": label,

@@ -30,33 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["EXPORTED", "ResultStore", "atomic_write_bytes", "atomic_write_text", "export_runs", "read_metrics"]
-
-
-#: the files of a finished run that a results folder keeps (never checkpoints, partitions or
-#: datasets): the summary, the per-round log, the resolved recipe, ε per client, and a FedPCS run's
-#: solved game (kilobytes; the realised-ρ figure is computed from it)
-EXPORTED = ("summary.json", "metrics.csv", "config.yaml", "privacy.csv", "game.json", "game.npz")
-
-
-def export_runs(src: Path, dest: Path, files: tuple[str, ...] = EXPORTED) -> list[Path]:
-    """Copy ``files`` of every finished run under ``src`` (a folder holding a ``summary.json``)
-    to the same relative folder under ``dest``, e.g. ``<cell>/seed_<k>/``: the per-seed files a
-    committed table is generated from. Unfinished runs are skipped, so calling it again as a
-    grid goes on adds the cells that finished since. Returns the run folders written."""
-    src, dest = Path(src), Path(dest)
-    if not src.is_dir():
-        raise ValueError(f"runs: not a folder: {src}")
-    written = []
-    for summary in sorted(src.rglob("summary.json")):
-        run = summary.parent
-        target = dest / run.relative_to(src)
-        target.mkdir(parents=True, exist_ok=True)
-        for name in files:
-            if (run / name).is_file():
-                atomic_write_bytes(target / name, (run / name).read_bytes())
-        written.append(target)
-    return written
+__all__ = ["ResultStore", "atomic_write_bytes", "atomic_write_text", "read_metrics"]
 
 
 def _umask() -> int:

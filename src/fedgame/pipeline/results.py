@@ -1,0 +1,104 @@
+"""Reading results folders back: the one walker over finished runs and the one mean ± std.
+
+Every table, figure, claim and export reads runs through :func:`finished_runs`, so "a finished
+run" means one thing everywhere: a folder holding ``summary.json`` (written last, atomically),
+with its ``config.yaml`` beside it when ``with_config``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from fedgame.pipeline.store import atomic_write_bytes, read_metrics
+
+__all__ = ["EXPORTED", "FinishedRun", "export_runs", "finished_runs", "mean_std"]
+
+
+@dataclass
+class FinishedRun:
+    """One finished run: its folder, ``summary.json`` and ``config.yaml`` (empty if absent)."""
+
+    dir: Path
+    summary: dict[str, Any]
+    cfg: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The recipe name without a grid cell's ``[key=value,...]`` suffix."""
+        return str(self.summary.get("name", self.cfg.get("name", ""))).split("[")[0]
+
+    @property
+    def seed(self) -> int:
+        return int(self.summary.get("seed", self.cfg.get("seed", 0)))
+
+    @property
+    def acc(self) -> float:
+        """Final test accuracy in %, NaN when the run recorded none."""
+        a = self.summary.get("final_accuracy")
+        return math.nan if a is None else 100.0 * float(a)
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """The rows of ``metrics.csv`` (numbers as numbers), empty without one."""
+        p = self.dir / "metrics.csv"
+        return read_metrics(p) if p.exists() else []
+
+
+def finished_runs(root: str | Path, *, with_config: bool = True) -> Iterator[FinishedRun]:
+    """Every finished run under ``root`` (``root`` itself included), in path order. With
+    ``with_config`` a run without ``config.yaml`` is skipped; an unreadable ``summary.json`` is
+    skipped too (a run being written by another process)."""
+    for path in sorted(Path(root).rglob("summary.json")):
+        d = path.parent
+        if with_config and not (d / "config.yaml").exists():
+            continue
+        try:
+            summary = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(summary, dict):
+            continue
+        cfg = yaml.safe_load((d / "config.yaml").read_text()) if (d / "config.yaml").exists() else {}
+        yield FinishedRun(dir=d, summary=summary, cfg=cfg or {})
+
+
+def mean_std(xs: Iterable[float | None]) -> tuple[float, float]:
+    """Mean and sample standard deviation (ddof = 1; 0 for one value) of the finite values;
+    (NaN, NaN) when there are none."""
+    a = np.array([x for x in xs if x is not None and np.isfinite(x)], dtype=np.float64)
+    if a.size == 0:
+        return math.nan, math.nan
+    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
+
+
+#: the files of a finished run that a results folder keeps (never checkpoints, partitions or
+#: datasets): the summary, the per-round log, the resolved recipe, ε per client, and a FedPCS run's
+#: solved game (kilobytes; the realised-ρ figure is computed from it)
+EXPORTED = ("summary.json", "metrics.csv", "config.yaml", "privacy.csv", "game.json", "game.npz")
+
+
+def export_runs(src: Path, dest: Path, files: tuple[str, ...] = EXPORTED) -> list[Path]:
+    """Copy ``files`` of every finished run under ``src`` (a folder holding a ``summary.json``)
+    to the same relative folder under ``dest``, e.g. ``<cell>/seed_<k>/``: the per-seed files a
+    committed table is generated from. Unfinished runs are skipped, so calling it again as a
+    grid goes on adds the cells that finished since. Returns the run folders written."""
+    src, dest = Path(src), Path(dest)
+    if not src.is_dir():
+        raise ValueError(f"runs: not a folder: {src}")
+    written = []
+    for found in finished_runs(src, with_config=False):
+        run = found.dir
+        target = dest / run.relative_to(src)
+        target.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            if (run / name).is_file():
+                atomic_write_bytes(target / name, (run / name).read_bytes())
+        written.append(target)
+    return written
