@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from fedgame.core.registry import Registry
 from fedgame.core.types import Selection
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from fedgame.core.plugins import BuildContext
 
 __all__ = ["INCENTIVES", "Incentive", "NoIncentive"]
 
@@ -19,6 +24,16 @@ class Incentive:
     ``selection.clients``). The base class pays nothing."""
 
     name = "none"
+    Config: ClassVar[type[BaseModel] | None] = None
+    """A plug-in's recipe model (``kind: Literal["<name>"]`` plus its fields); None for the
+    built-in mechanisms, whose models live in the recipe schema (``docs/plugins.md``)."""
+
+    @classmethod
+    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> Incentive:
+        """Build from the recipe's ``incentive`` section; default: its fields but ``kind`` as
+        keyword arguments. Override to use ``ctx`` (the clients' data sizes, the run)."""
+        del ctx
+        return cls(**cfg.model_dump(exclude={"kind"}))
 
     def settle(self, t: int, selection: Selection) -> np.ndarray:
         return np.zeros(selection.clients.size)

@@ -390,7 +390,11 @@ def build_selection(
     return SELECTIONS.create(sel.kind, **sel.model_dump(exclude={"kind"}))
 
 
-def build_incentive(cfg: RunConfig, plan: FedPCSPlan | QIDPFLPlan | None = None) -> Incentive:
+def build_incentive(cfg: RunConfig, plan: FedPCSPlan | QIDPFLPlan | None = None,
+                    data: FederatedDataset | None = None) -> Incentive:
+    plugin = _plugin(INCENTIVES, cfg.incentive.kind)
+    if plugin is not None:
+        return plugin.from_config(cfg.incentive, BuildContext(run=cfg, data=data, plan=plan))  # type: ignore[no-any-return]
     if isinstance(plan, QIDPFLPlan):
         return QIDPFLIncentive(plan)
     if plan is not None:
@@ -546,7 +550,7 @@ def build_engine(
         server_update=build_server_update(cfg),
         streams=streams,
         clients_per_round=cfg.train.clients_per_round,
-        incentive=build_incentive(cfg, plan),
+        incentive=build_incentive(cfg, plan, data),
         eval_every=cfg.train.eval_every,
         delta=cfg.accountant.delta,
         executor=executor,

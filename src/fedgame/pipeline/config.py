@@ -859,18 +859,23 @@ def _tags(union: Any) -> set[str]:
     return {m.model_fields["kind"].default for m in members}
 
 
-_SCHEMAS: dict[tuple[tuple[str, ...], tuple[str, ...]], type[RunConfig]] = {}
+_SCHEMAS: dict[tuple[tuple[str, ...], ...], type[RunConfig]] = {}
 
 
 def schema() -> type[RunConfig]:
     """The recipe model: :class:`RunConfig`, widened by the ``Config`` models of the selection
-    strategies and privacy plans that plug-ins registered (``docs/plugins.md``)."""
+    strategies, privacy plans and incentives that plug-ins registered (``docs/plugins.md``)."""
+    from fedgame.incentives import INCENTIVES
     from fedgame.privacy.plans import PRIVACY_PLANS
     from fedgame.selection import SELECTIONS
 
-    extra = {"selection": (Selection, SELECTIONS.configs()), "privacy": (Privacy, PRIVACY_PLANS.configs())}
-    key = (tuple(extra["selection"][1]), tuple(extra["privacy"][1]))
-    if key == ((), ()):
+    extra = {
+        "selection": (Selection, SELECTIONS.configs()),
+        "privacy": (Privacy, PRIVACY_PLANS.configs()),
+        "incentive": (IncentiveCfg, INCENTIVES.configs()),
+    }
+    key = tuple(tuple(models) for _, models in extra.values())
+    if not any(key):
         return RunConfig
     if key not in _SCHEMAS:
         fields: dict[str, Any] = {}
