@@ -72,6 +72,10 @@ def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute
         _fail(escape(str(e)))
     plain = not console.is_terminal  # a batch job: one line per round, no bar
     prog = _progress() if not plain else None
+    if plain:
+        from rich.text import Text
+
+        label = Text.from_markup(label).plain  # "a\\[x]" (escaped for the bar) → "a[x]"
     if prog is not None:
         prog.start()
         task = prog.add_task(f"{label} [dim](setting up: data, game solve, noise calibration)[/]", total=cfg.train.rounds, acc="—")
