@@ -211,3 +211,16 @@ def test_report_picks_its_kind_from_the_folder_and_old_commands_still_work(tmp_p
     assert r.exit_code == 0 and (tmp_path / "plain" / "report.md").exists()
     r = runner.invoke(app, ["report", str(runs), "--kind", "table9"])
     assert r.exit_code == 2 and "--kind: must be one of runs, table2" in r.stderr
+
+
+@pytest.mark.skipif(not FMNIST.exists(), reason="needs Debian's dataset-fashion-mnist")
+def test_a_failed_compare_cell_does_not_block_its_corrected_rerun(tmp_path: Path) -> None:
+    """A cell that failed before its first round (here an infeasible split) leaves a config.yaml
+    but nothing to keep: the corrected rerun into the same grid runs instead of refusing."""
+    rec = _recipe(tmp_path, data={**TINY["data"], "partition": {"kind": "dirichlet", "n_clients": 5, "alpha": 0.1, "min_size": 200}})
+    out = tmp_path / "grid"
+    r = runner.invoke(app, ["compare", str(rec), "--seeds", "1", "--out", str(out), "--no-report"])
+    assert r.exit_code != 0
+    r = runner.invoke(app, ["compare", str(rec), "--seeds", "1", "--out", str(out), "--no-report", "--set", "data.partition.min_size=10"])
+    assert r.exit_code == 0, r.output
+    assert list(out.rglob("summary.json"))

@@ -136,7 +136,9 @@ def run_one(
     if resume and store.exists("config.yaml"):
         stored = store.path("config.yaml").read_text()
         before = _resolved_again(stored)
-        if before != resolved:
+        if before != resolved and not store.finished and not store.exists("checkpoint.pt"):
+            store.clear()  # a run that failed before its first round (a cell being corrected): nothing to keep
+        elif before != resolved:
             # never resume (or return) a run of another config: a grid would mix results silently
             why = _differences(stored if before is None else before, resolved)
             raise RunFolderMismatch(
