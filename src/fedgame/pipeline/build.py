@@ -98,7 +98,7 @@ class Built:
 
 @dataclass(frozen=True)
 class PHSSetup:
-    """What the PHS server fixes before training (phs.md §3.7 lines 1-3): the budgets ε_k,
+    """What the PHS server fixes before training (before Algorithm 1 runs): the budgets ε_k,
     V_k of Eq. 7, p^u, the selection distribution p^s and Problem 1's solution (privacy-aware)."""
 
     eps: np.ndarray
@@ -140,7 +140,8 @@ def local_steps(cfg: RunConfig, sizes: np.ndarray) -> np.ndarray:
 
 def build_phs(cfg: RunConfig, data: FederatedDataset, streams: Streams, dim: int) -> PHSSetup | None:
     """Budgets from the ``budgets`` stream, V_k (Eq. 7), and p^s: Problem 1 (η = ``eta`` or
-    2 L̂ √(T^g T^l), A1) for ``mechanism: privacy_aware``, p^u otherwise; None without PHS privacy."""
+    2 L̂ √(T^g T^l), the theory value with L estimated by L̂) for ``mechanism: privacy_aware``,
+    p^u otherwise; None without PHS privacy."""
     pc = cfg.privacy
     if not isinstance(pc, PHSPrivacyCfg):
         return None
@@ -170,16 +171,24 @@ def build_data(cfg: RunConfig, streams: Streams) -> FederatedDataset:
     p = cfg.data.partition
     params = p.model_dump(exclude={"kind", "n_clients"})
     n_val = cfg.data.validation
+
+    def draw_parts(labels: np.ndarray) -> list[np.ndarray]:
+        try:
+            return list(partition(p.kind, labels, p.n_clients, streams.numpy("partition"), **params))
+        except ValueError as e:  # name the recipe field: data.partition.<field>
+            msg = str(e)
+            raise ValueError(f"data.{msg}" if msg.startswith("partition.") else f"data.partition: {msg}") from None
+
     if n_val == 0:
-        parts = partition(p.kind, train.y, p.n_clients, streams.numpy("partition"), **params)
-        return FederatedDataset(train=train, test=test, parts=tuple(parts))
+        return FederatedDataset(train=train, test=test, parts=tuple(draw_parts(train.y)))
     if n_val >= len(train.y):
         raise ValueError(f"data.validation: must be < the {len(train.y)} training examples, got {n_val}")
-    # JDP-FL A4: the server's validation examples drawn uniformly (own stream) and removed from
-    # the pool the partition splits among clients.
+    # JDP-FL's validation set (the paper gives neither size nor provenance): the server's
+    # validation examples drawn uniformly (own stream) and removed from the pool the partition
+    # splits among clients.
     perm = streams.numpy("validation").permutation(len(train.y))
     val, pool = np.sort(perm[:n_val]), np.sort(perm[n_val:])
-    parts = partition(p.kind, train.y[pool], p.n_clients, streams.numpy("partition"), **params)
+    parts = draw_parts(train.y[pool])
     return FederatedDataset(train=train, test=test, parts=tuple(pool[q] for q in parts), validation=val)
 
 
@@ -207,9 +216,10 @@ def fedpcs_game(cfg: RunConfig) -> FedPCSGame | None:
 
 
 def baseline_rho(cfg: RunConfig) -> Literal["initial", "low", "game"] | None:
-    """Where the clients' ρ_i^t come from (spec §7 R3): ``"game"`` for FedPCS itself
-    (``selection.kind: privacy_aware``) and for baselines with ``incentive.baseline_rho: game``
-    (A15); ``"initial"``/``"low"`` for baselines outside the game; None without a FedPCS game."""
+    """Where the clients' ρ_i^t come from (docs/fedpcs.md, 'Baseline budgets'): ``"game"`` for
+    FedPCS itself (``selection.kind: privacy_aware``) and for baselines with
+    ``incentive.baseline_rho: game``; ``"initial"``/``"low"`` for baselines outside the game;
+    None without a FedPCS game."""
     ic = cfg.incentive
     if not isinstance(ic, FedPCSCfg):
         return None
@@ -574,7 +584,7 @@ def attach_executor(built: Built, cfg: RunConfig, executor: Executor) -> None:
         built.engine.executor = executor
 
 
-# -- JDP-FL (spec jdp.md §3.10) -------------------------------------------------------------
+# -- JDP-FL (Sec. 4.1, steps ①-⑦) ------------------------------------------------------------
 @dataclass
 class BuiltJDP:
     """A ready JDP-FL run: the engine, its data, the auction's outcome (None without one), the
@@ -658,7 +668,7 @@ def jdp_poisoned_labels(cfg: RunConfig, data: FederatedDataset, y: torch.Tensor,
 def build_jdp(
     cfg: RunConfig, *, data: FederatedDataset | None = None, bids: np.ndarray | None = None, parallel: bool = False, cores: int | None = None
 ) -> BuiltJDP:
-    """Everything a JDP-FL run needs (spec jdp.md §3.10), seeded from ``cfg.seed``: the
+    """Everything a JDP-FL run needs (JDP-FL Sec. 4.1), seeded from ``cfg.seed``: the
     auction (or every client; on ``bids`` when the clients were asked over the network), the
     adversary and its dirty labels, M3 per winner, the server rule and each winner's per-round
     privacy events."""
