@@ -25,9 +25,9 @@ class RoundContext:
     the global parameters before the update.
 
     ``metrics`` is the one thing a server update may write: numbers about the round it
-    computed anyway (e.g. ``max_agg_weight``, the largest aggregation weight, FedPCS §7 R4),
-    which the engine copies into the round's record as they are — so a rule can report what
-    it applied without the engine knowing which rule ran."""
+    computed anyway (e.g. ``max_agg_weight``, the largest aggregation weight; docs/fedpcs.md,
+    'Baseline budgets'), which the engine copies into the round's record as they are — so a
+    rule can report what it applied without the engine knowing which rule ran."""
 
     t: int
     selection: Selection

@@ -45,7 +45,7 @@ class Selection:
     (the expected size for independent inclusion).
 
     ``independent_copies``: a client drawn m times trains m independent copies (PHS,
-    Algorithm 1) instead of training once and counting m times (FedPCS §3.3).
+    Algorithm 1) instead of training once and counting m times (FedPCS, Sec. III-C).
     """
 
     indices: np.ndarray
@@ -102,8 +102,9 @@ class Probe(Protocol):
     gives one per round in :attr:`RoundState.probe`; strategies that need nothing ignore it).
 
     ``losses`` — each client's mean training loss of the global model on its whole local data
-    (power-of-choice, Cho et al. 2022; PHS A15); these queries touch private data without
-    noise and are counted in the round's record (``probe_loss_queries``), as PHS A15 asks.
+    (power-of-choice, Cho et al. 2022; PHS's "Biased" baseline, docs/phs.md, 'Pieces'); these
+    queries touch private data without noise and are counted in the round's record
+    (``probe_loss_queries``) rather than privatised, as in the paper.
     ``updates`` — train the clients now (exact AOCS trains everyone); the results are cached,
     so selected clients are not trained twice, and every training is privacy-accounted."""
 
@@ -129,7 +130,8 @@ class RoundState:
 
 LOCAL_GRAD_VARIANCE = "local_grad_variance"
 """``ClientResult.extras`` key (and ``SelectionStrategy.needs`` entry) of the client's local
-mini-batch gradient variance σ_L² (DELTA, fedpcs.md §5.4-4), measured by the trainer on request."""
+mini-batch gradient variance σ_L² (DELTA, Wang et al. 2023, a FedPCS baseline, Sec. VIII-A),
+measured by the trainer on request."""
 
 
 @dataclass

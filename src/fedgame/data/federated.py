@@ -42,7 +42,8 @@ class FederatedDataset:
 
     ``parts`` are validated on construction (integer indices into ``train``, each used at most
     once) and stored as int64 arrays. ``validation`` (optional) indexes the server's own
-    held-out training examples (JDP-FL's D_val, spec jdp.md A4); no client holds any of them.
+    held-out training examples (JDP-FL's validation set D_val, whose size and provenance the paper
+    leaves open; docs/jdp.md, 'The protocol in a run'); no client holds any of them.
     Equality is identity (the fields are arrays).
     """
 

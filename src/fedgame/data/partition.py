@@ -17,7 +17,8 @@ Kinds (dispatch by name with :func:`partition`):
     McMahan et al. (2017): sort by label, cut into ``n_clients·shards_per_client`` shards,
     deal ``shards_per_client`` random shards to each client.
 ``similarity``
-    the similarity-``s`` split of Karimireddy et al. (SCAFFOLD) as the PHS spec fixes it (A13):
+    the similarity-``s`` split of Karimireddy et al. (SCAFFOLD) used by the PHS experiments
+    (Sec. VI-A), with the details the paper leaves open fixed as in :func:`similarity`:
     ``s``% of every client's data dealt IID, the rest sorted by label and cut into one
     contiguous chunk per client; relative client sizes given or drawn from ``U(a, b)``.
 ``quantity``
@@ -29,7 +30,7 @@ receives its share to within one example, the counts always sum to ``N``, and th
 takes whatever is left — at most one example off — rather than the sum of everyone's rounding
 errors, which with many clients would make it systematically larger. ``similarity`` and
 ``quantity`` instead round each client's share by largest remainder (Hamilton's method, ties to
-the lower client index), as PHS A13 prescribes.
+the lower client index), as fedgame's reading of the PHS partition prescribes.
 """
 
 from __future__ import annotations
@@ -253,8 +254,8 @@ def _check_spread(size_spread: Any) -> tuple[float, float]:
 
 
 def _iid_counts(sizes: np.ndarray, s: float) -> np.ndarray:
-    """``n^iid_k`` of PHS A13: the quotas ``s·|M_k|/100`` rounded by largest remainder to
-    integers summing to ``round(s·|S|/100)`` (half up), ``|S| = Σ|M_k|``.
+    """``n^iid_k`` of the PHS similarity split: the quotas ``s·|M_k|/100`` rounded by largest
+    remainder to integers summing to ``round(s·|S|/100)`` (half up), ``|S| = Σ|M_k|``.
 
     Exact rational arithmetic (``s`` at its exact binary value, Python integers, no overflow):
     a quota that is an integer on paper is never floored one below by a float rounding error.
@@ -282,7 +283,8 @@ def similarity(
     size_weights: np.ndarray | Sequence[float] | None = None,
     size_spread: tuple[float, float] | Sequence[float] | None = None,
 ) -> list[np.ndarray]:
-    """Similarity-``s`` split (SCAFFOLD, Karimireddy et al. 2020), exactly as PHS A13 reads it.
+    """Similarity-``s`` split (SCAFFOLD, Karimireddy et al. 2020) of the PHS experiments
+    (Sec. VI-A), with every detail the paper leaves open fixed as follows.
 
     1. Relative sizes ``v_k``: ``size_weights`` if given; with ``size_spread=(a, b)``, drawn
        ``v_k ~ U(a, b)`` i.i.d. from ``rng`` (PHS: ``(0.5, 1.5)``); otherwise all equal.

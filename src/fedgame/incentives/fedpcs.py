@@ -1,19 +1,20 @@
-"""FedPCS training plug-ins (spec ``fedpcs.md`` §3.12, Algorithms 2 and 3).
+"""FedPCS training plug-ins (FedPCS Algorithms 2 and 3).
 
 Before training, :func:`solve_plan` solves the Stackelberg game once (offline, Algorithm 1)
 and returns a :class:`FedPCSPlan`: every client's privacy level ρ_i^t for every round, the
 reward rates R_t, the mean field φ(t), and (Algorithm 3) the per-round K_t under a budget B_t.
 The platform then plugs the plan in three places:
 
-* selection ``privacy_aware`` draws x_i^t ∝ ρ_i^t (§3.3);
-* privacy ``zcdp_upload`` calibrates each upload's noise to ρ_i^t (§3.1);
+* selection ``privacy_aware`` draws x_i^t ∝ ρ_i^t (Sec. III-C);
+* privacy ``zcdp_upload`` calibrates each upload's noise to ρ_i^t (Eq. 3, Prop. 1);
 * incentive :class:`FedPCSIncentive` pays R_t ρ_i^t to each sampled client, fixes K_t, and
   logs the round's game quantities (server cost realised and expected, welfare, budget use).
 
-Baselines (spec §5.4) run the same pipeline with their own selection. Their clients' budgets
-(spec §7 R3, ``incentive.baseline_rho``): by default they are not in the game at all
-(:func:`baseline_plan`: ρ_i^t = ρ_i⁰ every round, or ρ_L for all, no reward); with ``game``
-(A15) they play the game against uniform sampling (``inclusion="uniform"``) and are paid.
+Baselines (Sec. VIII-A, 'Baselines') run the same pipeline with their own selection. Their
+clients' budgets (``incentive.baseline_rho``; docs/fedpcs.md, 'Baseline budgets'): by default
+they are not in the game at all (:func:`baseline_plan`: ρ_i^t = ρ_i⁰ every round, or ρ_L for
+all, no reward); with ``game`` they play the game against uniform sampling
+(``inclusion="uniform"``) and are paid.
 
 Solved plans are cached on disk by the hash of their inputs (``FEDGAME_CACHE``, default
 ``~/.cache/fedgame``): seeds × partitions of a grid share one solve.
@@ -56,16 +57,19 @@ log = logging.getLogger(__name__)
 FloatArray = NDArray[np.float64]
 
 #: Bumped whenever a solver change can change a solution: part of the cache key.
-#: 4: the server's rewards minimise the true cost (spec §7 R2), Theorem 7's ρ* within [ρ_L, ρ_H].
+#: 4: the server's rewards minimise the true cost (docs/fedpcs.md, 'The accuracy scale κ and the
+#: server's solve'), Theorem 7's ρ* within [ρ_L, ρ_H].
 #: 5: the true-cost polish screens candidates with warm-started equilibria (same criterion).
 SOLVER_VERSION = 5
 
 
 @dataclass(frozen=True)
 class FedPCSGame:
-    """Inputs of the offline solve (spec §5.3 defaults). ``acc_scale``: κ of A7, ``None`` =
-    (Σ|D|)², i.e. v^t = γ/(t+1). ``budget``: (B_start, B_end) of Algorithm 3, or None for a
-    fixed K. ``inclusion``: the sampling rule the clients face (privacy-aware or uniform)."""
+    """Inputs of the offline solve (defaults from FedPCS Table IV and Sec. VIII-A,
+    'Hyperparameter settings'). ``acc_scale``: the scale κ of the accuracy term
+    (docs/fedpcs.md, 'The accuracy scale κ and the server's solve'), ``None`` = (Σ|D|)², i.e.
+    v^t = γ/(t+1). ``budget``: (B_start, B_end) of Algorithm 3, or None for a fixed K.
+    ``inclusion``: the sampling rule the clients face (privacy-aware or uniform)."""
 
     n_clients: int
     clients_per_round: int
@@ -117,7 +121,7 @@ class FedPCSPlan:
     phi: FloatArray  # (T+1,)
     K: NDArray[np.int64]  # (T+1,) clients drawn per round
     v: FloatArray  # (T+1,) accuracy weights
-    cost: FloatArray  # (T+1,) expected server cost (Eq. 13, A8)
+    cost: FloatArray  # (T+1,) expected server cost (Eq. 13, in expectation over the sampler)
     welfare: FloatArray  # (T+1,) social welfare per round (Eq. 30)
     welfare_optimum: FloatArray  # (T+1,) per-round social optimum
     budget: FloatArray  # (T+1,) B_t (inf without a budget)
@@ -165,7 +169,8 @@ def cache_dir() -> Path:
 
 
 def _types(game: FedPCSGame) -> tuple[FloatArray, FloatArray]:
-    """ρ_i^0 ~ U[ρ_L, ρ_H] and ϕ_i ~ U(0, 1) clipped to [c, 1−c] (spec §5.3, A14), seeded."""
+    """ρ_i^0 ~ U[ρ_L, ρ_H] (the paper does not give ρ_i^0) and ϕ_i ~ U(0, 1) (Sec. VIII-A)
+    clipped to [c, 1−c] to keep 1/ϕ and 1/(1−ϕ) finite, seeded."""
     rng = np.random.default_rng([game.seed, 0xFED9C5])
     rho0 = rng.uniform(game.rho_min, game.rho_max, game.n_clients)
     varphi = np.clip(rng.uniform(0.0, 1.0, game.n_clients), game.varphi_clip, 1.0 - game.varphi_clip)
@@ -179,7 +184,8 @@ def _solve(game: FedPCSGame) -> FedPCSPlan:
     rho0, varphi = _types(game)
     v = accuracy_weights(T, gamma=game.gamma, acc_scale=1.0 if game.acc_scale is None else game.acc_scale)
     # the server's rewards minimise the true expected cost at the clients' equilibrium
-    # (server_solver="true_cost", spec §7 R2), not the paper's Lemma-2 outer loop
+    # (server_solver="true_cost"; docs/fedpcs.md, 'The accuracy scale κ and the server's solve'),
+    # not the paper's Lemma-2 outer loop
     st = stackelberg(
         rho0, varphi, K, T, v=v, gamma=game.gamma, rho_min=game.rho_min, rho_max=game.rho_max,
         R_max=game.R_max, mf_tol=game.mf_tol, n_starts=game.n_starts, rng=game.seed, inclusion=game.inclusion,
@@ -241,13 +247,13 @@ BaselineRho = Literal["initial", "low"]
 
 
 def baseline_plan(game: FedPCSGame, rho: BaselineRho) -> FedPCSPlan:
-    """The plan of a baseline whose clients are outside the game (spec §7 R3): no game is
-    solved, every client keeps ρ_i^t = ρ_i⁰ (``"initial"``) or sits at ρ_L (``"low"``) in every
-    round (α ≡ 1 in Eq. 20), R_t = 0 (no payments), K_t = K.
+    """The plan of a baseline whose clients are outside the game (docs/fedpcs.md, 'Baseline
+    budgets'): no game is solved, every client keeps ρ_i^t = ρ_i⁰ (``"initial"``) or sits at ρ_L
+    (``"low"``) in every round (α ≡ 1 in Eq. 20), R_t = 0 (no payments), K_t = K.
 
     ρ⁰ and ϕ are the game's own seeded draws, so a baseline's clients are FedPCS's clients
     before any incentive. The round log's game columns stay meaningful: the expected server
-    cost (Eq. 13) with the inclusion of a sampler that ignores ρ (uniform, as in A15), the
+    cost (Eq. 13) with the inclusion of a sampler that ignores ρ (uniform, as for ``game``), the
     welfare (Eq. 30) at these budgets and the social optimum at R = 0 (Eqs. 31-32, bounded)."""
     if rho not in ("initial", "low"):
         raise ValueError(f"incentive.baseline_rho: must be 'initial' or 'low' without a game, got {rho!r}")
@@ -276,7 +282,7 @@ def baseline_plan(game: FedPCSGame, rho: BaselineRho) -> FedPCSPlan:
 @INCENTIVES.register("fedpcs")
 class FedPCSIncentive(Incentive):
     """Pays R_t ρ_i^t to each distinct sampled client (Algorithm 2), sets K_t (Algorithm 3)
-    and reports the round's game quantities (spec §3.12 "log")."""
+    and reports the round's game quantities (accuracy, cost, welfare, payments, budget use)."""
 
     name = "fedpcs"
 

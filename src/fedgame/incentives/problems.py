@@ -1,15 +1,17 @@
 """Game problems posed as JSON and solved on their own, without training
 (``fedgame solve fedpcs --input problem.json``, ``fedgame solve qidpfl ...``).
 
-A FedPCS problem (spec ``fedpcs.md`` §3.6-3.10, §7 R2) names the population (``N``, ``K``,
+A FedPCS problem (FedPCS Eqs. 13-45: client problem, mean field, server reward, welfare,
+Theorem 7; the server's solve as in docs/fedpcs.md, 'The accuracy scale κ and the server's
+solve') names the population (``N``, ``K``,
 ``T``), the clients' types (``clients``: ``{"rho0", "varphi"}`` each), the rewards ``R`` and
 either a given mean field ``phi`` (best responses to it) or ``"mean_field"`` (solve the fixed
 point); or a ``stackelberg`` block (the server chooses R on the true cost); optionally Theorem 7
 for homogeneous clients and a zCDP → (ε, δ) conversion. Every field is validated before any
 work; errors name the field, the value and the allowed range.
 
-A QI-DPFL problem (spec ``qidpfl.md`` §3.1, §3.5-3.8) is described at :func:`solve_qidpfl`; a
-JDP-FL recruitment auction (spec ``jdp.md`` §3.1-3.3) at :func:`solve_jdp`.
+A QI-DPFL problem (QI-DPFL Eq. 11 and Eqs. 15-33) is described at :func:`solve_qidpfl`; a
+JDP-FL recruitment auction (JDP-FL Algorithms 1-2) at :func:`solve_jdp`.
 """
 
 from __future__ import annotations
@@ -97,9 +99,10 @@ class ZCDP(_Strict):
 
 
 class StackelbergBlock(_Strict):
-    """The server's problem (spec §7 R2): choose R_0..R_T ∈ [0, ``R_max``] minimising the
-    expected server cost at the clients' mean-field equilibrium, with accuracy weights
-    v_t = γ·``acc_scale``/(t+1) (``acc_scale`` = κ in units of (Σ|D|)², spec A7/R1).
+    """The server's problem (docs/fedpcs.md, 'The accuracy scale κ and the server's solve'):
+    choose R_0..R_T ∈ [0, ``R_max``] minimising the expected server cost at the clients'
+    mean-field equilibrium, with accuracy weights v_t = γ·``acc_scale``/(t+1) (``acc_scale`` =
+    κ in units of (Σ|D|)², same page).
     ``server_solver``: ``"true_cost"`` (default) or ``"lemma2"`` (the paper's outer loop)."""
 
     gamma: float = Field(0.5, gt=0, lt=1, description="server weight γ of accuracy vs payment")
@@ -230,7 +233,7 @@ def solve_fedpcs(raw: Any) -> dict[str, Any]:
             "clients": _clients(mf),
             "social_welfare": sw,
             "social_optimum": social_optimum(R, varphi).welfare,
-            # PoA = +inf when SW(eq) <= 0 (no participation constraint, A16): JSON null
+            # PoA = +inf when SW(eq) <= 0 (the paper has no participation constraint): JSON null
             "poa": _finite(price_of_anarchy(mf.rho, R, varphi)),
         }
     return _extras(p, out)
@@ -271,7 +274,7 @@ def _extras(p: FedPCSProblem, out: dict[str, Any]) -> dict[str, Any]:
 
 
 # ============================================================================================
-# QI-DPFL (``fedgame solve qidpfl``; spec ``qidpfl.md`` §3.1, §3.5-3.8)
+# QI-DPFL (``fedgame solve qidpfl``; QI-DPFL Eq. 11, Eqs. 15-33)
 # ============================================================================================
 
 
@@ -302,8 +305,9 @@ def validate_problem(model: type[_M], raw: Any) -> _M:
 
 
 class QIDPFLServer(_Strict):
-    """Stage I constants (§3.6): γ, β, λ, V, model dimension d, clip C, rounds T, discount π and
-    κ_acc (a number, or ``"calibrate"`` so that R_1* = R_min,1, §3.8; needs a curve)."""
+    """Stage I constants (QI-DPFL Eq. 15, Theorem 2): γ, β, λ, V, model dimension d, clip C,
+    rounds T, discount π and κ_acc (a number, or ``"calibrate"`` so that R_1* = R_min,1; needs a
+    curve)."""
 
     gamma: float = 0.5
     beta: float = 1.0
@@ -317,7 +321,8 @@ class QIDPFLServer(_Strict):
 
 
 class QIDPFLCurve(_Strict):
-    """Accuracy curve I(ρ) = I1 − I2 e^{−I3 ρ − I4} and the targets ε ≤ ε_max < I1 (§3.7)."""
+    """Accuracy curve I(ρ) = I1 − I2 e^{−I3 ρ − I4} and the targets ε ≤ ε_max < I1 (QI-DPFL
+    Sec. IV-B, Eqs. 32-33)."""
 
     I1: float
     I2: float
@@ -484,8 +489,8 @@ def solve_qidpfl(raw: Any) -> dict[str, Any]:
     (number or one per client, default 0), ``R`` (a reward or a list of rewards at which to
     report the Stage II equilibrium), ``sizes`` |D_h|; optionally ``label_counts`` (H × P) with
     ``reference`` (``"pooled"``, ``"uniform"`` or P weights) and ``theta_th`` or
-    ``keep_fraction`` (screening, §3.1); ``server`` {gamma, beta, lam, V, d, C, T, pi,
-    acc_scale} (Stage I, §3.6); ``curve`` {I1, I2, I3, I4, eps, eps_max} (range, §3.7).
+    ``keep_fraction`` (screening, Eq. 11); ``server`` {gamma, beta, lam, V, d, C, T, pi,
+    acc_scale} (Stage I, Theorem 2); ``curve`` {I1, I2, I3, I4, eps, eps_max} (range, Eq. 33).
 
     Output: ``emd`` per candidate (null without label counts), ``kept`` (candidate indices);
     per reward: ``participants`` (candidate indices), ``rho``, ``shares``, ``payments``,
@@ -568,7 +573,7 @@ def solve_qidpfl(raw: Any) -> dict[str, Any]:
 
 
 # ============================================================================================
-# JDP-FL recruitment auctions (``fedgame solve jdp``; spec ``jdp.md`` §3.1-3.3, §6 checks 1-12)
+# JDP-FL recruitment auctions (``fedgame solve jdp``; JDP-FL Algorithms 1-2)
 # ============================================================================================
 
 #: at most this many bad entries of one list are spelled out (then a count of the rest)
@@ -638,10 +643,12 @@ def solve_jdp(raw: Any) -> dict[str, Any]:
     Output: ``n``, ``budget`` and, per mechanism under ``"M1"`` / ``"M2"``: ``winners``
     (0-based, ascending), ``payments`` (one per candidate, 0 for losers), ``total_payment``,
     ``data_bought`` (Σ_{i∈W} d_i), ``winners_cost`` (Σ_{i∈W} c_i), ``payments_within_budget``
-    (Σp ≤ B; false for M2 whenever its critical bids overspend, spec A21 — payments are never
-    rescaled), ``costs_within_budget`` (Σ_{i∈W} c_i ≤ B); M1 adds ``price`` (ρ, null without
-    winners), M2 ``fallback`` (whether it output {i*}). With ``audit_clients``, ``audit``:
-    per audited client the largest utility gain from misreporting its cost on the spec §4.1 grid
+    (Σp ≤ B; false for M2 whenever its critical bids overspend — the paper's budget balance
+    holds for M2's winners' costs, not its payments, and payments are never rescaled),
+    ``costs_within_budget`` (Σ_{i∈W} c_i ≤ B); M1 adds ``price`` (ρ, null without winners),
+    M2 ``fallback`` (whether it output {i*}). With ``audit_clients``, ``audit``: per audited
+    client the largest utility gain from misreporting its cost on the grid of
+    :func:`~fedgame.incentives.auctions.misreport_grid`
     (``max_gain``, with ``best_misreport``, ``truthful_utility`` and ``grid_points``; for
     n > 200 the grid keeps a seeded sample of 600 of its O(n) structural points),
     ``worst_gain``, ``tolerance`` = 1e-9·max(1, B) and ``truthful`` (worst_gain ≤ tolerance),

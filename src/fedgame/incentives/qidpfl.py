@@ -1,5 +1,5 @@
 """QI-DPFL's training plug-ins (W. Yuan, X. Wang, "QI-DPFL: quality-aware and incentive-boosted
-federated learning with differential privacy"; spec ``qidpfl.md`` §3.10).
+federated learning with differential privacy", Algorithm 1).
 
 Before training the server screens the candidates by label EMD and plays the reward game for
 every round (:func:`fedgame.incentives.games.qidpfl.solve_qidpfl_game`, public quantities only).
@@ -10,8 +10,9 @@ and clients sitting a round out have ρ_i^t = 0), drives three plug-ins:
 * privacy ``zcdp_upload`` with ``rho: game`` — ρ_i^t-zCDP noise on each upload (Eq. 10);
 * incentive ``qidpfl`` — pays r_i^t = R_t ρ_i^t / Σ_{S_t} ρ^t and logs R_t, its range, u_t.
 
-The Max and Random policies (§3.8) and FedAvg-DP (no screening, A16) are the same plan with
-another ``policy`` / ``screening``.
+The Max and Random policies (Sec. V-B) and FedAvg-DP (read as QI-DPFL without screening: the
+same game, reward policy and noise over all H candidates) are the same plan with another
+``policy`` / ``screening``.
 """
 
 from __future__ import annotations
@@ -111,8 +112,9 @@ def plan_qidpfl(
     policy: Policy = "qidpfl",
     rng: np.random.Generator | None = None,
 ) -> QIDPFLPlan:
-    """Screen (§3.1), play the game for T rounds (§3.5-3.8) and lay the result out over all H
-    candidates. ``screening: none`` keeps every candidate (FedAvg-DP, A16)."""
+    """Screen (Eq. 11), play the game for T rounds (Eqs. 16-33) and lay the result out over all
+    H candidates. ``screening: none`` keeps every candidate (FedAvg-DP: the same game over all
+    candidates, no screening)."""
     h = int(np.asarray(sizes).size)
     if screening == "none":
         kept = np.arange(h)
@@ -151,7 +153,7 @@ def plan_qidpfl(
 @INCENTIVES.register("qidpfl")
 class QIDPFLIncentive(Incentive):
     """Pays each participant r_i^t = R_t ρ_i^t / Σ_{S_t} ρ^t (Σ r = R_t) and logs the round's
-    reward, its range, Theorem 2's R_t* and the server cost u_t (spec §3.10)."""
+    reward, its range, Theorem 2's R_t* and the server cost u_t (Algorithm 1)."""
 
     name = "qidpfl"
 

@@ -64,8 +64,8 @@ def mlp(*, in_shape: Shape3, num_classes: int) -> nn.Module:
 
 
 def mcmahan_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
-    """The FedAvg "CNN" of McMahan et al. 2017 (§3), as the FedPCS spec uses it for
-    Fashion-MNIST (§5.2).
+    """The FedAvg "CNN" of McMahan et al. 2017 (§3), the Fashion-MNIST model of FedPCS
+    (Sec. VIII-A, 'Datasets and Local Model Architecture': "similar to [8]").
 
     Conv2d(C, 32, 5, pad 2) → ReLU → MaxPool 2 → Conv2d(32, 64, 5, pad 2) → ReLU → MaxPool 2 →
     Flatten (64·H/4·W/4) → Linear(·, 512) → ReLU → Linear(512, classes).
@@ -86,14 +86,15 @@ def mcmahan_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
 
 
 def qidpfl_cifar_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
-    """McMahan et al.'s CIFAR-10 CNN (2017, §3; after the TensorFlow CIFAR-10 tutorial) as the
-    QI-DPFL spec reads it, registered also as ``mcmahan_cifar_cnn`` (FedPCS spec, CIFAR-10).
+    """McMahan et al.'s CIFAR-10 CNN (2017, §3; after the TensorFlow CIFAR-10 tutorial), the
+    CIFAR-10 model of QI-DPFL (Sec. V-A, "consistent with" McMahan et al.), registered also as
+    ``mcmahan_cifar_cnn`` (FedPCS's CIFAR-10 model).
 
     Conv(C→64, 5×5, pad 2) → ReLU → MaxPool(3, stride 2, pad 1) → Conv(64→64, 5×5, pad 2) →
     ReLU → MaxPool(3, 2, pad 1) → Flatten (64·8·8 = 4096 for 32×32) → Linear(·, 384) → ReLU →
     Linear(384, 192) → ReLU → Linear(192, classes). The paddings reproduce TensorFlow's "SAME"
     sizes of the original (32 → 16 → 8); the tutorial's local response normalisation is
-    omitted by both specs. 3×32×32, 10 classes: 1,756,426 parameters.
+    omitted. 3×32×32, 10 classes: 1,756,426 parameters.
     """
     s = Stack(model="qidpfl_cifar_cnn", in_shape=in_shape)
     s.conv("conv1", 64, 5, padding=2)
@@ -124,8 +125,8 @@ def simple_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
 
 
 def lenet5(*, in_shape: Shape3, num_classes: int) -> nn.Module:
-    """LeNet-5 (LeCun et al. 1998) with ReLU and max-pooling, as the QI-DPFL spec uses it for
-    EMNIST.
+    """LeNet-5 (LeCun et al. 1998) with ReLU and max-pooling: fedgame's reading of the EMNIST
+    model of QI-DPFL (Sec. V-A).
 
     Conv(C→6, 5×5, pad 2) → ReLU → MaxPool 2 → Conv(6→16, 5×5) → ReLU → MaxPool 2 → Flatten
     (400 for 28×28) → Linear(400, 120) → ReLU → Linear(120, 84) → ReLU → Linear(84, classes).
@@ -135,7 +136,8 @@ def lenet5(*, in_shape: Shape3, num_classes: int) -> nn.Module:
 
 
 def phs_mnist_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
-    """The PHS spec's MNIST CNN — the DP-SGD MNIST network of TensorFlow Privacy and Opacus'
+    """The PHS paper's MNIST CNN (Sec. VI-C: convolutions of 16 and 32 channels, fully connected
+    layers of 512 and 32 units) — the DP-SGD MNIST network of TensorFlow Privacy and Opacus'
     ``examples/mnist.py`` (Papernot et al., "Tempered Sigmoid Activations for Deep Learning
     with Differential Privacy", AAAI 2021).
 
@@ -143,7 +145,7 @@ def phs_mnist_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
     MaxPool2d(2, stride 1) → Flatten (32·4·4 = 512 for 28×28) → Linear(512, 32) → ReLU →
     Linear(32, classes). 1×28×28, 10 classes: 1,040 + 8,224 + 16,416 + 330 = 26,010.
 
-    The spec's padding 2 is kept (28 → 13 → 12 → 5 → 4); Opacus' example pads conv1 by 3
+    Padding 2 is used here (28 → 13 → 12 → 5 → 4); Opacus' example pads conv1 by 3
     (28 → 14 → 13 → 5 → 4), which reaches the same 512 features and parameter count.
     """
     s = Stack(model="phs_mnist_cnn", in_shape=in_shape)
@@ -161,8 +163,8 @@ def phs_mnist_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
 
 
 def phs_cifar_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
-    """The PHS spec's CIFAR-10 CNN — the tanh network of Papernot et al. (AAAI 2021),
-    tempered-sigmoid activations being what DP-SGD trains best.
+    """The PHS paper's CIFAR-10 CNN ("the well-tuned design from [38]") — the tanh network of
+    Papernot et al. (AAAI 2021), tempered-sigmoid activations being what DP-SGD trains best.
 
     Three blocks [Conv3×3(pad 1) → tanh → Conv3×3(pad 1) → tanh → MaxPool(2, 2)] with
     32, 64, 128 channels → Flatten (128·4·4 = 2048 for 32×32) → Linear(2048, 128) → tanh →
@@ -183,7 +185,9 @@ def phs_cifar_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
 
 
 def jdp_mnist_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
-    """The JDP-FL spec's MNIST CNN — the classic PyTorch ``examples/mnist`` network.
+    """JDP-FL's MNIST CNN (Sec. 6.1: "two convolution layers, and two fully connected layers with
+    dropout regularization") as fedgame reads it — the classic PyTorch ``examples/mnist``
+    network.
 
     Conv2d(C, 10, 5) → MaxPool 2 → ReLU → Conv2d(10, 20, 5) → Dropout2d(0.5) → MaxPool 2 →
     ReLU → Flatten (320 for 28×28) → Linear(320, 50) → ReLU → Dropout(0.5) → Linear(50, classes).
@@ -206,7 +210,8 @@ def jdp_mnist_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
 
 
 def jdp_cifar_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
-    """The JDP-FL spec's CIFAR-10 CNN: three VGG-style blocks and a linear classifier.
+    """JDP-FL's CIFAR-10 CNN (Sec. 6.1: "six convolution layers with ReLU units and max-pooling
+    layers") as fedgame reads it: three VGG-style blocks and a linear classifier.
 
     Blocks [Conv3×3(pad 1) → ReLU → Conv3×3(pad 1) → ReLU → MaxPool 2] with 32, 64, 128
     channels → Flatten (2048 for 32×32) → Linear(2048, classes).

@@ -50,9 +50,9 @@ MODELS: Registry[nn.Module] = Registry("model")
 _BUILDERS: dict[str, tuple[Callable[..., nn.Module], str]] = {
     "logreg": (_cnn.logreg, "Multinomial logistic regression (Flatten → Linear)."),
     "mlp": (_cnn.mlp, "McMahan et al. 2017 2NN: two hidden layers of 200 ReLU units."),
-    "mcmahan_cnn": (_cnn.mcmahan_cnn, "McMahan et al. 2017 FedAvg CNN (FedPCS §5.2, Fashion-MNIST)."),
+    "mcmahan_cnn": (_cnn.mcmahan_cnn, "McMahan et al. 2017 FedAvg CNN (FedPCS, Fashion-MNIST)."),
     "mcmahan_cifar_cnn": (_cnn.qidpfl_cifar_cnn, "McMahan et al. 2017 CIFAR-10 CNN (FedPCS); same network as qidpfl_cifar_cnn."),
-    "qidpfl_cifar_cnn": (_cnn.qidpfl_cifar_cnn, "McMahan et al. 2017 CIFAR-10 CNN as the QI-DPFL spec reads it (d = 1,756,426)."),
+    "qidpfl_cifar_cnn": (_cnn.qidpfl_cifar_cnn, "McMahan et al. 2017 CIFAR-10 CNN (QI-DPFL, CIFAR-10; d = 1,756,426)."),
     "simple_cnn": (_cnn.simple_cnn, "NIID-Bench / FedDisco simple CNN (CINIC-10, CIFAR-10)."),
     "lenet5": (_cnn.lenet5, "LeNet-5 with ReLU and max-pooling (QI-DPFL, EMNIST)."),
     "phs_mnist_cnn": (_cnn.phs_mnist_cnn, "PHS / Opacus DP-SGD MNIST CNN (26,010 parameters)."),

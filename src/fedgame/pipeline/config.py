@@ -72,9 +72,10 @@ class ShardsPartition(_Frozen):
 
 
 class SimilarityPartition(_Frozen):
-    """Similarity-``s`` split of PHS A13. ``size_spread: [a, b]`` draws relative client sizes
-    ``v_k ~ U(a, b)`` from the partition stream (PHS default ``[0.5, 1.5]``); ``null`` gives
-    equal sizes."""
+    """Similarity-``s`` split of the PHS experiments (Sec. VI-A; details in
+    :func:`fedgame.data.partition.similarity`). ``size_spread: [a, b]`` draws relative client
+    sizes ``v_k ~ U(a, b)`` from the partition stream (PHS default ``[0.5, 1.5]``); ``null``
+    gives equal sizes."""
 
     kind: Literal["similarity"] = "similarity"
     n_clients: int = Field(100, ge=1, le=100_000)
@@ -206,18 +207,20 @@ class DataSizeSel(_Frozen):
 
 
 class PrivacyAwareSel(_Frozen):
-    """x_i^t ∝ ρ_i^t (FedPCS §3.3); the ρ schedule is the FedPCS game's (``incentive.kind: fedpcs``)."""
+    """x_i^t ∝ ρ_i^t (FedPCS Sec. III-C); the ρ schedule is the FedPCS game's
+    (``incentive.kind: fedpcs``)."""
 
     kind: Literal["privacy_aware"] = "privacy_aware"
     sampler: Literal["multinomial", "pips"] = "multinomial"
 
 
 class PowerOfChoiceSel(_Frozen):
-    """Power-of-choice ("Biased", PHS A15): ``d`` candidates ∝ |D_i|, the K with the largest loss;
-    ``d: null`` makes every client a candidate (global top-K). ``losses: current`` measures the
-    candidates' losses at the global model (pow-d, PHS), ``stale`` uses the last training loss
-    (rpow-d); ``ties: id`` breaks ties by lower id (PHS); ``cap: planned`` stops selecting a
-    client after T^plan_k = ⌈K T^g p^u_k⌉ rounds (PHS A15). Aggregate with ``fedavg`` or ``mean``."""
+    """Power-of-choice ("Biased", PHS Sec. VI-B): ``d`` candidates ∝ |D_i|, the K with the
+    largest loss; ``d: null`` makes every client a candidate (global top-K). ``losses: current``
+    measures the candidates' losses at the global model (pow-d, PHS), ``stale`` uses the last
+    training loss (rpow-d); ``ties: id`` breaks ties by lower id (PHS); ``cap: planned`` stops
+    selecting a client after T^plan_k = ⌈K T^g p^u_k⌉ rounds (the count its noise is calibrated
+    for, as the schedule is adaptive). Aggregate with ``fedavg`` or ``mean``."""
 
     kind: Literal["power_of_choice"] = "power_of_choice"
     d: int | None = Field(None, ge=1, le=100_000)
@@ -227,7 +230,8 @@ class PowerOfChoiceSel(_Frozen):
 
 
 class AOCSSel(_Frozen):
-    """AOCS (FedPCS §5.4-2): Bernoulli p_i = min(1, c θ_i‖U_i‖), Σp = K; ``importance``.
+    """AOCS (a FedPCS baseline, Sec. VIII-A): Bernoulli p_i = min(1, c θ_i‖U_i‖), Σp = K;
+    ``importance``.
     ``stale_norms: true`` uses each client's last known norm; ``false`` is exact AOCS (every
     client trains every round at the current model, N trainings per round)."""
 
@@ -236,13 +240,14 @@ class AOCSSel(_Frozen):
 
 
 class FedCBSSel(_Frozen):
-    """Fed-CBS (FedPCS §5.4-3): sequential sampling ∝ 1/QCID^k from the partition's label counts; ``fedavg``."""
+    """Fed-CBS (a FedPCS baseline): sequential sampling ∝ 1/QCID^k from the partition's label
+    counts; ``fedavg``."""
 
     kind: Literal["fedcbs"] = "fedcbs"
 
 
 class DeltaSel(_Frozen):
-    """DELTA (FedPCS §5.4-4): K draws with p ∝ sqrt(alpha1 ζ² + alpha2 σ_L²); ``importance``."""
+    """DELTA (a FedPCS baseline): K draws with p ∝ sqrt(alpha1 ζ² + alpha2 σ_L²); ``importance``."""
 
     kind: Literal["delta"] = "delta"
     alpha1: float = Field(1.0, ge=0, le=1e6)
@@ -250,12 +255,12 @@ class DeltaSel(_Frozen):
 
 
 class PHSSel(_Frozen):
-    """PHS (phs.md §3.6-3.7): the whole schedule drawn before training from p^s — Problem 1's
+    """PHS (Algorithm 1): the whole schedule drawn before training from p^s — Problem 1's
     solution (``mechanism: privacy_aware``) or p^u ∝ |M_k| (``unbiased``); K slots per round, a
     client drawn twice trains two copies. Needs ``privacy.kind: phs``; aggregate with ``mean``
-    (the paper) or ``importance`` (``phs_ic``). η = ``eta``, or 2 ``L_hat`` √(T^g T^l) (A1;
-    default L_hat = 1). ``count_mode`` (A5): calibrate for the realised counts or for
-    ⌈p^s_k K T^g⌉ enforced as caps."""
+    (the paper) or ``importance`` (``phs_ic``). η = ``eta``, or 2 ``L_hat`` √(T^g T^l) (the
+    theory value with L estimated; default L_hat = 1). ``count_mode``: calibrate for the realised
+    counts or for ⌈p^s_k K T^g⌉ enforced as caps."""
 
     kind: Literal["phs"] = "phs"
     mechanism: Literal["privacy_aware", "unbiased"] = "privacy_aware"
@@ -271,14 +276,14 @@ class PHSSel(_Frozen):
 
 
 class ParticipantsSel(_Frozen):
-    """QI-DPFL (qidpfl.md §3.5): round t takes the participation set S_t of the reward game
+    """QI-DPFL (Theorem 1): round t takes the participation set S_t of the reward game
     (``incentive.kind: qidpfl``); aggregate with ``mean`` (Eq. 12)."""
 
     kind: Literal["participants"] = "participants"
 
 
 class ScreenedSel(_Frozen):
-    """FedAvg-select (qidpfl.md §5.4-2): the candidates the label-EMD screening keeps (§3.1),
+    """FedAvg-select (QI-DPFL Sec. V-B): the candidates the label-EMD screening keeps (Eq. 11),
     all of them every round; ``keep_fraction`` q keeps the ⌈qH⌉ closest, ``theta_th`` those with
     θ ≤ θ_th."""
 
@@ -332,7 +337,7 @@ class DPSGDCfg(_Frozen):
 
 
 class ZCDPUploadCfg(_Frozen):
-    """ρ-zCDP Gaussian noise on each upload (FedPCS §3.1). ``rho: game`` takes ρ_i^t from the
+    """ρ-zCDP Gaussian noise on each upload (FedPCS Prop. 1). ``rho: game`` takes ρ_i^t from the
     FedPCS game. ``mode``: ``paper_update`` (E local epochs, pseudo-gradient clipped to
     ``clip``, paper accounting) or ``exact`` (one full-batch step of per-example-clipped
     gradients: needs ``train.local.steps: 1`` and a batch size >= every client's data)."""
@@ -351,7 +356,7 @@ class ZCDPUploadCfg(_Frozen):
 
 
 class UniformBudgetCfg(_Frozen):
-    """ε_k ~ U(low, high) on the open interval (PHS A12: U(0, 1), a draw of 0 is redrawn)."""
+    """ε_k ~ U(low, high) on the open interval (PHS: U(0, 1), a draw of 0 is redrawn)."""
 
     kind: Literal["uniform"] = "uniform"
     low: float = Field(0.0, ge=0, allow_inf_nan=False)
@@ -365,7 +370,8 @@ class UniformBudgetCfg(_Frozen):
 
 
 class MixtureComponentCfg(_Frozen):
-    """One component N(mean, var) — ``var`` is the variance (A12) — picked with probability ``weight``."""
+    """One component N(mean, var) — ``var`` is the variance, not the std — picked with
+    probability ``weight``."""
 
     weight: float = Field(gt=0, le=1)
     mean: float = Field(gt=0, allow_inf_nan=False)
@@ -373,7 +379,7 @@ class MixtureComponentCfg(_Frozen):
 
 
 class MixtureBudgetCfg(_Frozen):
-    """ε_k ~ Σ weight_j N(mean_j, var_j), a draw ≤ 0 redrawn with its component (PHS A12)."""
+    """ε_k ~ Σ weight_j N(mean_j, var_j), a draw ≤ 0 redrawn with its component (PHS Figs. 4-6)."""
 
     kind: Literal["mixture"] = "mixture"
     components: tuple[MixtureComponentCfg, ...] = Field(min_length=1, max_length=100)
@@ -388,20 +394,20 @@ class MixtureBudgetCfg(_Frozen):
 
 
 class ConstantBudgetCfg(_Frozen):
-    """Every client gets ``value``; ``inf`` (YAML ``.inf`` or ``"inf"``) = public data (A20)."""
+    """Every client gets ``value``; ``inf`` (YAML ``.inf`` or ``"inf"``) = public data, no noise."""
 
     kind: Literal["constant"] = "constant"
     value: float = Field(gt=0)
 
 
 class ListBudgetCfg(_Frozen):
-    """One ε per client in client order, each > 0; ``inf`` = public data (A20)."""
+    """One ε per client in client order, each > 0; ``inf`` = public data (no noise)."""
 
     kind: Literal["list"] = "list"
     values: tuple[Annotated[float, Field(gt=0)], ...] = Field(min_length=1, max_length=100_000)
 
 
-#: Per-client privacy budgets ε_k (PHS A12). Not named ``BudgetCfg``: that is FedPCS's B_t below.
+#: Per-client privacy budgets ε_k (PHS Sec. VI). Not named ``BudgetCfg``: that is FedPCS's B_t.
 #: ``fedgame.privacy.budgets.draw_budgets`` takes its ``model_dump()``.
 PrivacyBudgetCfg = Annotated[
     UniformBudgetCfg | MixtureBudgetCfg | ConstantBudgetCfg | ListBudgetCfg, Field(discriminator="kind")
@@ -409,11 +415,12 @@ PrivacyBudgetCfg = Annotated[
 
 
 class PHSPrivacyCfg(_Frozen):
-    """DP-FedAvg of PHS (phs.md §3.2-3.3): every client runs DP-SGD calibrated for its own budget
-    ε_k (drawn from ``budgets``, A12) over the T_k T^l steps it will run, T_k fixed before
+    """DP-FedAvg of PHS (Algorithm 1, Eqs. 6-7): every client runs DP-SGD calibrated for its own
+    budget ε_k (drawn from ``budgets``) over the T_k T^l steps it will run, T_k fixed before
     training by the selection (``phs``, or ``power_of_choice`` with ``cap: planned``).
     ``calibration: paper`` is Eq. 6-7 (the tables), ``pld``/``rdp`` the smallest noise a tight
-    accountant certifies; ``batch: fixed_batch`` is A3's replace-one reading (σ doubled)."""
+    accountant certifies; ``batch: fixed_batch`` reads the paper's sampling as exactly B_k
+    examples without replacement and replace-one neighbours (σ doubled)."""
 
     kind: Literal["phs"] = "phs"
     budgets: PrivacyBudgetCfg = Field(default_factory=lambda: UniformBudgetCfg(low=0.0, high=1.0))
@@ -425,7 +432,7 @@ class PHSPrivacyCfg(_Frozen):
 
 class JDPPrivacyCfg(_Frozen):
     """M3, JDP-FL's local Gaussian perturbation of the whole parameter vector after local
-    training (Algorithm 3, eq. (6); spec jdp.md §3.4, A5-A10): clip to L2 norm ``clip``, add
+    training (Algorithm 3, eq. (6)): clip to L2 norm ``clip``, add
     N(0, σ²I) with σ = sqrt(2 ln(1.25/δ)) Δ₂f / ε_L. ``sensitivity``: ``record`` (2C/d_i, the
     default), ``client`` (2C) or a number; ``accounting``: ``mechanisms`` (the Gaussian and
     exponential releases to the accountant) or ``paper`` (approx-DP (ε_L, δ) + (ε_E, 0) per round).
@@ -454,22 +461,23 @@ class NoIncentiveCfg(_Frozen):
 
 
 class BudgetCfg(_Frozen):
-    """B_t decreasing linearly from ``start`` to ``end`` over the run (FedPCS §5.3, Alg. 3)."""
+    """B_t decreasing linearly from ``start`` to ``end`` over the run (FedPCS Alg. 3, Figs. 7-8)."""
 
     start: float = Field(700.0, gt=0, le=1e9)
     end: float = Field(300.0, gt=0, le=1e9)
 
 
 class FedPCSCfg(_Frozen):
-    """The FedPCS Stackelberg game solved before training (spec §3.6-3.10, §5.3 defaults).
-    ``inclusion: uniform`` is the Random baseline's game (A15). ``acc_scale``: κ of A7,
-    ``data`` = (Σ|D|)².
+    """The FedPCS Stackelberg game solved before training (Eqs. 14-45; defaults from Table IV
+    and Sec. VIII-A). ``inclusion: uniform`` is the Random baseline's game. ``acc_scale``: the
+    scale κ of the accuracy term (docs/fedpcs.md, 'The accuracy scale κ and the server's
+    solve'), ``data`` = (Σ|D|)².
 
-    ``baseline_rho`` (spec §7 R3): the client budgets of a baseline, i.e. of any selection
-    other than ``privacy_aware``: ``initial`` (each client keeps ρ_i⁰ every round, no reward,
-    no game; the Table II default), ``low`` (every client at ``rho_min``, no reward) or
-    ``game`` (A15: the clients play the game against ``inclusion`` and are paid). FedPCS's
-    own ``privacy_aware`` selection always uses the game, whatever this says."""
+    ``baseline_rho`` (docs/fedpcs.md, 'Baseline budgets'): the client budgets of a baseline, i.e.
+    of any selection other than ``privacy_aware``: ``initial`` (each client keeps ρ_i⁰ every
+    round, no reward, no game; the Table II default), ``low`` (every client at ``rho_min``, no
+    reward) or ``game`` (the clients play the game against ``inclusion`` and are paid).
+    FedPCS's own ``privacy_aware`` selection always uses the game, whatever this says."""
 
     kind: Literal["fedpcs"] = "fedpcs"
     gamma: float = Field(0.5, gt=0, lt=1)
@@ -497,7 +505,7 @@ class FedPCSCfg(_Frozen):
 
 
 class QICurveCfg(_Frozen):
-    """The fitted accuracy curve I(ρ) = I1 − B e^{−I3 ρ} (qidpfl.md §3.7) and the targets
+    """The fitted accuracy curve I(ρ) = I1 − B e^{−I3 ρ} (QI-DPFL Sec. IV-B) and the targets
     ε = I1 − eps_drop·B, ε_max = I1 − eps_max_drop·B that bound the reward (Eq. 33)."""
 
     I1: float = Field(gt=0, le=1)
@@ -514,7 +522,8 @@ class QICurveCfg(_Frozen):
 
 
 class QIDPFLCfg(_Frozen):
-    """The QI-DPFL reward game solved before training (qidpfl.md §3.1-3.8, §5.3 defaults):
+    """The QI-DPFL reward game solved before training (Eq. 11, Eqs. 15-33; defaults are
+    fedgame's, as the paper gives few):
     label-EMD ``screening`` (``keep_fraction`` | ``theta_th`` | ``none`` = FedAvg-DP), privacy
     values ν_i ~ U(``nu``) per candidate, reward ``policy`` qidpfl | max | random, server
     constants (``discount`` π of Table I), κ_acc (``acc_scale``: a number or ``calibrate``,
@@ -553,9 +562,9 @@ class QIDPFLCfg(_Frozen):
 IncentiveCfg = Annotated[NoIncentiveCfg | FedPCSCfg | QIDPFLCfg, Field(discriminator="kind")]
 
 
-# -- JDP-FL (spec jdp.md) -----------------------------------------------------------------
+# -- JDP-FL ------------------------------------------------------------------------------
 class AttackCfg(_Frozen):
-    """The poisoning client (spec jdp.md §3.8, A25): one winner, uniform with the seed, relabels
+    """The poisoning client (JDP-FL Sec. 6.1): one winner, uniform with the seed, relabels
     its data (``all_to_target``: every label; ``one_class``: labels of ``source`` only) to
     ``target`` (default: MNIST/Fashion-MNIST 2, CIFAR-10 3)."""
 
@@ -566,7 +575,7 @@ class AttackCfg(_Frozen):
 
 
 class AuctionCfg(_Frozen):
-    """Who trains (spec jdp.md §3.1-3.3): ``none`` takes every client of the partition (the
+    """Who trains (JDP-FL Algorithms 1-2): ``none`` takes every client of the partition (the
     setting of Figs. 3-5); ``M1``/``M2`` run the sealed-bid auction once before training on
     the clients' truthful bids c_i ~ U{cost_low..cost_high} (seeded) and public d_i = their
     partition sizes, with money ``budget``."""
@@ -579,7 +588,7 @@ class AuctionCfg(_Frozen):
 
 
 class JDPCfg(_Frozen):
-    """The JDP-FL protocol (spec jdp.md §3.10): how the server combines the M3 uploads.
+    """The JDP-FL protocol (Sec. 4.1, steps ①-⑦): how the server combines the M3 uploads.
 
     ``leave_one_out`` (M4 + M5, "ours"), ``random_groups`` (Fig. 5, groups of ``group_size``),
     and the comparisons on the same perturbed parameters with every client restarting from
@@ -613,7 +622,7 @@ class RunConfig(_Frozen):
     privacy: Privacy = Field(default_factory=NoPrivacyCfg)
     accountant: AccountantCfg = Field(default_factory=AccountantCfg)
     incentive: IncentiveCfg = Field(default_factory=NoIncentiveCfg)
-    jdp: JDPCfg | None = Field(None, description="run the JDP-FL protocol (spec jdp.md §3.10) instead of FedAvg rounds")
+    jdp: JDPCfg | None = Field(None, description="run the JDP-FL protocol (M3, M4, M5 with an auction) instead of FedAvg rounds")
 
     @model_validator(mode="before")
     @classmethod

@@ -285,10 +285,11 @@ def _run_jdp(
     execute: Execute | None = None,
     cores: int | None = None,
 ) -> dict[str, Any]:
-    """A JDP-FL run (spec jdp.md §3.10) into ``store``: ``jdp.json`` (winners, adversary,
-    auction and payments), the rounds, and ``privacy.csv`` with each winner's ledger the three
-    ways of §3.7: the accountant's ε, the paper's basic composition (T(ε_L+ε_E), Tδ), and the
-    RDP figure of the Gaussian part plus T ε_E. ``execute`` runs the winners elsewhere (Flower)."""
+    """A JDP-FL run (JDP-FL Sec. 4.1) into ``store``: ``jdp.json`` (winners, adversary,
+    auction and payments), the rounds, and ``privacy.csv`` with each winner's ledger three
+    ways (:mod:`fedgame.privacy.analysis.jdp`): the accountant's ε, the paper's basic
+    composition (T(ε_L+ε_E), Tδ), and the RDP figure of the Gaussian part plus T ε_E.
+    ``execute`` runs the winners elsewhere (Flower)."""
     built = build_jdp(cfg, parallel=execute is None, cores=cores)
     try:
         return _run_built_jdp(cfg, store, built, resume=resume, on_round=on_round, on_start=on_start, execute=execute)

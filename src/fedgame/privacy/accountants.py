@@ -6,7 +6,7 @@ probabilities or budgets), so every client has its own :class:`Ledger` — a lis
 Opacus' ``RDPAccountant``. An :class:`Accountant` turns a ledger into ε at a given δ:
 
 * ``"zcdp"`` — :class:`ZCDPAccountant`: ρ adds up (Bun & Steinke 2016, Lemma 2.3), converted by
-  ε = ρ + 2 sqrt(ρ ln(1/δ)) (Prop. 1.3). FedPCS §3.2 and QI-DPFL §3.4.
+  ε = ρ + 2 sqrt(ρ ln(1/δ)) (Prop. 1.3). For FedPCS and QI-DPFL (QI-DPFL Lemma 1, per client).
 * ``"rdp"`` — :class:`RDPAccountant`: Rényi DP curves from ``dp_accounting.rdp``
   (Mironov 2017; Mironov, Talwar & Zhang 2019), conversion of Balle et al. 2020.
 * ``"pld"`` — :class:`PLDAccountant`: privacy-loss distributions from ``dp_accounting.pld``
@@ -256,7 +256,7 @@ class Accountant(ABC):
 
     ``record(clients, event, count)`` appends ``count`` applications of ``event`` to the ledger
     of every client listed (a client listed twice is charged twice — deduplicate first if a
-    repeated draw uploads once, as in FedPCS §3.2).
+    repeated draw uploads once, as in FedPCS: a client drawn twice in a round uploads once).
     """
 
     name: ClassVar[str] = "base"
@@ -382,7 +382,7 @@ def _basic_split(generic: Sequence[Entry], delta: float) -> tuple[float, float]:
 
 class ZCDPAccountant(_CachedAccountant):
     """Sums ρ (Bun & Steinke 2016, Lemma 2.3) and converts with ε = ρ + 2 sqrt(ρ ln(1/δ))
-    (Prop. 1.3) — FedPCS §3.2, QI-DPFL §3.4. Approx-DP events are added by basic composition.
+    (Prop. 1.3) — for FedPCS and QI-DPFL. Approx-DP events are added by basic composition.
     Poisson-subsampled steps (q < 1) are refused: use ``"rdp"`` or ``"pld"``."""
 
     name: ClassVar[str] = "zcdp"

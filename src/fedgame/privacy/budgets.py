@@ -1,4 +1,4 @@
-"""Per-client privacy budgets ε_k drawn from the distributions of the PHS experiments (spec A12).
+"""Per-client privacy budgets ε_k drawn from the distributions of the PHS experiments (Sec. VI).
 
 A budget spec is a mapping with a ``kind`` (recipes validate the same shape with
 ``fedgame.pipeline.config.PrivacyBudgetCfg``):
@@ -8,10 +8,10 @@ A budget spec is a mapping with a ``kind`` (recipes validate the same shape with
     rounding, ``high``) is redrawn, so ``U(0, 1)`` never yields ε = 0 (PHS Tables III-IV).
 ``{"kind": "mixture", "components": [{"weight": 0.3, "mean": 0.5, "var": 0.04}, ...]}``
     each client picks a component with probability ``weight`` and draws ``N(mean, var)`` —
-    ``var`` is the *variance* (A12: ``N(0.5, 0.04)`` has std 0.2). A draw ``≤ 0`` is discarded
-    and redrawn, component choice included (PHS Figs. 4-6).
+    ``var`` is the *variance* (the paper's ``N(0.5, 0.04)`` is read as std 0.2). A draw ``≤ 0``
+    is discarded and redrawn, component choice included (PHS Figs. 4-6).
 ``{"kind": "constant", "value": x}``
-    every client gets ``x``; ``"inf"`` marks public data (A20: ``V_k = 0``, no noise).
+    every client gets ``x``; ``"inf"`` marks public data (PHS Sec. V-B: ``V_k = 0``, no noise).
 ``{"kind": "list", "values": [...]}``
     one value per client, in client order; ``"inf"`` marks a public-data client.
 
@@ -96,7 +96,8 @@ class MixtureComponent:
 
 @dataclass(frozen=True)
 class MixtureBudget:
-    """``ε_k ~ Σ_j weight_j N(mean_j, var_j)`` conditioned on ``ε_k > 0`` (PHS A12).
+    """``ε_k ~ Σ_j weight_j N(mean_j, var_j)`` conditioned on ``ε_k > 0`` (PHS Figs. 4-6, whose
+    negative draws the paper discards).
 
     Weights must be > 0 and sum to 1 (to 1e-9); means > 0 and finite (so each pass keeps more
     than half of the draws); variances ≥ 0 and finite.

@@ -4,7 +4,7 @@ A :class:`PrivacyEvent` names the mechanism and its parameters; accountants tran
 their own currency (ρ for zCDP, an RDP curve, a privacy-loss distribution). Events are frozen,
 hashable (so ledgers can merge and cache them) and JSON-serialisable (for checkpoints).
 
-* ``zcdp`` (``rho``): a ρ-zCDP Gaussian release (FedPCS §3.1, QI-DPFL §3.2: σ = Δ/sqrt(2ρ));
+* ``zcdp`` (``rho``): a ρ-zCDP Gaussian release (FedPCS Prop. 1, QI-DPFL Eq. 10: σ = Δ/sqrt(2ρ));
 * ``gaussian`` (``noise_multiplier``): N(0, (z·Δ)²I) on a query of L2 sensitivity Δ;
 * ``subsampled_gaussian`` (``noise_multiplier``, ``sample_rate``): one Poisson-subsampled DP-SGD
   step (PHS Algorithm 1, Opacus);

@@ -1,9 +1,9 @@
-"""The client side of JDP-FL's training stage (Zhang et al., TKDE 2023; spec ``jdp.md`` §3.4,
-§3.6, §3.7): M3 local Gaussian perturbation and M5 jointly-DP local update, plus the privacy
+"""The client side of JDP-FL's training stage (Zhang et al., TKDE 2023; Sec. 4.3, Algorithms 3
+and 5, Theorem 5): M3 local Gaussian perturbation and M5 jointly-DP local update, plus the privacy
 events one round records. The server side (M4, the comparison aggregators) is in
 :mod:`fedgame.robust`; the ledger maths in :mod:`fedgame.privacy.analysis.jdp`.
 
-One round of winner i (spec §3.10)::
+One round of winner i (JDP-FL Sec. 4.1, steps ④-⑦)::
 
     mech = local_perturbation(epsilon=ε_L, delta=δ, clip=C, n_examples=d_i)   # once per client
     out  = perturb(θ_i, mech, gen_i)          # M3: out.upload to the server, keep out.clipped
@@ -11,7 +11,7 @@ One round of winner i (spec §3.10)::
     θ_i  = jdp_local_update(agg, sum, out.clipped, d_i)                        # M5
     ledger_i += jdp_events(mech, eps_exp=ε_E)
 
-M3 perturbs the whole parameter vector after local training, not the update (A10): a client's
+M3 perturbs the whole parameter vector after local training, not the update: a client's
 starting point is its own M5 output, so ``start + noisy update`` would not protect it.
 """
 
@@ -37,7 +37,8 @@ __all__ = [
     "jdp_events",
 ]
 
-#: M5's treatment of the client's own contribution when it is in the chosen group (A12).
+#: M5's treatment of the client's own contribution when it is in the chosen group (the paper's
+#: formula counts it twice: once noisy inside ``agg``, once true).
 SelfWeighting = Literal["add", "replace"]
 
 
@@ -54,11 +55,12 @@ def local_perturbation(
     L2 norm C = ``clip`` and add N(0, σ²I) with σ calibrated to (ε_L, δ) = (``epsilon``,
     ``delta``) for Δ₂f = :func:`~fedgame.privacy.analysis.jdp.m3_sensitivity` (``"record"``:
     2C/d_i, needs ``n_examples`` = d_i; ``"client"``: 2C; or a number). ``"classic"``: eq. (6)
-    with equality (a warning is logged for ε_L ≥ 1, A9); ``"analytic"``: Balle & Wang 2018.
+    with equality (a warning is logged for ε_L ≥ 1, where eq. (6) is not proven);
+    ``"analytic"``: Balle & Wang 2018.
 
     The result remembers Δ₂f, so ``mech.event()`` is the Gaussian release with noise multiplier
     σ/Δ₂f. σ depends only on d_i, so build it once per client, not once per round.
-    Check 13: ε_L = 1, δ = 1e-5, C = 20, d_i = 2,950 → σ = 0.065692 (record), 193.792 (client).
+    Example: ε_L = 1, δ = 1e-5, C = 20, d_i = 2,950 → σ = 0.065692 (record), 193.792 (client).
     """
     delta_2f = float(m3_sensitivity(sensitivity, clip=clip, n_examples=n_examples))
     return GaussianMechanism.for_epsilon_delta(epsilon, delta, clip=clip, sensitivity=delta_2f, calibrator=calibrator)
@@ -67,8 +69,8 @@ def local_perturbation(
 @dataclass(frozen=True)
 class Perturbed:
     """M3's output for one client: ``upload`` = θ̂_i (sent to the server), ``clipped`` = θ_i
-    after clipping, un-noised (kept by the client for M5, A11), and whether clipping changed it
-    (the runs log the fraction of clients whose clipping was active, check 28)."""
+    after clipping, un-noised (kept by the client for M5, which uses the true θ_i), and whether
+    clipping changed it (the runs log the fraction of clients whose clipping was active)."""
 
     clipped: Tensor
     upload: Tensor
@@ -76,9 +78,10 @@ class Perturbed:
 
 
 def perturb(theta: Tensor, mechanism: GaussianMechanism, gen: torch.Generator) -> Perturbed:
-    """M3 (Algorithm 3): θ_i ← θ_i / max(1, ‖θ_i‖₂/C) on the whole flat vector (A7), then
-    θ̂_i = θ_i + Z, Z ~ N(0, σ²I) from ``gen`` (the client's own stream). Clips, then adds noise
-    (the paper samples first; the two are independent, A7)."""
+    """M3 (Algorithm 3): θ_i ← θ_i / max(1, ‖θ_i‖₂/C) on the whole flat vector (line 2's
+    garbled θ_i/C read as the L2 norm), then θ̂_i = θ_i + Z, Z ~ N(0, σ²I) from ``gen`` (the
+    client's own stream). Clips, then adds noise (the paper samples first; the two are
+    independent)."""
     if theta.ndim != 1:
         raise ValueError(f"theta: must be a flat (1-D) parameter vector, got shape {tuple(theta.shape)}")
     clipped = mechanism.constrain(theta)  # returns theta itself when ‖θ‖₂ ≤ C (clip_by_l2)
@@ -103,17 +106,19 @@ def jdp_local_update(
     member: bool | None = None,
 ) -> Tensor:
     """M5 (Algorithm 5): client i combines the broadcast signal ``(agg, total)`` = (agg_{k*},
-    sum_{k*}) with its own clipped, un-noised parameters θ_i (A11) and data size d_i:
+    sum_{k*}) with its own clipped, un-noised parameters θ_i (as Algorithm 5 writes; step ⑦'s
+    noisy θ̂_i is read as θ_i) and data size d_i:
 
     * ``"add"`` (default, the paper's formula): θ_i ← (agg + d_i θ_i)/(sum + d_i). For i = k*
       this is the exact weighted average of all m clients with i's true vector; for i in the
-      chosen group i counts twice (noisy inside agg, true outside, A12).
+      chosen group i counts twice (noisy inside agg, true outside).
     * ``"replace"``: for a ``member`` of the chosen group, θ_i ← (agg − d_i θ̂_i + d_i θ_i)/sum
       with θ̂_i = ``upload`` (its own M3 output); for a non-member the same as ``"add"``.
 
     Both read only the public signal (and, for ``replace``, whether i is in the chosen group) and
     client i's own data — all the billboard lemma (Lemma 1) needs. Computed in float64, returned
-    in θ_i's dtype. The next round's local training starts from the result (A13).
+    in θ_i's dtype. The next round's local training starts from the result (Algorithm 5 line 3),
+    not from a downloaded global model.
     """
     if theta.ndim != 1:
         raise ValueError(f"theta: must be a flat (1-D) parameter vector, got shape {tuple(theta.shape)}")
@@ -149,11 +154,11 @@ def jdp_events(
     eps_local: float | None = None,
     delta: float | None = None,
 ) -> list[tuple[PrivacyEvent, int]]:
-    """The events one round charges a winner (spec §3.7, §3.10), as ``(event, count)`` pairs:
+    """The events one round charges a winner (Theorem 5, per round), as ``(event, count)`` pairs:
 
     * ``"mechanisms"``: M3's Gaussian release (``mechanism.event()``: noise multiplier σ/Δ₂f)
       and M4's ``exponential(ε_E)``; the accountants compose them (RDP/zCDP charge the
-      exponential mechanism ε_E²/8 by bounded range — tighter than the spec's T ε_E of
+      exponential mechanism ε_E²/8 by bounded range — tighter than the T ε_E of
       :func:`~fedgame.privacy.analysis.jdp.jdp_rdp_total`).
     * ``"paper"``: ``approx_dp(ε_L, δ)`` and ``approx_dp(ε_E, 0)``, so any accountant reports the
       paper's basic composition (T(ε_L+ε_E), Tδ) at target δ = Tδ (needs ``eps_local``, ``delta``).

@@ -7,7 +7,7 @@ and the :class:`~fedgame.privacy.events.PrivacyEvent` the accountant records. :c
 is the null object with the same interface.
 
 The sensitivity Δ of the released quantity depends on what is clipped and how it is averaged
-(FedPCS Eq. 46 / QI-DPFL Corollary 1: Δ = 2W/|D_i|; JDP-FL §3.4: Δ₂f = 2C/d_i or 2C), so the
+(FedPCS Eq. 46 / QI-DPFL Corollary 1: Δ = 2W/|D_i|; JDP-FL M3: Δ₂f = 2C/d_i or 2C), so the
 calibrators and :meth:`GaussianMechanism.event` take it explicitly.
 """
 

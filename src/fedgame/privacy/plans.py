@@ -181,7 +181,7 @@ class LocalDPSGD(ClientPrivacy):
 
 @PRIVACY_PLANS.register("phs")
 class PHSDPSGD(ClientPrivacy):
-    """DP-SGD of PHS (spec ``phs.md`` §3.2-3.3): client k calibrates its noise for its own budget
+    """DP-SGD of PHS (Algorithm 1, Eqs. 6-7): client k calibrates its noise for its own budget
     (ε_k, δ) and the number of local steps it will run, T_k T^l, with T_k fixed before training
     by the selection (the schedule's count, or a cap; :meth:`SelectionStrategy.participation_bound`).
 
@@ -191,7 +191,8 @@ class PHSDPSGD(ClientPrivacy):
     (q = r_k, z_k), so the run's accountant reports the tight spend; :meth:`report` gives all three
     (paper forward map, PLD, RDP) side by side.
 
-    ``fixed_batch`` (A3): exactly B_k examples without replacement per step, replace-one
+    ``fixed_batch`` (the reading of Lemma 1's "without replacement" and Definition 1's
+    replace-one neighbours): exactly B_k examples without replacement per step, replace-one
     adjacency, sensitivity 2C, so the noise std on the sum is 2 z_k C. Its tight accounting is
     RDP of sampling without replacement (dp-accounting), reported in the ``eps_rdp`` column; the
     PLD column is left empty (dp-accounting's PLD has no such event); the events the run's
@@ -230,7 +231,7 @@ class PHSDPSGD(ClientPrivacy):
         if calibration not in ("paper", "pld", "rdp"):
             raise ValueError(f"privacy.calibration: must be 'paper', 'pld' or 'rdp', got {calibration!r}")
         self.delta, self.max_grad_norm, self.calibration, self.fixed_batch = float(delta), float(max_grad_norm), calibration, fixed_batch
-        self.rates = np.minimum(1.0, batch_size / self.sizes)  # A9: B_k > |M_k| → r_k = 1, B_k = |M_k|
+        self.rates = np.minimum(1.0, batch_size / self.sizes)  # B_k > |M_k| → r_k = 1, B_k = |M_k|
         self.batch = self.rates * self.sizes
         if np.any(self.delta / self.rates > 1):
             bad = float((self.delta / self.rates).max())
@@ -275,7 +276,7 @@ class PHSDPSGD(ClientPrivacy):
 
     def epsilons(self, delta: float, steps: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """ε per client after ``steps`` (default: the steps run so far) by the paper's forward map
-        (§3.3), by PLD and by RDP (dp-accounting; PLD discretisation ≤ ε_k/100)."""
+        (Eqs. 6-7 inverted), by PLD and by RDP (dp-accounting; PLD discretisation ≤ ε_k/100)."""
         k = self.steps_done if steps is None else np.asarray(steps, dtype=np.int64)
         n = self.z.size
         out = {"eps_paper": np.zeros(n), "eps_pld": np.zeros(n), "eps_rdp": np.zeros(n)}
@@ -329,7 +330,7 @@ def _rdp_without_replacement(z: float, n: int, b: int, steps: int, delta: float)
 
 @PRIVACY_PLANS.register("zcdp_upload")
 class ZCDPUpload(ClientPrivacy):
-    """ρ-zCDP Gaussian mechanism on each client's upload (FedPCS §3.1 / QI-DPFL §3.2):
+    """ρ-zCDP Gaussian mechanism on each client's upload (FedPCS Eq. 3 / QI-DPFL Eqs. 8-10):
     σ_i(t) = Δ_i / sqrt(2 ρ_i^t), Δ_i = 2W/|D_i| (FedPCS Eq. 46, Prop. 1).
 
     ``rho`` is a scalar, a per-client vector, or an (N, rounds) schedule (the game's ρ_i^t).
@@ -389,7 +390,7 @@ class ZCDPUpload(ClientPrivacy):
         return None
 
     def noise_std(self, client: int, t: int, n_examples: int) -> float:
-        """σ_i(t) = sqrt(2) W / (|D_i| sqrt(ρ_i^t)) on g_i (spec §6 check 9)."""
+        """σ_i(t) = sqrt(2) W / (|D_i| sqrt(ρ_i^t)) on g_i (FedPCS Prop. 1, Eq. 46)."""
         return math.sqrt(2.0) * self.clip / (n_examples * math.sqrt(self.rho_of(client, t)))
 
     def upload(self, client: int, t: int, n_examples: int) -> GaussianMechanism:

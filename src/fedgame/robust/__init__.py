@@ -1,18 +1,18 @@
 """Robust aggregation rules and attacks (imports only :mod:`fedgame.core`).
 
 =====================================================  =========================================
-JDP-FL Algorithm 4, eq. (7) (M4; spec §3.5, A1-A3)     :func:`leave_one_out_aggregate`,
+JDP-FL Algorithm 4, eq. (7) (M4)                      :func:`leave_one_out_aggregate`,
                                                        :func:`exponential_probabilities`,
                                                        :func:`draw_group`, :class:`GroupSelection`
-JDP-FL Fig. 5, random groups (spec §3.9)               :func:`random_group_aggregate`,
+JDP-FL Fig. 5, random groups (Sec. 6.2.5)             :func:`random_group_aggregate`,
                                                        :func:`random_groups`, :func:`select_group`
-leave-one-out / group sums (check 18)                  :func:`leave_one_out_sums`, :func:`group_sums`
-JDP-FL "traditional" FedAvg on θ̂ (spec §3.9)           :func:`weighted_average`
+leave-one-out / group sums (by subtraction)           :func:`leave_one_out_sums`, :func:`group_sums`
+JDP-FL "traditional" FedAvg on θ̂ (Sec. 6.2.2)          :func:`weighted_average`
 Krum / Multi-Krum (Blanchard et al. 2017)              :func:`krum`, :func:`krum_scores`,
                                                        :func:`krum_select`
 coordinate-wise median, trimmed mean (Yin et al. 2018) :func:`coordinate_median`, :func:`trimmed_mean`
 one-line ServerUpdate wrapper, registry                :func:`robust_step`, :data:`ROBUST_AGGREGATORS`
-JDP-FL adversary: dirty labels (spec §3.8, A25)        :func:`dirty_label`, :func:`choose_adversary`
+JDP-FL adversary: dirty labels (Sec. 6.1)             :func:`dirty_label`, :func:`choose_adversary`
 =====================================================  =========================================
 
 M4's client-side counterpart (M5) and M3 are in :mod:`fedgame.privacy.jdp`; their ledger in

@@ -1,4 +1,4 @@
-"""JDP-FL's adversary (spec ``jdp.md`` §3.8, A25): exactly one winner, chosen uniformly with the
+"""JDP-FL's adversary (Sec. 6.1): exactly one winner, chosen uniformly with the
 run's seed, poisons its own training data with dirty labels [9] and otherwise follows the
 protocol (same optimiser, honest M3, M5). No boosting or other model manipulation, so the attack
 is a pure function on the adversary's labels.
@@ -17,15 +17,16 @@ from fedgame.robust._checks import check_int
 
 __all__ = ["AttackMode", "DIRTY_LABEL_TARGETS", "ONE_CLASS_SOURCES", "dirty_label", "choose_adversary"]
 
-#: The target class every poisoned label becomes (§3.8): MNIST digit 2; CIFAR-10 "cat" (index 3
+#: The target class every poisoned label becomes (Sec. 6.1): MNIST digit 2; CIFAR-10 "cat" (index 3
 #: in airplane, automobile, bird, cat, deer, dog, frog, horse, ship, truck).
 #: Fashion-MNIST (our stand-in for MNIST) uses the same index 2 ("pullover").
 DIRTY_LABEL_TARGETS: Final[Mapping[str, int]] = {"mnist": 2, "fashion_mnist": 2, "cifar10": 3}
-#: Default source class of the ``one_class`` variant (A25): MNIST 7, CIFAR-10 "dog" (5).
+#: Default source class of the ``one_class`` variant (fedgame's choice; the paper names none):
+#: MNIST 7, CIFAR-10 "dog" (5).
 ONE_CLASS_SOURCES: Final[Mapping[str, int]] = {"mnist": 7, "fashion_mnist": 7, "cifar10": 5}
 
 #: ``all_to_target`` (default, §6.1 of the paper): every label becomes the target;
-#: ``one_class`` (§6.2.2's wording, A25): only labels of the source class do.
+#: ``one_class`` (§6.2.2's wording, which contradicts §6.1): only labels of the source class do.
 AttackMode = Literal["all_to_target", "one_class"]
 
 L = TypeVar("L", np.ndarray, torch.Tensor)
@@ -39,10 +40,10 @@ def dirty_label(
     source: int | None = None,
     num_classes: int | None = None,
 ) -> L:
-    """The adversary's poisoned labels (spec §3.8): a new integer array or tensor of the same
-    type, dtype and shape as ``labels``. ``all_to_target``: every label is ``target``;
-    ``one_class``: labels equal to ``source`` become ``target``, the others are kept. With
-    ``num_classes``, ``target``/``source`` must lie in [0, num_classes)."""
+    """The adversary's poisoned labels (dirty-label poisoning, JDP-FL Sec. 6.1): a new integer
+    array or tensor of the same type, dtype and shape as ``labels``. ``all_to_target``: every
+    label is ``target``; ``one_class``: labels equal to ``source`` become ``target``, the others
+    are kept. With ``num_classes``, ``target``/``source`` must lie in [0, num_classes)."""
     hi = None if num_classes is None else check_int("num_classes", num_classes, 1) - 1
     t = check_int("target", target, 0, hi)
     if mode not in ("all_to_target", "one_class"):
@@ -72,7 +73,7 @@ def dirty_label(
 def choose_adversary(clients: ArrayLike, rng: np.random.Generator) -> int:
     """The adversarial client: uniform over ``clients`` (the winners W) with a generator that
     only this choice uses (e.g. ``Streams(seed).numpy("adversary")``), so it is a function of
-    the seed alone (spec §3.8, check 22)."""
+    the seed alone."""
     c = np.asarray(clients)
     if c.ndim != 1 or c.size == 0 or not np.issubdtype(c.dtype, np.integer):
         raise ValueError(f"clients: must be a non-empty 1-D array of client ids, got {clients!r}")

@@ -1,5 +1,5 @@
 """Input validation shared by the robust rules: every error names the field, the allowed range
-and the value given (spec ``jdp.md`` check 12)."""
+and the value given."""
 
 from __future__ import annotations
 

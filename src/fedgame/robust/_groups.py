@@ -1,6 +1,7 @@
 """JDP-FL's server aggregation M4: score client groups on the server's validation set and pick
-one with the exponential mechanism (Zhang et al., TKDE 2023, Algorithm 4, eq. (7); spec
-``jdp.md`` §3.5, §3.9 and A1-A3), and its random-group variant of Fig. 5.
+one with the exponential mechanism (Zhang et al., TKDE 2023, Algorithm 4, eq. (7), with the
+exponential and ε_E that the printed eq. (7) and line 10 lose restored; the selected group's
+pair (agg, sum) is broadcast, as M5 needs sum), and its random-group variant of Fig. 5.
 
 Round t, uploads θ̂_j with data sizes d_j (j = 0..m−1, positions in the winner list)::
 
@@ -12,12 +13,12 @@ Round t, uploads θ̂_j with data sizes d_j (j = 0..m−1, positions in the winn
     broadcast (agg_{g*}, sum_{g*}); the server's global model is θ̄_{g*}
 
 Leave-one-out sums use the subtraction trick agg_k = A − d_k θ̂_k with A = Σ_j d_j θ̂_j, in
-float64 (check 18). Sums and broadcast ``agg`` are float64 tensors; the score callable receives
-θ̄_g in the uploads' dtype.
+float64 (they equal the direct sums over g_k). Sums and broadcast ``agg`` are float64 tensors;
+the score callable receives θ̄_g in the uploads' dtype.
 
 Why here and not in ``privacy/``: M4's job is robustness (limit one adversarial submission's
 influence on the chosen aggregate, §4 of the paper); w.r.t. the clients' raw data it adds no
-privacy — it post-processes M3's noisy uploads (spec §3.7). Its ε_E is recorded by the caller as
+privacy — it post-processes M3's noisy uploads. Its ε_E is recorded by the caller as
 ``PrivacyEvent.exponential(ε_E)`` (:func:`fedgame.privacy.jdp.jdp_events`).
 """
 
@@ -53,14 +54,14 @@ __all__ = [
 
 #: The server's score of a group's average parameters: accuracy on D_val, in [0, 1].
 ScoreFn = Callable[[Tensor], float]
-#: Δy of M4 (A2): ``"paper"`` = 1/|g| (1/(m−1) for leave-one-out, 1/s for groups of s, §3.9);
+#: Δy of M4: ``"paper"`` = 1/|g| (1/(m−1) for leave-one-out, 1/s for random groups of s);
 #: ``"worst_case"`` = 1 (an accuracy can move by 1 when one member changes arbitrarily).
 ScoreSensitivity = Literal["paper", "worst_case"]
 
 
 def score_sensitivity(group_size: int, mode: ScoreSensitivity | float = "paper") -> float:
     """Δy for groups of ``group_size`` members: ``"paper"`` 1/group_size (Algorithm 4 line 9:
-    1/(m−1); §3.9: 1/s), ``"worst_case"`` 1, or a positive number as given."""
+    1/(m−1); random groups of s: 1/s), ``"worst_case"`` 1, or a positive number as given."""
     s = check_int("group_size", group_size, 1)
     if isinstance(mode, str):
         if mode == "paper":
@@ -90,14 +91,14 @@ def _scores(scores: ArrayLike, *, name: str = "scores") -> np.ndarray:
 
 def exponential_probabilities(scores: ArrayLike, *, epsilon: float, sensitivity: float) -> np.ndarray:
     """The exponential mechanism's distribution (McSherry & Talwar 2007; JDP-FL eq. (7) and
-    Algorithm 4 line 10 with the exponential and ε_E restored, A1):
+    Algorithm 4 line 10 with the exponential and ε_E restored, which the printed text loses):
 
         Pr[k] = exp(ε y_k / (2Δy)) / Σ_l exp(ε y_l / (2Δy)),
 
     computed as exp(s_k − max s)/Σ exp(s_l − max s), s_k = ε y_k/(2Δy). Equal scores give the
     uniform distribution; ``epsilon = inf`` gives the uniform distribution over the argmax set
     (the ε → ∞ limit). For M4, Δy = 1/(m−1) turns the exponent into ε_E (m−1) y_k / 2, and two
-    groups' odds are exp(ε_E (m−1)(y_a − y_b)/2) (check 16: m = 2, y = (1, 0), ε = 1 →
+    groups' odds are exp(ε_E (m−1)(y_a − y_b)/2) (e.g. m = 2, y = (1, 0), ε = 1 →
     (0.622459, 0.377541))."""
     y = _scores(scores)
     e = check_epsilon(epsilon)
@@ -140,8 +141,8 @@ def _check_group_size(m: int, group_size: int) -> int:
 
 
 def random_groups(m: int, group_size: int, rng: np.random.Generator) -> np.ndarray:
-    """A uniformly random partition of positions 0..m−1 into m/s disjoint groups of s (spec
-    §3.9, Fig. 5; a fresh one every round), as an (m/s, s) array, each row ascending.
+    """A uniformly random partition of positions 0..m−1 into m/s disjoint groups of s (JDP-FL
+    Fig. 5; a fresh one every round), as an (m/s, s) array, each row ascending.
     ``group_size`` must divide m."""
     m = check_int("m", m, 1)
     s = _check_group_size(m, group_size)
@@ -178,7 +179,7 @@ def group_sums(uploads: Sequence[Tensor] | Tensor, sizes: ArrayLike, groups: Arr
 
 
 def leave_one_out_sums(uploads: Sequence[Tensor] | Tensor, sizes: ArrayLike) -> tuple[Tensor, np.ndarray]:
-    """(agg_k, sum_k) for every leave-one-out group by subtraction (spec §3.5):
+    """(agg_k, sum_k) for every leave-one-out group by subtraction (Algorithm 4):
     agg_k = A − d_k θ̂_k, sum_k = S − d_k with A = Σ_j d_j θ̂_j, S = Σ_j d_j, in float64.
     Returns agg (m, P) and sum (m,). Requires m ≥ 2."""
     vecs = check_vectors(uploads, name="uploads", min_count=2)
@@ -223,7 +224,8 @@ class GroupSelection:
         return bool(np.any(self.members == position))
 
     def global_params(self, dtype: torch.dtype = torch.float32) -> Tensor:
-        """The server's global model of the round, θ^t = agg_{g*}/sum_{g*} (spec §3.10)."""
+        """The server's global model of the round, θ^t = agg_{g*}/sum_{g*} (the chosen group's
+        average)."""
         return (self.agg / self.total).to(dtype)
 
 
@@ -329,11 +331,11 @@ def random_group_aggregate(
     rng: np.random.Generator,
     sensitivity: ScoreSensitivity | float = "paper",
 ) -> GroupSelection:
-    """The random-group strategy of Fig. 5 (spec §3.9): a fresh uniformly random partition of
-    the m clients into m/s groups of s = ``group_size`` (s must divide m), each scored with the
-    server's callable, g* drawn with Pr ∝ exp(ε_E y_g/(2Δy)), Δy = 1/s (``"paper"``) or 1.
-    The partition and the draw both use ``rng`` (partition first). To score groups yourself,
-    call :func:`random_groups` then :func:`select_group` with the scores."""
+    """The random-group strategy of Fig. 5 (JDP-FL Sec. 6.2.5): a fresh uniformly random
+    partition of the m clients into m/s groups of s = ``group_size`` (s must divide m), each
+    scored with the server's callable, g* drawn with Pr ∝ exp(ε_E y_g/(2Δy)), Δy = 1/s
+    (``"paper"``) or 1. The partition and the draw both use ``rng`` (partition first). To score
+    groups yourself, call :func:`random_groups` then :func:`select_group` with the scores."""
     if not callable(score):
         raise TypeError("score: must be the server's callable on a group's average (the partition is drawn here); "
                         "to pass scores, call random_groups then select_group")

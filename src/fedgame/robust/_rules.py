@@ -3,7 +3,7 @@ baseline and the classic Byzantine-robust rules, plain functions behind a one-li
 :class:`~fedgame.core.ServerUpdate` wrapper (:func:`robust_step`).
 
 * :func:`weighted_average` — Σ_j w_j u_j / Σ_j w_j; with w_j = d_j on M3-perturbed parameters
-  this is JDP-FL's "traditional" method (spec §3.9; FedAvg, McMahan et al. 2017).
+  this is JDP-FL's "traditional" method (Sec. 6.2.2; FedAvg, McMahan et al. 2017).
 * :func:`krum` — Krum / Multi-Krum (Blanchard et al., NeurIPS 2017): with f Byzantine clients
   among m (m ≥ 2f + 3), score(i) = Σ of the squared distances from u_i to its m − f − 2 nearest
   other vectors; output the vector of lowest score (``multi = 1``) or the mean of the ``multi``
@@ -56,7 +56,7 @@ ROBUST_AGGREGATORS: Registry[ServerUpdate] = Registry("robust aggregator")
 def weighted_average(updates: Sequence[Tensor] | Tensor, weights: ArrayLike | None = None) -> Tensor:
     """Σ_j w_j u_j / Σ_j w_j (``weights=None``: the plain mean). With w_j = d_j on the
     M3-perturbed parameters θ̂_j this is JDP-FL's traditional aggregation θ^t = Σ d_j θ̂_j / Σ d_j
-    (spec §3.9)."""
+    (Sec. 6.2.2)."""
     vecs = check_vectors(updates)
     w = np.ones(len(vecs)) if weights is None else check_weights(weights, len(vecs), name="weights")
     x = stack(vecs)

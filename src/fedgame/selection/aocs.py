@@ -1,5 +1,5 @@
 """Optimal client sampling, AOCS (W. Chen, S. Horváth, P. Richtárik, "Optimal client sampling
-for federated learning", TMLR 2022; fedpcs.md §5.4-2).
+for federated learning", TMLR 2022; a baseline of FedPCS, Sec. VIII-A).
 
 Each client participates independently with probability p_i, where (u_i = θ_i‖U_i‖ sorted
 ascending u_(1) ≤ … ≤ u_(N), m = K expected participants) l is the largest index with
@@ -16,8 +16,8 @@ trained twice). The round record's ``probe_trainings`` counts the unsampled trai
 
 **Stale norms** (``stale_norms=True``, the default): each client's norm ‖U_i‖ from the last
 round it trained (learned in :meth:`after_round`); clients never seen use the mean of the known
-norms, or 1 when none is known (then p ∝ θ, capped). The spec's reading computes all norms once
-at t = 0; we do not train unsampled clients at all.
+norms, or 1 when none is known (then p ∝ θ, capped). Computing all norms once at t = 0 would
+train every client in the first round; we do not train unsampled clients at all.
 
 **Empty rounds.** Independent Bernoulli draws can select nobody (probability P_0 = Π(1 − p_i)),
 which no aggregation can use; :meth:`select` redraws until someone is selected. The realised
@@ -39,7 +39,7 @@ __all__ = ["AOCS", "aocs_probabilities"]
 
 def aocs_probabilities(u: np.ndarray, m: int) -> np.ndarray:
     """Optimal participation probabilities for importances ``u`` and ``m`` expected participants
-    (Chen, Horváth & Richtárik 2022; the sorted formula of fedpcs.md §5.4-2). Zero importances
+    (Chen, Horváth & Richtárik 2022; the sorted formula above). Zero importances
     are floored at 1e-12 · max u so that every p lies in (0, 1]; all-zero u gives p = m/N."""
     u = np.asarray(u, dtype=np.float64)
     n = u.size

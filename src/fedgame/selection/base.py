@@ -38,7 +38,7 @@ def check_distribution(x: np.ndarray, *, field: str = "selection.probabilities")
 
 
 def multinomial(rng: np.random.Generator, x: np.ndarray, k: int) -> Selection:
-    """``k`` independent draws with replacement from ``x`` (FedPCS §3.3, default sampler)."""
+    """``k`` independent draws with replacement from ``x`` (FedPCS Sec. III-C, default sampler)."""
     idx = rng.choice(x.size, size=k, replace=True, p=x)
     return Selection(indices=idx, probs=x[idx], k=k, scheme="draws")
 
@@ -133,7 +133,7 @@ class FullParticipation(SelectionStrategy):
 
 @SELECTIONS.register("data_size")
 class DataSize(SelectionStrategy):
-    """x_i ∝ |D_i| ("Unbiased" mechanism of PHS, spec §5.4-2), K draws with replacement."""
+    """x_i ∝ |D_i| ("Unbiased" mechanism of PHS, Sec. VI-B), K draws with replacement."""
 
     name = "data_size"
 

@@ -1,12 +1,12 @@
 """DELTA: diverse client sampling (L. Wang, Y. Guo, T. Lin, X. Tang, "DELTA: Diverse client
-sampling for fasting federated learning", NeurIPS 2023; fedpcs.md §5.4-4).
+sampling for fasting federated learning", NeurIPS 2023; a baseline of FedPCS, Sec. VIII-A).
 
 p_i = sqrt(α1 ζ_i² + α2 σ_{L,i}²) / Σ_j sqrt(α1 ζ_j² + α2 σ_{L,j}²); K draws with replacement,
 aggregated with θ_i/(K p_i) (FedPCS Eq. 4, ``aggregation.kind: importance``), unbiased.
 
 **ζ_i (gradient diversity)** = ‖g_i − ḡ‖ with g_i the client's latest upload (the displacement
-w_i − w, a pseudo-gradient up to sign and step size). The spec estimates ∇F by Σ_j θ_j g_j over
-the latest known g_j of *all* clients; keeping those is N vectors of the model's size, and a
+w_i − w, a pseudo-gradient up to sign and step size). The direct estimate of ∇F is Σ_j θ_j g_j
+over the latest known g_j of *all* clients; keeping those is N vectors of the model's size, and a
 running sum cannot drop a client's old vector without it. We estimate ∇F(w(t)) instead from the
 round's own uploads, ḡ_t = Σ_{i∈S_t} θ_i g_i / Σ_{i∈S_t} θ_i (all computed at the same model
 w(t); a convex combination, so one large importance weight cannot blow it up), store
@@ -39,7 +39,7 @@ __all__ = ["Delta", "delta_probabilities"]
 
 
 def delta_probabilities(zeta2: np.ndarray, sigma2: np.ndarray, *, alpha1: float = 1.0, alpha2: float = 1.0) -> np.ndarray:
-    """p_i ∝ sqrt(α1 ζ_i² + α2 σ_i²), uniform if all are 0 (Wang et al. 2023; fedpcs.md §5.4-4)."""
+    """p_i ∝ sqrt(α1 ζ_i² + α2 σ_i²), uniform if all are 0 (Wang et al. 2023)."""
     score = np.sqrt(alpha1 * np.asarray(zeta2, dtype=np.float64) + alpha2 * np.asarray(sigma2, dtype=np.float64))
     total = score.sum()
     return np.full(score.size, 1.0 / score.size) if not total > 0 else score / total

@@ -1,6 +1,6 @@
 """Fed-CBS: class-imbalance-reducing client sampling (J. Zhang et al., "Fed-CBS: A
 heterogeneity-aware client sampling mechanism for federated learning via class-imbalance
-reduction", ICML 2023; fedpcs.md §5.4-3).
+reduction", ICML 2023; a baseline of FedPCS, Sec. VIII-A).
 
 QCID of a set M (label fractions q_n over B classes, sizes α_n = |D_n|):
 QCID(M) = Σ_b (Σ_{n∈M} α_n q_n^(b) / Σ_{n∈M} α_n − 1/B)², i.e. the squared distance of the pooled

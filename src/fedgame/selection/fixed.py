@@ -1,5 +1,6 @@
 """Clients fixed before training, round by round: a game's participation sets (QI-DPFL's S_t,
-spec ``qidpfl.md`` §3.5) or a screening's kept set every round (FedAvg-select, §5.4-2)."""
+the clients with ρ_i^t > 0 at the Theorem 1 equilibrium) or a screening's kept set every round
+(FedAvg-select, QI-DPFL Sec. V-B)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """PHS selection: the participation schedule of DP-FedAvg drawn before training (R. Xu,
 Y.-J. A. Zhang, J. Huang, "Tackling privacy heterogeneity in differentially private federated
-learning"; spec ``phs.md`` §3.2, §3.6, A5).
+learning"; Algorithm 1).
 
 The server fixes the selection probabilities p^s (Problem 1 for the privacy-aware mechanism,
 p^u = |M_k|/Σ|M_i| for the unbiased one; :mod:`fedgame.selection.phs_problem`), draws every
@@ -8,13 +8,14 @@ round's K slots i.i.d. from Categorical(p^s) *before* training (Algorithm 1 line
 client its count T_k (line 4), from which the client calibrates its DP-SGD noise (Eq. 6). A
 client drawn j times in a round runs j independent copies (``independent_copies``).
 
-``count_mode="expected"`` (A5) calibrates for ⌈p^s_k K T^g⌉ instead and enforces it as a hard
-cap while drawing (a slot drawn for a capped client is redrawn among the others), so the count
-is again known before training.
+``count_mode="expected"`` calibrates for ⌈p^s_k K T^g⌉ instead (the expected count of the
+paper's analysis, Eq. 40, rounded up) and enforces it as a hard cap while drawing (a slot drawn
+for a capped client is redrawn among the others), so the count is again known before training.
 
 The aggregation of the paper is the plain mean over slots (``aggregation.kind: mean``,
 Algorithm 1 line 8; biased towards F^b = Σ p^s_k f_k on purpose). ``importance`` aggregation
-gives the ``phs_ic`` variant of §3.6: slot weights p^u_k/(K p^s_k), unbiased for F.
+gives the ``phs_ic`` variant (importance compensation, the paper's "unbiased" category of
+Sec. VI-B): slot weights p^u_k/(K p^s_k), unbiased for F.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ CountMode = Literal["realized", "expected"]
 
 
 def planned_counts(p: np.ndarray, k: int, rounds: int) -> np.ndarray:
-    """⌈p_k K T^g⌉ per client (PHS A5 ``expected`` counts; A15's T^plan_k with p = p^u).
+    """⌈p_k K T^g⌉ per client (``count_mode="expected"``; with p = p^u, the cap T^plan_k of the
+    "Biased" baseline, :mod:`fedgame.selection.power_of_choice`).
 
     A relative slack of 1e-9 keeps products that are integers up to rounding (0.2 · 10 · 50)
     from rounding up to the next integer."""
@@ -46,7 +48,7 @@ def draw_schedule(
     """The (rounds, k) slot matrix: K i.i.d. Categorical(p) draws per round (Algorithm 1 line 3).
 
     With ``caps`` a slot whose client has reached its cap is redrawn from p restricted to the
-    clients below their cap (A5); Σ caps must be ≥ K·rounds."""
+    clients below their cap (``count_mode="expected"``); Σ caps must be ≥ K·rounds."""
     p = check_distribution(p)
     if k < 1 or rounds < 1:
         raise ValueError(f"train.clients_per_round, train.rounds: must be >= 1, got {k} and {rounds}")
@@ -95,7 +97,7 @@ class PHSSchedule(SelectionStrategy):
         self.schedule = draw_schedule(self.p, self.k, self.rounds, gen, caps=caps)
         realized = np.bincount(self.schedule.ravel(), minlength=self.p.size).astype(np.int64)
         self.counts = caps if caps is not None else realized
-        """T_k the clients calibrate for: realised counts, or the ⌈p K T^g⌉ caps (A5)."""
+        """T_k the clients calibrate for: realised counts, or the ⌈p K T^g⌉ caps."""
         self.realized_counts = realized
 
     def participation_bound(self) -> np.ndarray:

@@ -1,33 +1,35 @@
 """Problem 1 of PHS: the privacy-aware selection distribution (R. Xu, Y.-J. A. Zhang, J. Huang,
-"Tackling privacy heterogeneity in differentially private federated learning", §V; spec
-``phs.md`` §3.5, §4 A1, A2, A20)::
+"Tackling privacy heterogeneity in differentially private federated learning", Sec. V)::
 
     minimise_p   f(p) = ‖p − p^u‖_1 + sqrt(‖p − p^u‖_1² + η Σ_k w_k p_k²),   w_k = D V_k
     subject to   Σ_k p_k = 1,  p_k ≥ 0                                       (Problem 1)
 
 It is Theorem 2's persistent error (Eq. 20) with the clipping gap dropped
 (G^{select,clip} ≈ ‖p − p^u‖_1) and G^DP = Σ_k p_k² D V_k (Eq. 16); V_k is Eq. 7
-(:func:`fedgame.privacy.analysis.phs.phs_V`). In theory η = 2 L √(T^g T^l) (A1); L is unknown,
-so η is a hyperparameter fixed per run (A2). f is convex (Prop. 1) and, with every w_k > 0, its
-minimiser is unique and strictly positive (Prop. 2).
+(:func:`fedgame.privacy.analysis.phs.phs_V`). In theory η = 2 L √(T^g T^l) (re-deriving
+Eqs. 66-67: the text's η = D√T L counts D twice, as w_k already holds it); L is unknown, so η is
+a hyperparameter fixed per run (p^s must be fixed before the schedule is drawn, so the paper's
+"adjust η" is read as tuning it). f is convex (Prop. 1) and, with every w_k > 0, its minimiser is
+unique and strictly positive (Prop. 2).
 
 Three solvers, one answer:
 
 * :func:`solve_p1_structured` — the optimality structure derived from the KKT conditions
-  (82)–(87) (spec §3.5): p_k = min(max(p^u_k, τ_lo/w_k), τ_hi/w_k) with
+  (82)–(87) (Appendix D, proof of Prop. 2): p_k = min(max(p^u_k, τ_lo/w_k), τ_hi/w_k) with
   τ_hi − τ_lo = 2(R + s)/η and Σ p = 1, where s = ‖p − p^u‖_1, R = sqrt(s² + η Σ w p²).
   For a gap g = τ_hi − τ_lo the sum is piecewise linear and non-decreasing in τ_lo, so τ_lo(g)
   is found exactly after one sort; g is the root of h(g) = g − 2(R + s)/η (Brent). Needs every
   w_k > 0; N = 10⁴ takes milliseconds.
-* :func:`solve_p1_cvxpy` — the DCP epigraph form of §3.5 with Clarabel; also handles w_k = 0
-  (public data, ε_k = ∞, A20). With two or more public clients the optimum is not unique: how
-  the extra mass is split among them changes neither ‖p − p^u‖_1 nor Σ w p², hence not f.
+* :func:`solve_p1_cvxpy` — the DCP epigraph form of Problem 1 (:func:`p1_cvxpy_problem`) with
+  Clarabel; also handles w_k = 0 (public data, ε_k = ∞, Sec. V-B). With two or more public
+  clients the optimum is not unique: how the extra mass is split among them changes neither
+  ‖p − p^u‖_1 nor Σ w p², hence not f.
 * :func:`p1_slsqp` — SLSQP on the smooth split form p = p^u + a − b, a cross-check for tests
   (small N).
 
-η ≤ η* = 4 Σ w (p^u)² / (max w p^u − min w p^u)² ⇔ p* = p^u (spec §3.5); the structured solver
-then returns p^u exactly. :func:`kkt_residual` measures the interval condition of §3.5 at any p
-(0 at the optimum, in units of probability).
+η ≤ η* = 4 Σ w (p^u)² / (max w p^u − min w p^u)² ⇔ p* = p^u (:func:`eta_star`); the
+structured solver then returns p^u exactly. :func:`kkt_residual` measures the interval condition
+above at any p (0 at the optimum, in units of probability).
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ FloatArray = NDArray[np.float64]
 Method = Literal["structured", "cvxpy", "auto"]
 
 KKT_TOL = 1e-6
-"""A solution counts as converged when its KKT residual is at most this (spec §3.7 line 3);
+"""A solution counts as converged when its KKT residual is at most this;
 a CVXPY one also when Clarabel reports "optimal"."""
 _CLARABEL_TOL = 1e-9
 """Clarabel's gap and feasibility tolerances; its p is then accurate to about 1e-6."""
@@ -138,7 +140,7 @@ def _f(p: FloatArray, pu: FloatArray, w: FloatArray, eta: float) -> FloatArray:
 
 def p1_objective(p: ArrayLike, pu: ArrayLike, w: ArrayLike, eta: float) -> float:
     """f(p) = ‖p − p^u‖_1 + sqrt(‖p − p^u‖_1² + η Σ_k w_k p_k²), the objective of Problem 1
-    (PHS §V-A; spec §3.5). ``p`` is not required to be feasible."""
+    (PHS Sec. V-A). ``p`` is not required to be feasible."""
     u, ww, e = _validate(pu, w, eta)
     pp = _check_p(p, u.size)
     if pp.ndim != 1:
@@ -163,13 +165,13 @@ def _eta_star(pu: FloatArray, w: FloatArray) -> float:
 
 def eta_star(pu: ArrayLike, w: ArrayLike) -> float:
     """η* = 4 Σ_k w_k (p^u_k)² / (max_k w_k p^u_k − min_k w_k p^u_k)²: p* = p^u iff η ≤ η*
-    (spec §3.5; from the interval condition at p = p^u, where τ_hi − τ_lo = 2 sqrt(Σ w (p^u)²/η)
+    (from the interval condition at p = p^u, where τ_hi − τ_lo = 2 sqrt(Σ w (p^u)²/η)
     must cover all w_k p^u_k). ``inf`` when every w_k p^u_k is equal."""
     u, ww = _check_pu_w(pu, w)
     return _eta_star(u, ww)
 
 
-# -- KKT residual: the interval condition of §3.5 --------------------------------------------
+# -- KKT residual: the interval condition of the optimality structure -----------------------
 def _gap(p: FloatArray, pu: FloatArray, w: FloatArray, eta: float) -> tuple[float, float]:
     """(G, R): G = τ_hi − τ_lo = 2(R + s)/η that the KKT conditions (87) impose at p."""
     s = float(np.abs(p - pu).sum())
@@ -219,7 +221,7 @@ def _fit_tau(p: FloatArray, pu: FloatArray, w: FloatArray, eta: float) -> tuple[
 
 
 def kkt_residual(p: ArrayLike, pu: ArrayLike, w: ArrayLike, eta: float) -> float:
-    """Distance of ``p`` from the optimality structure of Problem 1 (spec §3.5, from the KKT
+    """Distance of ``p`` from the optimality structure of Problem 1 (derived from the KKT
     conditions (82)–(87)): the smallest e ≥ 0 for which one τ_lo makes
     |p_k − min(max(p^u_k, τ_lo/w_k), τ_hi/w_k)| ≤ e for every k, τ_hi = τ_lo + 2(R + s)/η,
     combined (max) with |Σ p − 1| and the largest negative entry. 0 exactly at the optimum;
@@ -278,7 +280,7 @@ def _finish(p: FloatArray, pu: FloatArray, w: FloatArray, eta: float, method: st
 
 # -- structured solver -----------------------------------------------------------------------
 class _Levels:
-    """p(τ, g) = min(max(p^u, τ/w), (τ + g)/w) and the τ_lo(g) making Σ p = 1 (spec §3.5).
+    """p(τ, g) = min(max(p^u, τ/w), (τ + g)/w) and the τ_lo(g) making Σ p = 1.
 
     With a = w p^u sorted, S(τ) = (τ + g) Σ_{a_k > τ+g} 1/w_k + Σ_{τ ≤ a_k ≤ τ+g} p^u_k
     + τ Σ_{a_k < τ} 1/w_k is continuous, piecewise linear and non-decreasing in τ, with kinks at
@@ -350,7 +352,7 @@ def _structured(pu: FloatArray, w: FloatArray, eta: float) -> tuple[FloatArray, 
 
 
 def solve_p1_structured(pu: ArrayLike, w: ArrayLike, eta: float) -> P1Solution:
-    """Problem 1 through its optimality structure (spec §3.5): nested monotone root finding,
+    """Problem 1 through its optimality structure (KKT (82)–(87)): nested monotone root finding,
     τ_lo(g) exact by sorting, g by Brent on h(g) = g − 2(R + s)/η. Needs every w_k > 0
     (public data, w_k = 0: :func:`solve_p1_cvxpy`). Returns p^u exactly when η ≤ η*."""
     t0 = time.perf_counter()
@@ -374,7 +376,7 @@ def _cvxpy_module() -> Any:
 
 
 def p1_cvxpy_problem(pu: ArrayLike, w: ArrayLike, eta: float) -> tuple[cp.Problem, cp.Variable]:
-    """The epigraph form of Problem 1 (spec §3.5), DCP with a free p::
+    """The epigraph form of Problem 1, DCP with a free p::
 
         minimise s + ‖(s, √(η w) ∘ p)‖_2   s.t.  s ≥ ‖p − p^u‖_1,  Σ p = 1,  p ≥ 0
 
@@ -410,9 +412,9 @@ def _cvxpy(pu: FloatArray, w: FloatArray, eta: float) -> tuple[FloatArray, bool]
 
 
 def solve_p1_cvxpy(pu: ArrayLike, w: ArrayLike, eta: float) -> P1Solution:
-    """Problem 1 with CVXPY + Clarabel on the epigraph form of spec §3.5 (exact because φ(s, p)
-    increases in s). The returned p is clipped at 0, renormalised and evaluated with f, not
-    with the solver's value. Handles w_k = 0 (public data, A20)."""
+    """Problem 1 with CVXPY + Clarabel on the epigraph form of :func:`p1_cvxpy_problem` (exact
+    because φ(s, p) increases in s). The returned p is clipped at 0, renormalised and evaluated
+    with f, not with the solver's value. Handles w_k = 0 (public data, ε_k = ∞)."""
     t0 = time.perf_counter()
     u, ww, e = _validate(pu, w, eta)
     p, optimal = _cvxpy(u, ww, e)
@@ -422,7 +424,7 @@ def solve_p1_cvxpy(pu: ArrayLike, w: ArrayLike, eta: float) -> P1Solution:
 # -- SLSQP cross-check -----------------------------------------------------------------------
 def p1_slsqp(pu: ArrayLike, w: ArrayLike, eta: float, *, max_n: int = 200) -> FloatArray:
     """Problem 1 by SLSQP on the smooth split form p = p^u + a − b, a, b ≥ 0, s = Σ(a + b),
-    Σ(a − b) = 0, p^u + a − b ≥ 0 (spec §3.5): an independent check for tests, small N only."""
+    Σ(a − b) = 0, p^u + a − b ≥ 0: an independent check for tests, small N only."""
     u, ww, e = _validate(pu, w, eta)
     n = u.size
     if n > max_n:
@@ -453,10 +455,11 @@ def p1_slsqp(pu: ArrayLike, w: ArrayLike, eta: float, *, max_n: int = 200) -> Fl
 
 # -- entry point -----------------------------------------------------------------------------
 def solve_p1(pu: ArrayLike, w: ArrayLike, eta: float, *, method: Method = "structured") -> P1Solution:
-    """Solve Problem 1 (PHS §V; spec §3.5). ``pu`` — p^u_k = |M_k|/Σ|M_i| (> 0, sums to 1);
-    ``w`` — w_k = D V_k (Eq. 7; 0 for public data); ``eta`` — η > 0 (A1, A2).
-    ``method``: "structured" (:func:`solve_p1_structured`, every w_k > 0), "cvxpy"
-    (:func:`solve_p1_cvxpy`) or "auto" (structured unless some w_k = 0, then CVXPY, A20).
+    """Solve Problem 1 (PHS Sec. V). ``pu`` — p^u_k = |M_k|/Σ|M_i| (> 0, sums to 1);
+    ``w`` — w_k = D V_k (Eq. 7; 0 for public data); ``eta`` — η > 0 (a hyperparameter; in
+    theory 2 L √(T^g T^l)). ``method``: "structured" (:func:`solve_p1_structured`, every
+    w_k > 0), "cvxpy" (:func:`solve_p1_cvxpy`) or "auto" (structured unless some w_k = 0, i.e.
+    a public-data client, then CVXPY).
     Inputs are validated first: errors name the field, the allowed range and the value."""
     u, ww, e = _validate(pu, w, eta)
     if method == "auto":

@@ -1,24 +1,26 @@
 """Power-of-choice selection (Cho, Wang & Joshi, "Client selection in federated learning:
 convergence analysis and power-of-choice selection strategies", arXiv:2010.01243, 2020; AISTATS
 2022 as "Towards understanding biased client selection in federated learning"): the "Biased"
-mechanism of PHS (phs.md A15, §5.4-3).
+mechanism of PHS (Sec. VI-B; fedgame's reading of it in docs/phs.md, 'Pieces').
 
 Round t: draw a candidate set A of ``d`` distinct clients without replacement with probabilities
 ∝ |D_i| (successive sampling), then keep the K candidates with the largest local loss.
 
-**Losses.** ``losses="current"`` is pow-d proper (and PHS A15): every candidate's mean loss of
-the current global model on its whole local data, asked of the engine through
+**Losses.** ``losses="current"`` is pow-d proper (and PHS's "Biased"): every candidate's mean
+loss of the current global model on its whole local data, asked of the engine through
 :attr:`RoundState.probe` (one extra forward pass over the candidates' data per round; the
 queries are unprivatised, as in the paper, and counted in the round record as
 ``probe_loss_queries``). ``losses="stale"`` is the cheap variant rpow-d: each client's mean
 training loss from the last round it trained (:meth:`RoundOutcome.losses`). Clients never
 measured count as +inf, so they are tried first. Ties are broken uniformly at random by the
-round's generator (``ties="random"``) or by lower id (``ties="id"``, PHS A15).
+round's generator (``ties="random"``) or by lower id (``ties="id"``, as fedgame's PHS recipes
+do).
 
-**Caps** (PHS A15). The schedule is adaptive, so a client's number of selections is unknown in
-advance; ``max_selections`` (T^plan_k = ⌈K T^g p^u_k⌉ in PHS) makes a client ineligible once
-it has been selected that often (its DP noise was calibrated for that count). Candidates are
-drawn among the eligible; with fewer than K eligible, all of them are selected.
+**Caps** (a gap the PHS paper leaves open). The schedule is adaptive, so a client's number of
+selections is unknown in advance; ``max_selections`` (T^plan_k = ⌈K T^g p^u_k⌉ in PHS) makes a
+client ineligible once it has been selected that often (its DP noise was calibrated for that
+count). Candidates are drawn among the eligible; with fewer than K eligible, all of them are
+selected.
 
 **What ``probs`` means.** The strategy is biased by design: its aggregation is by data size over
 the selected set (``aggregation.kind: fedavg``) and ``probs`` are never used to reweight. They are

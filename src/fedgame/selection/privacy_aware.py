@@ -1,8 +1,9 @@
-"""Privacy-aware sampling (FedPCS §3.3, Def. 2): clients are drawn in proportion to their
+"""Privacy-aware sampling (FedPCS Sec. III-C, Def. 2): clients are drawn in proportion to their
 privacy budgets, x_i^t = ρ_i^t / Σ_j ρ_j^t, so a client that accepts less noise is sampled
 more often (and, with importance-weighted aggregation, weighted less per draw).
 
-Two samplers (FedPCS A4):
+Two samplers (the paper's inclusion probability 1 − (1 − x_i)^K and unbiased weights
+θ_i/(K x_i) both hold only for K draws *with* replacement, though its text says "without"):
 
 * ``"multinomial"`` (default): K independent draws with replacement; P(i in sample) =
   1 − (1 − x_i)^K, the inclusion probability of the client utility (Eq. 14).
@@ -24,7 +25,7 @@ __all__ = ["PrivacyAware", "pips_inclusion", "systematic_sample"]
 
 def pips_inclusion(weights: np.ndarray, k: int) -> np.ndarray:
     """Inclusion probabilities π_i = min(1, c w_i) with Σ π = k, by iterative capping
-    (FedPCS §3.3 ``pips``): cap the clients whose share would exceed 1, spread the rest."""
+    (``pips``): cap the clients whose share would exceed 1, spread the rest."""
     w = np.asarray(weights, dtype=np.float64)
     n = w.size
     if not 1 <= k <= n:
@@ -55,7 +56,7 @@ def systematic_sample(pi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 @SELECTIONS.register("privacy_aware")
 class PrivacyAware(SelectionStrategy):
-    """x_i^t ∝ ρ_i^t (FedPCS §3.3); ``rho`` is per client or an (N, rounds) schedule."""
+    """x_i^t ∝ ρ_i^t (FedPCS Sec. III-C); ``rho`` is per client or an (N, rounds) schedule."""
 
     name = "privacy_aware"
 

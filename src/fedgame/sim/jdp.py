@@ -1,8 +1,9 @@
-"""The JDP-FL training protocol in this process (Zhang et al., TKDE 2023; spec ``jdp.md`` §3.10).
+"""The JDP-FL training protocol in this process (Zhang et al., TKDE 2023; Sec. 4.1, steps ①-⑦).
 
 Unlike FedAvg rounds (:mod:`fedgame.sim.engine`), every winner keeps its *own* model between
 rounds: it starts round t from its M5 output, which mixes the public signal with its own
-un-noised parameters, so no client ever restarts from a server model (A13). Round ``t``:
+un-noised parameters, so no client ever restarts from a server model (Algorithm 5 line 3; step
+④'s "download the global model" is not read literally). Round ``t``:
 
 1. every winner i trains locally from θ_i (the shared hot loop, :class:`~fedgame.sim.local.LocalTrainer`,
    generator ``train[t, i, 0]``, the stream the FedAvg engine gives a client's first copy;
@@ -120,8 +121,8 @@ class LeaveOneOut:
 
 @dataclass(frozen=True)
 class RandomGroups:
-    """Fig. 5 (spec §3.9): a fresh random partition into m/s groups of ``group_size`` s, g*
-    by the exponential mechanism with Δy = 1/s (paper) or 1."""
+    """Fig. 5 (JDP-FL Sec. 6.2.5): a fresh random partition into m/s groups of ``group_size`` s,
+    g* by the exponential mechanism with Δy = 1/s (paper) or 1."""
 
     epsilon: float
     group_size: int
@@ -138,8 +139,9 @@ class RandomGroups:
 
 @dataclass(frozen=True)
 class GlobalRule:
-    """A server-side aggregate every winner restarts from (spec §3.9 and the usual robust
-    rules): ``combine(uploads, sizes) -> (model, used positions)``. No exponential release."""
+    """A server-side aggregate every winner restarts from (JDP-FL's "traditional" FedAvg,
+    Sec. 6.2.2, and the usual robust rules): ``combine(uploads, sizes) -> (model, used
+    positions)``. No exponential release."""
 
     name: str
     combine: Callable[[Sequence[Tensor], np.ndarray], tuple[Tensor, np.ndarray]]
@@ -215,7 +217,8 @@ class JDPPublish:
 @dataclass
 class JDPClientState:
     """A winner's private state: its model θ_i, and between its upload and the server's
-    publication, its clipped un-noised θ_i (``kept``, A11) and its upload of round ``t``."""
+    publication, its clipped un-noised θ_i (``kept``, which M5 uses) and its upload of round
+    ``t``."""
 
     theta: Tensor | None = None
     kept: Tensor | None = None

@@ -152,7 +152,7 @@ class LocalResult:
 class _GradMoments:
     """Running Σ g_b and Σ ‖g_b‖² of the mini-batch gradients a client steps with.
 
-    σ_L² = mean_b ‖g_b − ∇F_i‖² (DELTA's local variance, fedpcs.md §5.4-4) is estimated with the
+    σ_L² = mean_b ‖g_b − ∇F_i‖² (DELTA's local variance, Wang et al. 2023) is estimated with the
     mean of the g_b standing in for ∇F_i, (S/(S−1)) (mean ‖g_b‖² − ‖mean g_b‖²), unbiased when
     the g_b are i.i.d. around ∇F_i (the model moves by S small steps meanwhile). One step gives
     no estimate (None). Under DP-SGD the g_b are the privatised gradients (post-processing)."""
@@ -430,7 +430,8 @@ class LocalTrainer:
         noise_gen = self._device_gen(gen)
         opt = self._optimizer(params)
         c = dp.max_grad_norm
-        # fixed denominator B_k = r_k |M_k| = min(B, |M_k|) under Poisson sampling (PHS A8, A9)
+        # fixed denominator B_k = r_k |M_k| = min(B, |M_k|) under Poisson sampling (PHS Eq. 7's
+        # sensitivity C/B_k; dividing by the random batch size would break it)
         denom = float(min(self.spec.batch_size, int(indices.numel()))) if dp.sampling == "poisson" else None
         std = dp.noise_multiplier * c
         total, seen, clipped = torch.zeros((), device=self.device), 0, 0

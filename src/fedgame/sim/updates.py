@@ -41,7 +41,7 @@ def weighted_sum(updates: Sequence[Params], weights: np.ndarray) -> Params:
 
 def upload_weights(selection: Selection, weights: np.ndarray) -> np.ndarray:
     """The weight each upload enters the aggregate with, from per-slot ``weights``: a client
-    drawn m times uploads once and carries its m slot weights summed (FedPCS §3.3); with
+    drawn m times uploads once and carries its m slot weights summed (FedPCS Eq. 4); with
     ``independent_copies`` every slot is its own upload. Ordered like ``selection.clients``
     (or like the slots, for independent copies)."""
     w = np.asarray(weights, dtype=np.float64)
@@ -55,8 +55,8 @@ def upload_weights(selection: Selection, weights: np.ndarray) -> np.ndarray:
 
 def _rule(weights: Callable[[RoundContext], np.ndarray]) -> ServerUpdate:
     """A weighted sum of the slots; reports ``max_agg_weight``, the largest weight any upload
-    got this round (:func:`upload_weights`), in ``ctx.metrics`` (FedPCS §7 R4: rarely drawn
-    low-ρ clients enter Eq. 4 with large weights)."""
+    got this round (:func:`upload_weights`), in ``ctx.metrics`` (rarely drawn low-ρ clients
+    enter FedPCS Eq. 4 with large weights; docs/fedpcs.md, 'Baseline budgets')."""
 
     def update(updates: Sequence[Params], state: Any, ctx: RoundContext) -> tuple[Updates, Any]:
         w = weights(ctx)
@@ -75,7 +75,7 @@ def size_weighted_mean() -> ServerUpdate:
 @AGGREGATORS.register("importance", doc="Unbiased importance weights θ_i/(K x_i) or θ_i/π_i (FedPCS Eq. 4).")
 def importance_weighted_mean() -> ServerUpdate:
     """Σ_j θ_{i_j} u_j / (K x_{i_j}) for draws, Σ_{i∈S} θ_i u_i / π_i for inclusion samples;
-    unbiased for Σ_i θ_i u_i (FedPCS Eq. 4 and §3.4)."""
+    unbiased for Σ_i θ_i u_i (FedPCS Eq. 4)."""
     return _rule(lambda ctx: ctx.selection.importance_weights(ctx.theta))
 
 

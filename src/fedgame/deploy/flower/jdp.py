@@ -1,4 +1,4 @@
-"""JDP-FL on Flower: every winner's model lives on its own node (spec jdp.md §3.10).
+"""JDP-FL on Flower: every winner's model lives on its own node (JDP-FL Sec. 4.1, steps ①-⑦).
 
 JDP-FL clients never restart from a server model: each keeps its own θ_i between rounds and
 forms it by M5 from the public signal and its *un-noised* parameters, which must never leave

@@ -1,4 +1,4 @@
-"""Recruitment auctions of JDP-FL (Zhang et al., TKDE 2023; spec ``jdp.md`` §3.1-3.3):
+"""Recruitment auctions of JDP-FL (Zhang et al., TKDE 2023; Sec. 4.2, Algorithms 1-2):
 who trains, and for what payment, decided once before training from sealed cost bids.
 
 ===============================  ============================================================
@@ -6,8 +6,8 @@ Definitions 1-3, eqs. (1)-(3)     :class:`Auction`, :class:`AuctionOutcome` (fla
                                   :func:`truthfulness_audit`, :func:`individual_rationality`
 Algorithm 1, Theorems 1-3 (M1)    :class:`UnitPriceAuction`, :func:`unit_price_allocation`
 Algorithm 2, eq. (9), Thm 4 (M2)  :class:`KnapsackAuction`, :func:`knapsack_allocation`
-Lemma 2, eq. (10) (A16)           :func:`critical_bids`, :func:`critical_bid_bisection`
-§3.1 input checks (check 12)      :func:`validate_auction_inputs`, :class:`AuctionInputError`
+Lemma 2 (Myerson), critical bid   :func:`critical_bids`, :func:`critical_bid_bisection`
+input checks (every field)        :func:`validate_auction_inputs`, :class:`AuctionInputError`
 ===============================  ============================================================
 
 Pure NumPy, vectorised: allocations sort once (O(n log n)); M2's critical bids cost

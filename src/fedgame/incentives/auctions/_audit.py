@@ -1,4 +1,4 @@
-"""Brute-force audits of an auction's incentive properties (spec §3.1, §4.1, checks 4-5).
+"""Brute-force audits of an auction's incentive properties (JDP-FL Definitions 1-2).
 
 Truthfulness (eq. (1)): for an audited candidate i, keep the others' bids at their true costs
 and let i report every cost z on a grid; its utility is p_i(z, c_{-i}) − c_i if it wins and 0
@@ -23,7 +23,7 @@ __all__ = [
     "truthfulness_audit",
 ]
 
-#: relative offsets put around every structural point of the grid (spec §4.1: ±1e-7 relative)
+#: relative offsets put around every structural point of the grid (±1e-7 relative)
 NUDGE = 1e-7
 
 
@@ -52,7 +52,7 @@ def misreport_grid(
     max_structural: int | None = None,
     rng: np.random.Generator | None = None,
 ) -> np.ndarray:
-    """Misreports of ``client`` to try (ascending, positive, unique): the spec §4.1 grid —
+    """Misreports of ``client`` to try (ascending, positive, unique): the grid —
     ``uniform`` evenly spaced and ``log_spaced`` log-spaced points up to 2·max(c, B), every
     order-swap point d_i c_j/d_j, every c_j, B − c_j and B — plus each auction's prefix
     thresholds (:func:`_prefix_points`) and ``extra`` points (the audit passes the client's
@@ -94,7 +94,7 @@ class TruthfulnessAudit:
         return float(self.max_gain.max()) if self.max_gain.size else 0.0
 
     def truthful(self, tol: float) -> bool:
-        """No audited candidate gains more than ``tol`` (spec check 4: 1e-9·max(1, B))."""
+        """No audited candidate gains more than ``tol`` (the tests use 1e-9·max(1, B))."""
         return self.worst_gain <= tol
 
 
@@ -110,7 +110,7 @@ def truthfulness_audit(
     max_structural: int | None = None,
     seed: int = 0,
 ) -> TruthfulnessAudit:
-    """Brute-force truthfulness audit of ``auction`` (spec checks 4 and §4.1). For each audited
+    """Brute-force truthfulness audit of ``auction`` (eq. (1)). For each audited
     candidate (default: all), every misreport of :func:`misreport_grid` is evaluated through
     :meth:`Auction.client_outcomes` — the mechanism's own allocation and payment rule on the
     profile (z, c_{-i}), vectorised over all misreports — and compared with truthful bidding
@@ -164,12 +164,12 @@ class IndividualRationality:
     paid_losers: int
 
     def holds(self, tol: float = 1e-9) -> bool:
-        """Spec check 5: every winner p_i ≥ c_i − tol, every loser p_i = 0."""
+        """Every winner p_i ≥ c_i − tol, every loser p_i = 0."""
         return self.min_winner_utility >= -tol and self.paid_losers == 0
 
 
 def individual_rationality(outcome: AuctionOutcome, costs: np.ndarray) -> IndividualRationality:
-    """IR of a truthful outcome (eq. (2), spec check 5)."""
+    """IR of a truthful outcome (eq. (2)): winners p_i ≥ c_i, losers paid 0."""
     c = np.asarray(costs, dtype=np.float64)
     u = outcome.utilities(c)
     p = outcome.payment_vector()

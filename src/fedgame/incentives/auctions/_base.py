@@ -1,4 +1,4 @@
-"""The auction plug-in interface, its outcome and input validation (JDP-FL spec ``jdp.md`` §3.1).
+"""The auction plug-in interface, its outcome and input validation (JDP-FL Sec. 3.2, Defs. 1-3).
 
 A recruitment auction is a single-parameter *reverse* auction: the server buys data, each
 candidate's only private number is its cost ``c_i``, it reports a bid ``b_i`` and the public
@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 #: Relative slack of the budget flags: ``Σ ≤ B (1 + BUDGET_RTOL)``. M1 pays ρ·d_i with
-#: ρ = B/D_W, whose float sum can exceed B by a few ulps (spec check 6 allows 1e-12).
+#: ρ = B/D_W, whose float sum can exceed B by a few ulps (the tests allow 1e-12 relative).
 BUDGET_RTOL = 1e-12
 
 #: Rows × candidates handled at once by the vectorised batch evaluators (bounds memory).
@@ -31,7 +31,8 @@ CHUNK_ELEMENTS = 1 << 21
 
 
 class AuctionInputError(ValueError):
-    """Auction inputs outside their allowed range (spec check 12); one line per bad field."""
+    """Auction inputs outside their allowed range; one line per bad field, naming the field and
+    its allowed range."""
 
 
 def _as_float_vector(name: str, x: Any, bad: list[str]) -> np.ndarray | None:
@@ -47,7 +48,7 @@ def _as_float_vector(name: str, x: Any, bad: list[str]) -> np.ndarray | None:
 
 
 def validate_auction_inputs(bids: Any, data_sizes: Any, budget: Any, *, names: tuple[str, str, str] = ("bids", "data_sizes", "budget")) -> tuple[np.ndarray, np.ndarray, float]:
-    """Check the inputs of an auction before any work (spec §3.1, check 12) and return them as
+    """Check the inputs of an auction before any work and return them as
     float64 arrays and a float. Every bad field is reported on its own line naming the field, the
     allowed range and the value given: ``n ≥ 1`` candidates, every bid ``b_i > 0`` and every data
     size ``d_i > 0`` finite, as many data sizes as bids, and a finite budget ``B > 0``.
@@ -117,7 +118,8 @@ class AuctionOutcome:
     @property
     def payments_within_budget(self) -> bool:
         """Σ p_i ≤ B (budget feasibility of the *payments*, eq. (3)); false for M2 whenever its
-        critical bids overshoot (spec A21), within a relative slack of :data:`BUDGET_RTOL`."""
+        critical bids overshoot (the paper claims budget balance for both mechanisms but proves
+        it only for M1, Theorem 3), within a relative slack of :data:`BUDGET_RTOL`."""
         return self.total_payment <= self.budget * (1.0 + BUDGET_RTOL)
 
     @property
@@ -139,13 +141,13 @@ class AuctionOutcome:
         return p
 
     def utilities(self, costs: np.ndarray) -> np.ndarray:
-        """u_i = p_i − c_i for winners, 0 for losers (spec §2), under true ``costs``."""
+        """u_i = p_i − c_i for winners (JDP-FL eq. (2)), 0 for losers, under true ``costs``."""
         c = np.asarray(costs, dtype=np.float64)
         return np.where(self.won, self.payment_vector() - c, 0.0)
 
 
 class Auction(ABC):
-    """Recruit clients from sealed cost bids under a budget (spec §3.1).
+    """Recruit clients from sealed cost bids under a budget (JDP-FL Sec. 4.2).
 
     Subclasses implement :meth:`_run` (one bid profile, inputs already validated) and may
     override :meth:`client_outcomes`, the batched evaluation the truthfulness audit uses."""

@@ -1,9 +1,10 @@
-"""M1, the unit-price ("envy-free") auction: JDP-FL Algorithm 1, Theorems 1-3 (spec §3.2).
+"""M1, the unit-price ("envy-free") auction: JDP-FL Algorithm 1, Theorems 1-3.
 
 Candidates are ordered by unit price q_i = b_i/d_i (ties: lower index first); the winners are the
 longest prefix π(1..m) with q_{π(m)} ≤ B / Σ_{l≤m} d_{π(l)}, and every winner is paid the same
-unit price ρ = min(B/D_W, q_{π(m+1)}) per unit of data (q_{π(n+1)} = +∞, A14), which is its
-critical unit price, so M1 is truthful, individually rational and never pays more than B.
+unit price ρ = min(B/D_W, q_{π(m+1)}) per unit of data (q_{π(n+1)} = +∞ when every candidate
+wins; the paper leaves it undefined), which is its critical unit price, so M1 is truthful,
+individually rational and never pays more than B.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def _m1_rows(bids: np.ndarray, d: np.ndarray, B: float) -> tuple[np.ndarray, np.
 
 
 def unit_price_allocation(bids: np.ndarray, data_sizes: np.ndarray, budget: float) -> UnitPriceAllocation:
-    """Algorithm 1 (spec §3.2): winners and the unit price ρ; O(n log n). Validates first."""
+    """Algorithm 1: winners and the unit price ρ; O(n log n). Validates first."""
     b, d, B = validate_auction_inputs(bids, data_sizes, budget)
     won, rho = _m1_rows(b[None, :], d, B)
     w = np.flatnonzero(won[0])
@@ -61,8 +62,9 @@ def unit_price_allocation(bids: np.ndarray, data_sizes: np.ndarray, budget: floa
 
 
 class UnitPriceAuction(Auction):
-    """M1 (JDP-FL Algorithm 1): pay every winner ρ·d_i. Truthful (Thm 2), individually
-    rational (Thm 1), Σp = ρ D_W ≤ B (Thm 3), envy-free in the uniform-unit-price sense (A15)."""
+    """M1 (JDP-FL Algorithm 1): pay every winner ρ·d_i. Truthful (Thm 2), individually rational
+    (Thm 1), Σp = ρ D_W ≤ B (Thm 3), envy-free in the uniform-unit-price sense (every winner has
+    q_i ≤ ρ, every loser q_i ≥ ρ; the paper asserts envy-freeness without a definition)."""
 
     name = "M1"
 

@@ -1,16 +1,21 @@
 """M2, the greedy-knapsack auction with largest-d fallback: JDP-FL Algorithm 2, eq. (9),
-Theorem 4, Remark 1, Myerson's lemma (Lemma 2) — spec §3.3 and readings A16-A22.
+Theorem 4, Remark 1, Myerson's lemma (Lemma 2), with the following readings where Algorithm 2
+is garbled or ambiguous.
 
-Allocation (A17 reading (i), A18 eligibility, A19 prefix): among the eligible candidates
-E = {i : b_i ≤ B}, take the greedy *prefix* Q in decreasing r_i = d_i/b_i (ties: lower index)
-while the running sum of bids stays ≤ B, stopping at the first misfit; let i* = argmax_{i∈E} d_i
-(lowest index on ties). Output T = Q if Σ_Q d ≥ d_{i*}, else {i*}. It is monotone (Thm 4) and
+Allocation: among the eligible candidates E = {i : b_i ≤ B} (the paper ranges over all clients,
+which can output a client whose cost alone exceeds B), take the greedy *prefix* Q in decreasing
+r_i = d_i/b_i (ties: lower index) while the running sum of bids stays ≤ B, stopping at the first
+misfit (the prefixes of Theorem 4's proof); let i* = argmax_{i∈E} d_i (lowest index on ties).
+Output T = Q if Σ_Q d ≥ d_{i*}, else {i*} (line 11's garbled comparison read as one with
+max_i d_i, as line 14 and Theorem 4's proof use it). It is monotone (Thm 4) and
 Σ_T d ≥ OPT/2 (Remark 1).
 
-Payments (A16, A20): every member of T is paid its critical bid
-τ_i(b_{-i}) = sup{z : i wins with bid z against b_{-i}} ∈ [b_i, B]; losers get 0. Σp may exceed
-B (A21) — :attr:`AuctionOutcome.payments_within_budget` says so and :class:`KnapsackAuction`
-logs a warning; payments are never rescaled (that would break truthfulness).
+Payments: every member of T (the fallback winner i* included) is paid its critical bid
+τ_i(b_{-i}) = sup{z : i wins with bid z against b_{-i}} ∈ [b_i, B] — the reverse-auction Myerson
+payment; eq. (10) as printed is the forward-auction formula — and losers get 0. Σp may exceed B
+(the paper's budget balance holds for M2's winners' costs, not its payments) —
+:attr:`AuctionOutcome.payments_within_budget` says so and :class:`KnapsackAuction` logs a
+warning; payments are never rescaled (that would break truthfulness).
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ def _m2_rows(bids: np.ndarray, d: np.ndarray, B: float) -> tuple[np.ndarray, np.
     mask R × n, i* per row (−1: nobody eligible), fallback flag per row). O(n log n) per row.
 
     The running sum of bids in ratio order is ``np.cumsum`` (sequential, like ``paid += b_i``);
-    bids are positive, so ``cum ≤ B`` holds on a prefix (A19: stop at the first misfit)."""
+    bids are positive, so ``cum ≤ B`` holds on a prefix (stop at the first misfit)."""
     R, n = bids.shape
     elig = bids <= B
     with np.errstate(divide="ignore"):
@@ -74,7 +79,7 @@ def _m2_rows(bids: np.ndarray, d: np.ndarray, B: float) -> tuple[np.ndarray, np.
 
 
 def knapsack_allocation(bids: np.ndarray, data_sizes: np.ndarray, budget: float) -> KnapsackAllocation:
-    """Algorithm 2's allocation (spec §3.3, ``M2_alloc``); O(n log n). Validates first."""
+    """Algorithm 2's allocation; O(n log n). Validates first."""
     b, d, B = validate_auction_inputs(bids, data_sizes, budget)
     won, in_q, i_star, fb = _m2_rows(b[None, :], d, B)
     q = np.flatnonzero(in_q[0])
@@ -194,7 +199,7 @@ def _critical_given_order(
 
 
 def critical_bids(bids: np.ndarray, data_sizes: np.ndarray, budget: float, clients: np.ndarray | None = None) -> np.ndarray:
-    """Critical bids τ_i(b_{-i}) of M2 (spec §3.3) for ``clients`` (default: the winners).
+    """Critical bids τ_i(b_{-i}) of M2 (Lemma 2) for ``clients`` (default: the winners).
 
     Algorithm (exact). Sort the eligible candidates once by ratio; client i's others are that
     order with i removed. Let S_k and D_k be the sums of the first k others' bids and data (k =
@@ -223,9 +228,9 @@ def critical_bids(bids: np.ndarray, data_sizes: np.ndarray, budget: float, clien
 
     Complexity: one O(n log n) sort, then O(n) per client (its masked cumulative sum; the
     bisections are O(log n)) — O(n log n + |clients|·n) time in vectorised chunks of about
-    2·10^6 entries, O(chunk) memory; all payments of n = 10^3 take milliseconds. (The spec's
-    breakpoint scan is O(n² log n) *per winner*.) :func:`critical_bid_bisection` and the plain
-    reference of the tests cross-check it."""
+    2·10^6 entries, O(chunk) memory; all payments of n = 10^3 take milliseconds. (A scan over
+    every breakpoint with one allocation each is O(n² log n) *per winner*.)
+    :func:`critical_bid_bisection` and the plain reference of the tests cross-check it."""
     b, d, B = validate_auction_inputs(bids, data_sizes, budget)
     if clients is None:
         won, _, _, _ = _m2_rows(b[None, :], d, B)
@@ -237,9 +242,9 @@ def critical_bids(bids: np.ndarray, data_sizes: np.ndarray, budget: float, clien
 
 
 def critical_bid_bisection(bids: np.ndarray, data_sizes: np.ndarray, budget: float, client: int, *, halvings: int = 200) -> float:
-    """τ_i by bisection on [b_i, B] with Algorithm 2's allocation (spec §3.3: the cross-check of
-    the exact computation). ``client`` must win with its bid ``b_i``; returns B if it still wins
-    at B. Relies on monotonicity (Thm 4)."""
+    """τ_i by bisection on [b_i, B] with Algorithm 2's allocation (a cross-check of the exact
+    computation of :func:`critical_bids`). ``client`` must win with its bid ``b_i``; returns B
+    if it still wins at B. Relies on monotonicity (Thm 4)."""
     b, d, B = validate_auction_inputs(bids, data_sizes, budget)
 
     def wins(z: float) -> bool:
@@ -263,8 +268,8 @@ def critical_bid_bisection(bids: np.ndarray, data_sizes: np.ndarray, budget: flo
 class KnapsackAuction(Auction):
     """M2 (JDP-FL Algorithm 2): greedy knapsack allocation, critical-bid payments. Truthful
     (Thm 4 + Myerson), individually rational, winners' reported costs ≤ B, Σ_T d ≥ OPT/2 — but
-    *not* budget feasible in payments (A21): an overspend is flagged on the outcome and logged
-    at WARNING level unless ``warn_over_budget=False``."""
+    *not* budget feasible in payments (the paper claims it is): an overspend is flagged on the
+    outcome and logged at WARNING level unless ``warn_over_budget=False``."""
 
     name = "M2"
 

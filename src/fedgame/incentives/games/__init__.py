@@ -4,18 +4,17 @@ FedPCS (W. Yuan, X. Wang, "A Game-Theoretic Framework for Privacy-Aware Client S
 Federated Learning"): a two-stage mean-field Stackelberg game. The server (leader) sets the
 reward rate R_t; each client (follower) picks correction factors α_i^t that move its zCDP
 budget ρ_i^t toward the population mean φ(t) (Eq. 20); clients are drawn K times with
-probability x_i^t = ρ_i^t / (N φ(t)). Pure NumPy/SciPy; spec ``shared/spec/fedpcs.md``
-§3.5-3.11. Equation → function:
+probability x_i^t = ρ_i^t / (N φ(t)). Pure NumPy/SciPy. Equation → function:
 
 ===============================  ============================================================
 Eq. 14 / Sec. III-C               :func:`inclusion_probability` (+ derivatives)
 Eq. 20                            :func:`rho_next`, :func:`trajectory`
 Eqs. 14-15, 19                    :func:`stage_payoff`, :func:`client_utility`
-Eqs. 49, 53-54 (M corrected, A2)  :func:`costate`, :func:`client_utility_gradient`
+Eqs. 49, 53-54 (M corrected*)     :func:`costate`, :func:`client_utility_gradient`
 Theorem 1, Eq. 21                 :func:`stationary_alpha`, :func:`best_response`
 Def. 2, Eq. 18, Alg. 1            :func:`mean_field`
 Eqs. 12-13                        :func:`accuracy_weights`, :func:`server_cost`
-Eq. 13 at the equilibrium ρ*[R]   :func:`equilibrium_cost` (the true server cost, spec §7 R2)
+Eq. 13 at the equilibrium ρ*[R]   :func:`equilibrium_cost` (the true server cost†)
 Lemma 2, Eqs. 22, 57-62           :func:`affine_response`, :func:`optimal_reward`, ...
 Algorithm 1 (outer loop)          :func:`stackelberg_lemma2` (the paper's, on Lemma 2)
 Stage I on the true cost          :func:`stackelberg_true_cost`; :func:`stackelberg` (default)
@@ -23,6 +22,11 @@ Eqs. 30-37, Prop. 4, Thm. 6       :func:`social_welfare`, :func:`price_of_anarch
 Theorem 7, Eqs. 38-45, Alg. 3     :func:`theorem7`, :func:`adaptive_k`, :func:`adaptive_schedule`
 Theorems 4-5, Prop. 3             :func:`bound_thm4_convex`, ... (reference formulas)
 ===============================  ============================================================
+
+* Theorem 1's M_i^t (Eq. 21) lacks the factor K/(N φ(t)) that Eqs. 52 and 54 carry and the
+derivative of the inclusion probability needs; fedgame restores it.
+† What the server minimises by default: docs/fedpcs.md, 'The accuracy scale κ and the server's
+solve'.
 """
 
 from fedgame.incentives.games._best_response import BestResponse, Solver, best_response

@@ -1,5 +1,7 @@
 """Stage II: each client's best response to a broadcast mean field φ(·) and rewards R
-(FedPCS Sec. IV-A, Theorem 1; spec §3.6 "Solver (A5)")."""
+(FedPCS Sec. IV-A, Theorem 1). Theorem 1's stationarity condition (Eq. 21) is implicit, and
+iterated as a forward-backward sweep it need not converge (it can cycle), so the client problem
+is solved by direct optimisation from several starts, with a KKT check."""
 
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ _MAX_HALVINGS = 50
 
 
 # --------------------------------------------------------------------------------------------
-# Streamed engines (spec §3.6, A5): the same iterations as ``_solvers.newton`` and
+# Streamed engines: the same iterations as ``_solvers.newton`` and
 # ``_solvers.damped_sweep``, problem by problem, run over a window of ``_STREAM`` problems at
 # a time that is refilled as problems finish
 # --------------------------------------------------------------------------------------------
@@ -62,7 +64,7 @@ class _Workspace(Workspace):
 
 
 def _kkt(a: FloatArray, grad: FloatArray) -> FloatArray:
-    """r_KKT = max_t |clip(α^t + ∂U/∂α^t, 0, 1) − α^t| per column (spec §3.6 step 4)."""
+    """r_KKT = max_t |clip(α^t + ∂U/∂α^t, 0, 1) − α^t| per column (projected gradient)."""
     r = np.add(a, grad)
     np.clip(r, 0.0, 1.0, out=r)
     r -= a
@@ -272,11 +274,11 @@ def _sweep_stream(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: Flo
                   tol: float = 1e-10, stall_window: int = 250,
                   window: int = _STREAM) -> FloatArray:
     """Damped sweeps of Theorem 1, α ← (1−ω)α + ω clip(λ(t+1)(ρ^t − φ(t)) / (2(1−ϕ)P^t), 0, 1)
-    (Eqs. 21, 51, spec A5), at most ``iters`` per problem: the iteration of
+    (Eqs. 21, 51; undamped it can cycle), at most ``iters`` per problem: the iteration of
     ``_solvers.damped_sweep``, problem by problem, streamed like :func:`_newton_stream`.
 
     A problem stops once max_t |Δα| ≤ ``tol`` or, from 2w sweeps on (w = ``stall_window``),
-    when its step has not halved over the last w sweeps (a cycle, A5). Unlike the batched
+    when its step has not halved over the last w sweeps (a cycle). Unlike the batched
     sweep, which keeps sweeping a converged problem until a tenth of its batch has stopped,
     a problem stops at its own test, so its result does not depend on its neighbours in the
     batch (the two differ by less than tol/ω; the sweep only seeds a Newton solve)."""
@@ -511,7 +513,7 @@ def best_response(rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLi
                   sweep_damping: float = 0.05, chunk_size: int = 1,
                   inclusion: Inclusion | None = None,  # consumed by @with_inclusion
                   ) -> BestResponse:
-    """Each client's optimal correction factors given φ(0..T) and R_0..R_T (spec §3.6).
+    """Each client's optimal correction factors given φ(0..T) and R_0..R_T (Theorem 1).
 
     Maximises U_i(α_i) = Σ_t P_i^t g_i^t (Eqs. 14-15, 19-20) over α_i ∈ [0, 1]^T, α_i^T = 0,
     from several starts — α ≡ 0, α ≡ 1, α ≡ 0.5, ``sweep_restarts`` damped sweeps of Eq. (21)
@@ -519,11 +521,11 @@ def best_response(rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLi
     U[0, 1]^T draws shared by all clients, and ``alpha_init`` (warm start) — keeping the
     highest U_i. Clients with identical (ρ^0, ϕ) are solved once. A sweep stops early once it
     has converged (max|Δα| ≤ 1e-10) or, after 500 sweeps, when its step has not halved over
-    250 sweeps (it cycles, A5; its iterate is only a starting point).
+    250 sweeps (it cycles; its iterate is only a starting point).
 
     ``solver="newton"`` (default): exact-Hessian projected Newton, batched over all clients
     and starts and streamed through a cache-sized window (:func:`_newton_stream`; the
-    iteration of ``_solvers.newton``). ``solver="lbfgsb"``: spec §3.6 step 2 literally —
+    iteration of ``_solvers.newton``). ``solver="lbfgsb"``: ``scipy.optimize.minimize`` —
     L-BFGS-B with the adjoint gradient on the summed objective of ``chunk_size`` clients per
     call (1: per-client solves). Newton is the default because L-BFGS-B on a sum over many
     clients stops on its relative-reduction test long before every client is stationary

@@ -1,5 +1,5 @@
 """Convergence bounds of FedPCS as reference formulas (Theorem 4, Proposition 3, Theorem 5;
-Eqs. 25-29, 71; spec §3.11). Pure functions of their named constants, for plotting and
+Eqs. 25-29, 71). Pure functions of their named constants, for plotting and
 sanity checks; the training loop does not use them."""
 
 from __future__ import annotations

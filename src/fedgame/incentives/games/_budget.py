@@ -1,5 +1,7 @@
 """Adaptive sampling ratio under a per-round privacy budget (FedPCS Sec. VII, Eqs. 38-45,
-Theorem 7, Algorithm 3; spec §3.10 and A12)."""
+Theorem 7, Algorithm 3). Theorem 7's closed form is read as the minimiser of the server's
+cost with the budget binding (K = B_t/ρ): Eq. 44 as printed cannot hold with v, ρ > 0, while
+the closed form is exactly that minimiser."""
 
 from __future__ import annotations
 
@@ -39,13 +41,13 @@ def _check_n(N: object) -> int:
 def budget_binding_cost(R: float, G: float, H: float, v: float, gamma: float,
                         budget: float) -> float:
     """C(R) = B [v/(G R + H)² + (1−γ) R]: the cost K [v/ρ + (1−γ) R ρ] with the budget
-    binding, K = B/ρ, ρ = G R + H (spec §3.10, A12)."""
+    binding, K = B/ρ, ρ = G R + H (the reading of Theorem 7 used here)."""
     rho = G * R + H
     return budget * (v / rho**2 + (1.0 - gamma) * R)
 
 
 def adaptive_k(budget: float, rho_star: float, N: int, *, strict: bool = True) -> int:
-    """K_t = clip(floor(B_t / ρ_t*), 1, N) (Eq. 41, "[·]" read as floor, spec A12), so that
+    """K_t = clip(floor(B_t / ρ_t*), 1, N) (Eq. 41, "[·]" read as floor), so that
     K_t ρ_t* ≤ B_t. A budget below one client's ρ* cannot pay for any client: ValueError
     (``strict``) or K_t = 1 (the clip rule, budget exceeded)."""
     B = check_positive("budget", budget)
@@ -83,7 +85,7 @@ class Theorem7Result:
 def theorem7(G: float, H: float, v: float, gamma: float, budget: float, N: int, *,
              R_max: float = 100.0, rho_max: float | None = None, rho_min: float | None = None,
              strict: bool = True) -> Theorem7Result:
-    """Theorem 7 (homogeneous clients, budget binding, reading A12):
+    """Theorem 7 (homogeneous clients, read with the budget binding, K = B_t/ρ):
 
         ρ_t* = (2 G v / (1−γ))^{1/3},  R_t* = (ρ_t* − H)/G,  K_t* = B_t/ρ_t*     (40)-(41)
 
@@ -92,8 +94,8 @@ def theorem7(G: float, H: float, v: float, gamma: float, budget: float, N: int, 
     R_t minimises N [v/(GR+H) + (1−γ) R (GR+H)] subject to N (G R + H) ≤ B_t (and
     G R + H ≤ ``rho_max`` if given), R ∈ [0, R_max] (the fixed-K Lemma-2 problem).
 
-    ``rho_max``/``rho_min`` (if given) keep ρ_t* in [ρ_L, ρ_H] (spec §7 R2: no client can
-    spend more than ρ_H per round): the binding cost C(R) is convex in R (C'' =
+    ``rho_max``/``rho_min`` (if given) keep ρ_t* in [ρ_L, ρ_H] (no client can spend more
+    than ρ_H per round): the binding cost C(R) is convex in R (C'' =
     6vG²B/ρ⁴ > 0), so a closed form beyond ρ_H is replaced by ρ* = ρ_H, R* = (ρ_H − H)/G,
     the constrained minimiser (``capped``)."""
     G = check_positive("G", G, strict=False)
@@ -171,9 +173,9 @@ def adaptive_schedule(G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike, ga
                       budget: ArrayLike, *, R_max: float = 100.0,
                       rho_max: float | None = None,
                       rho_min: float | None = None) -> AdaptiveSchedule:
-    """Theorem 7 for heterogeneous clients (spec §3.10): per round the population averages
+    """Theorem 7 for heterogeneous clients (Algorithm 3): per round the population averages
     G^t = Σ_i P_i^t G_i^t / Σ_i P_i^t, H^t likewise, v^t = mean_i v_i^t, then
-    :func:`theorem7` with B_t; R_0 := R_1 (A7). ``G, H, P`` (n, T+1) from
+    :func:`theorem7` with B_t; R_0 := R_1 (R_0 moves no budget). ``G, H, P`` (n, T+1) from
     :func:`affine_response`; ``v`` (T+1,) or (n, T+1); ``budget`` a number or T+1 values."""
     g = np.atleast_2d(np.asarray(G, dtype=float))
     h = np.atleast_2d(np.asarray(H, dtype=float))

@@ -43,7 +43,8 @@ FloatArray = NDArray[np.float64]
 #: The sampling rule the clients face. ``"privacy"``: x_i = ρ_i/(Nφ), P = 1 − (1 − x)^K
 #: (FedPCS Eq. 14). ``"uniform"``: x_i = 1/N whatever ρ is, so P = 1 − (1 − 1/N)^K is a
 #: constant and P' = P'' = 0 — the game the clients of the Random baseline (and of every
-#: baseline whose probabilities ignore ρ) play (spec A15).
+#: baseline whose probabilities ignore ρ) play when they are in the game at all
+#: (docs/fedpcs.md, 'Baseline budgets').
 Inclusion = Literal["privacy", "uniform"]
 _INCLUSION: ContextVar[str] = ContextVar("fedgame_inclusion", default="privacy")
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -87,7 +88,8 @@ def _uniform_p(N: int, K: int) -> float | None:
 
 
 def _log1mx(rho: FloatArray, nphi: FloatArray) -> tuple[FloatArray, NDArray[np.bool_]]:
-    """x = min(1, ρ/(Nφ)) (the §3.3 guard) as ``log(1 - x)`` and the mask ``ρ/(Nφ) < 1``."""
+    """x = min(1, ρ/(Nφ)) (guarded: ρ/(Nφ) can exceed 1 while φ is not yet the true mean) as
+    ``log(1 - x)`` and the mask ``ρ/(Nφ) < 1``."""
     x = rho / nphi
     inside = x < 1.0
     with np.errstate(divide="ignore"):
@@ -96,7 +98,7 @@ def _log1mx(rho: FloatArray, nphi: FloatArray) -> tuple[FloatArray, NDArray[np.b
 
 def inclusion_probability(rho: ArrayLike, phi: ArrayLike, N: int, K: int) -> FloatArray:
     """P = 1 − (1 − ρ/(N φ))^K: chance of being drawn at least once in K draws with
-    replacement from x = ρ/(N φ) (FedPCS Sec. III-C, Eq. 14; x capped at 1, spec §3.3).
+    replacement from x = ρ/(N φ) (FedPCS Sec. III-C, Eq. 14; x capped at 1).
 
     ``rho`` broadcasts against ``phi`` along the last axis (rounds). Under
     ``inclusion_rule("uniform")``: the constant 1 − (1 − 1/N)^K."""
@@ -107,7 +109,7 @@ def inclusion_probability(rho: ArrayLike, phi: ArrayLike, N: int, K: int) -> Flo
 
 def inclusion_probability_derivative(rho: ArrayLike, phi: ArrayLike, N: int,
                                      K: int) -> FloatArray:
-    """P'(ρ) = (K/(N φ)) (1 − ρ/(N φ))^{K−1} (FedPCS Eqs. 52, 54; spec §3.6 and A2);
+    """P'(ρ) = (K/(N φ)) (1 − ρ/(N φ))^{K−1} (FedPCS Eqs. 52, 54);
     0 where the cap x = 1 binds."""
     nphi = N * np.asarray(phi, float)
     L, inside = _log1mx(np.asarray(rho, float), nphi)
@@ -136,7 +138,7 @@ def inclusion_probability_second_derivative(rho: ArrayLike, phi: ArrayLike, N: i
 
 def rho_next(alpha: ArrayLike, rho: ArrayLike, phi_t: ArrayLike) -> FloatArray:
     """ρ_i^{t+1} = (1 − α_i^t) φ(t) + α_i^t ρ_i^t (FedPCS Eq. 20; Eq. 15 with the mean-field
-    term, spec A1)."""
+    term)."""
     a = np.asarray(alpha, float)
     nxt: FloatArray = (1.0 - a) * np.asarray(phi_t, float) + a * np.asarray(rho, float)
     return nxt
@@ -248,7 +250,8 @@ def evaluate(a: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArra
     """Utility, adjoint gradient (and second-order terms) for m independent problems.
 
     ``a``: decisions (T, m); ``rho0``, ``varphi``: (m,); ``phi``, ``R``: (T+1,).
-    Implements spec §3.6: S = P' g + P (R − 2ϕρ) (= Q R + M with the corrected M of A2),
+    Implements FedPCS Eqs. 49-54: S = P' g + P (R − 2ϕρ) (= Q R + M, with Theorem 1's M
+    corrected by the factor K/(Nφ) that Eqs. 52 and 54 carry),
     λ(T) = S(T), λ(t) = α^t λ(t+1) + S(t) (Eqs. 53-54), ∂U/∂α^t = −2(1−ϕ)P^t α^t +
     λ(t+1)(ρ^t − φ(t)) (Eq. 49); with ``second`` also f'' = ∂²(P g)/∂ρ² =
     P'' g + 2P'(R − 2ϕρ) − 2ϕP for the Newton step. ``costate_only``: stop after λ (U and
@@ -344,7 +347,7 @@ def _evaluate_public(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: 
 def client_utility(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike,
                    R: ArrayLike, N: int, K: int) -> FloatArray | float:
     """U_i(α_i) = Σ_{t=0}^{T} P_i^t g_i^t along the trajectory of Eq. (20) (FedPCS Eqs. 14,
-    19; spec §3.6). Returns one value per client (a float for a 1-D ``alpha``)."""
+    19). Returns one value per client (a float for a 1-D ``alpha``)."""
     ev, *_, one = _evaluate_public(alpha, rho0, varphi, phi, R, N, K)
     return float(ev.U[0]) if one else ev.U
 
@@ -353,7 +356,7 @@ def costate(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike
             R: ArrayLike, N: int, K: int) -> FloatArray:
     """λ_i(t), t = 0..T: λ(T) = S(T), λ(t) = α^t λ(t+1) + S(t) with
     S = Q R + M, Q = P + ρP', M = −2ϕρP − P'(ϕρ² + (1−ϕ)α²) (FedPCS Eqs. 53-54, M corrected
-    by the factor K/(Nφ), spec A2). λ(t) = dU/dρ^t."""
+    by the factor K/(Nφ) that Eqs. 52 and 54 carry and Theorem 1's M lacks). λ(t) = dU/dρ^t."""
     ev, *_, one = _evaluate_public(alpha, rho0, varphi, phi, R, N, K)
     lam = ev.lam.T
     return lam[0] if one else lam
@@ -362,8 +365,8 @@ def costate(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike
 def client_utility_gradient(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike,
                             phi: ArrayLike, R: ArrayLike, N: int, K: int) -> FloatArray:
     """Exact adjoint gradient ∂U_i/∂α_i^t = −2(1−ϕ_i) P_i^t α_i^t + λ_i(t+1)(ρ_i^t − φ(t))
-    (FedPCS Eq. 49 with Eqs. 53-54, corrected M of spec A2). Same shape as ``alpha``; the
-    α^T entry (if given) is −2(1−ϕ)P^T α^T."""
+    (FedPCS Eq. 49 with Eqs. 53-54, M corrected by the factor K/(Nφ)). Same shape as
+    ``alpha``; the α^T entry (if given) is −2(1−ϕ)P^T α^T."""
     ev, dec, aT, full, one = _evaluate_public(alpha, rho0, varphi, phi, R, N, K)
     grad = ev.grad.T
     if full:
@@ -416,7 +419,7 @@ def stationary_alpha(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: 
 
 def kkt_residual(alpha: ArrayLike, grad: ArrayLike) -> FloatArray | float:
     """r_KKT = max_t |clip(α^t + ∂U/∂α^t, 0, 1) − α^t| (projected gradient of the box
-    [0, 1]^T, spec §3.6 step 4). One value per client."""
+    [0, 1]^T). One value per client."""
     a = np.asarray(alpha, float)
     r = np.abs(np.clip(a + np.asarray(grad, float), 0.0, 1.0) - a)
     out = r.max(axis=-1) if r.size else np.zeros(r.shape[:-1])

@@ -1,5 +1,6 @@
 """The mean-field fixed point φ(t) = (1/N) Σ_i ρ_i^t[φ, R] (FedPCS Def. 2, Eq. 18, Theorem 3,
-Algorithm 1; spec §3.7 and A6)."""
+Algorithm 1), solved by a damped fixed-point iteration: the contraction argument of
+Theorem 3 treats α as fixed although it depends on φ, so convergence is checked, not assumed."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ Restarts = Literal["final", "every", "none"]
 Acceleration = Literal["anderson"] | None
 Update = Literal["picard", "consistent"]
 
-#: the paper's stopping tolerance ε_0 of Algorithm 1 (Sec. VIII-A3; spec A17)
+#: the paper's stopping tolerance ε_0 of Algorithm 1 (Sec. VIII-A, which calls it a clipping
+#: threshold of Algorithm 2; it is Algorithm 1's tolerance)
 PAPER_MF_TOL = 1e-3
 
 #: residual levels at which the warm iteration also tries the corner starts α ≡ 0, 1, 0.5
@@ -170,16 +172,17 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
                sweep_damping: float = 0.05,
                inclusion: Inclusion | None = None,  # consumed by @with_inclusion
                ) -> MeanFieldResult:
-    """Damped fixed-point iteration for the mean field (spec §3.7, reading A6).
+    """Damped fixed-point iteration for the mean field (Algorithm 1 with damping, φ(0) pinned
+    to mean ρ^0, and an unsigned stopping rule max_t |Φ(t) − φ(t)| ≤ ``tol``).
 
     φ_0(t) = mean ρ^0 (or ``phi_init``; φ(0) is always pinned to mean ρ^0; ``alpha_init``
     (n, T) or (n, T+1) warm-starts the first iteration); each iteration solves every
-    client's best response to φ_m (spec §3.6) warm-started from the previous iteration,
-    Φ(t) = mean_i ρ_i^t, r_m = max_t |Φ(t) − φ_m(t)|; stop when r_m ≤ ``tol``, else
-    φ_{m+1} = (1−β)φ_m + βΦ with β halved (not below ``beta_min``) whenever r grows twice in
-    a row, and also (an addition to the spec's rule) when r has not fallen over three
-    iterations (by 10% with ``update="consistent"``), which breaks the cycles a client
-    switching basins back and forth can cause.
+    client's best response to φ_m (Theorem 1; :func:`best_response`) warm-started from the
+    previous iteration, Φ(t) = mean_i ρ_i^t, r_m = max_t |Φ(t) − φ_m(t)|; stop when
+    r_m ≤ ``tol``, else φ_{m+1} = (1−β)φ_m + βΦ with β halved (not below ``beta_min``)
+    whenever r grows twice in a row, and also (an addition to that rule) when r has not
+    fallen over three iterations (by 10% with ``update="consistent"``), which breaks the
+    cycles a client switching basins back and forth can cause.
     N = len(rho0); ``K`` draws per round; rounds t = 0..T.
 
     Warm starts: every distinct local optimum found so far for a client (up to 4) is
@@ -189,8 +192,8 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
     residual falls below 1e-2 and below 1e-4 (new basins found early cost fewer iterations).
 
     ``restarts="every"`` adds the complete multi-start of :func:`best_response` (α ≡ 0, 1,
-    0.5, damped sweeps, ``n_starts`` random draws) at every iteration — the spec read
-    literally. ``restarts="final"`` (default) adds it only once the residual is below
+    0.5, damped sweeps, ``n_starts`` random draws) at every iteration — the most thorough
+    and slowest setting. ``restarts="final"`` (default) adds it only once the residual is below
     ``tol`` (after a cheaper check with the corner starts); if it finds a better response
     for any client the iteration continues from it, so the returned α is always a complete
     multi-start best response to the returned φ. ``restarts="none"`` skips it (the corner
@@ -208,16 +211,16 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
     N = 1000, T = 30 the cap leaves φ and every utility unchanged (to 1e-14) while saving
     ~15 % of the solve.
 
-    ``update`` chooses the map iterated. ``"picard"`` is spec §3.7 literally: the new φ is Φ,
+    ``update`` chooses the map iterated. ``"picard"`` is Algorithm 1's map: the new φ is Φ,
     the mean of the trajectories of Eq. (20) driven by φ_m. ``"consistent"`` (default): the
     new φ is the mean trajectory of Eq. (15) under the same best responses,
     ρ_i^{t+1} = (1−α_i^t) φ(t) + α_i^t ρ_i^t with φ(t) = mean_j ρ_j^t itself. Both have the
-    same fixed points (spec A1) and the same residual r_m and stopping rule; the consistent
-    update already accounts for how the mean propagates through the rounds (it is the exact
-    Jacobian step for frozen α), so where Picard moves the error forward by about one round
-    per iteration (≈ T + 20 iterations; T = 30, N = 10⁴: no convergence within 200), it
-    needs a handful (8-11 for N = 100-1000, T = 30), matching the paper's Fig. 3 ("mostly
-    within 5 iterations" at ε_0 = 1e-3).
+    same fixed points (there φ(t) is the true mean, so Eqs. 15 and 20 coincide) and the same
+    residual r_m and stopping rule; the consistent update already accounts for how the mean
+    propagates through the rounds (it is the exact Jacobian step for frozen α), so where
+    Picard moves the error forward by about one round per iteration (≈ T + 20 iterations;
+    T = 30, N = 10⁴: no convergence within 200), it needs a handful (8-11 for N = 100-1000,
+    T = 30), matching the paper's Fig. 3 ("mostly within 5 iterations" at ε_0 = 1e-3).
 
     Ties: a finite population can lack a pure-strategy fixed point at ``tol`` — a client
     whose two best basins tie near the fixed point switches between them, moving the mean by
@@ -479,7 +482,7 @@ def _solve(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int, *,
                 beta, grow = max(beta / 2.0, beta_min), 0
         else:
             grow = 0
-        # stagnation (not in the spec's rule): no 10% decrease over 3 iterations means a
+        # stagnation (not in the plain damping rule): no 10% decrease over 3 iterations means a
         # cycle of the map — damp it, and look for new basins with the corner starts
         stalled = (len(history) - last_stall >= 4
                    and history[-1] > (0.9 if update == "consistent" else 1.0) * history[-4])

@@ -1,5 +1,8 @@
 """Stage I: the server's cost and reward (FedPCS Sec. IV-B, Lemma 2, Theorem 2, Eqs. 12-13,
-22, 57-62; spec §3.5 and §3.8, readings A7, A8, A10, and §7 R2).
+22, 57-62). Eq. 13's 1/t is read as 1/(t+1) (rounds start at 0), its sum over "i = 1..K" as
+the expectation over the sampler, Σ_i P_i^t(·), and the accuracy term carries a scale κ. Why the
+default solver departs from Lemma 2: docs/fedpcs.md, 'The accuracy scale κ and the server's
+solve'.
 
 Two server solvers. :func:`stackelberg_true_cost` (the default of :func:`stackelberg`)
 minimises the true expected server cost Σ_t U_t(R_t, ρ*[R]) with ρ*[R] the clients'
@@ -78,11 +81,12 @@ def _ro(x: ArrayLike) -> FloatArray:
 
 def accuracy_weights(T: int, *, gamma: float = 0.5, sizes: ArrayLike | None = None,
                      acc_scale: float = 1.0) -> FloatArray:
-    """v^t = γ κ θ_i² / ((t+1) |D_i|²), t = 0..T (Eq. 13 with t → t+1, spec A7).
+    """v^t = γ κ θ_i² / ((t+1) |D_i|²), t = 0..T (Eq. 13 with t → t+1: 1/t is undefined at t = 0).
 
     θ_i/|D_i| = 1/Σ_j |D_j| for every client, so v^t is the same for all clients:
     γ κ / ((t+1) (Σ_j |D_j|)²); without ``sizes`` the factor θ/|D| is taken as 1, i.e.
-    v^t = γ κ/(t+1) (the reproduction setting κ = (Σ|D|)², spec A7). Shape (T+1,)."""
+    v^t = γ κ/(t+1) (the setting κ = (Σ|D|)²; docs/fedpcs.md, 'The accuracy scale κ and the
+    server's solve'). Shape (T+1,)."""
     T = check_horizon(T)
     g = check_unit_open("gamma", gamma)
     k = check_positive("acc_scale", acc_scale)
@@ -100,7 +104,7 @@ def server_cost(rho: ArrayLike, R: ArrayLike, N: int, K: int, v: ArrayLike, *,
                 gamma: float = 0.5, phi: ArrayLike | None = None,
                 inclusion: Inclusion | None = None,  # consumed by @with_inclusion
                 ) -> FloatArray:
-    """Expected server cost of each round (Eq. 13 with A7/A8):
+    """Expected server cost of each round (Eq. 13 with t → t+1, in expectation over the sampler):
     U_t = Σ_i P_i^t [v_i^t / ρ_i^t + (1−γ) R_t ρ_i^t], P_i^t = 1 − (1 − ρ_i^t/(N φ(t)))^K.
 
     ``rho`` (n, T+1); ``v`` broadcastable to it ((T+1,) or (n, T+1)); ``phi`` defaults to
@@ -136,15 +140,16 @@ def affine_response(alpha: ArrayLike, rho: ArrayLike, phi: ArrayLike, R: ArrayLi
                     varphi: ArrayLike, N: int, K: int, *, bound_tol: float = 1e-9,
                     inclusion: Inclusion | None = None,  # consumed by @with_inclusion
                     ) -> AffineResponse:
-    """Lemma 2 coefficients from the current iterate (spec §3.8):
+    """Lemma 2 coefficients from the current iterate (FedPCS Lemma 2, Appendix D):
 
         α_i^{t−1} = I R_t + J,  I = (ρ^{t−1} − φ(t−1)) Q^t / (2(1−ϕ)P^{t−1}),
         J = (ρ^{t−1} − φ(t−1)) (M^t + α^t λ(t+1)) / (2(1−ϕ)P^{t−1}),
         G = (ρ^{t−1} − φ(t−1)) I ≥ 0,  H = φ(t−1) + J (ρ^{t−1} − φ(t−1))     (57)-(58)
 
-    with Q = P + ρP', M = −2ϕρP − P'(ϕρ² + (1−ϕ)α²) (M corrected, A2) and λ(T+1) = 0. A
-    client whose α^{t−1} sits on a bound (within ``bound_tol``) does not react locally:
-    G = 0, H = ρ^t (A10 ii). At the iterate G R_t + H reproduces ρ^t exactly."""
+    with Q = P + ρP', M = −2ϕρP − P'(ϕρ² + (1−ϕ)α²) (Theorem 1's M corrected by the factor
+    K/(Nφ) that Eqs. 52 and 54 carry) and λ(T+1) = 0. A client whose α^{t−1} sits on a bound
+    (within ``bound_tol``) does not react locally: G = 0, H = ρ^t (its true local response is
+    flat). At the iterate G R_t + H reproduces ρ^t exactly."""
     ph = np.asarray(phi, dtype=float)
     T = ph.size - 1
     a_dec, aT, _, _ = _split_alpha(alpha, T)
@@ -181,7 +186,8 @@ def affine_response(alpha: ArrayLike, rho: ArrayLike, phi: ArrayLike, R: ArrayLi
 
 def surrogate_cost(R: float, G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike,
                    gamma: float) -> float:
-    """Ũ_t(R) = Σ_i P_i [v_i / (G_i R + H_i) + (1−γ) R (G_i R + H_i)] (Eq. 59, A7/A8)."""
+    """Ũ_t(R) = Σ_i P_i [v_i / (G_i R + H_i) + (1−γ) R (G_i R + H_i)] (Eq. 59, with t → t+1
+    and in expectation over the sampler, as :func:`server_cost`)."""
     rho = np.asarray(G, float) * R + np.asarray(H, float)
     return float(np.sum(np.asarray(P, float) * (np.asarray(v, float) / rho
                                                 + (1.0 - gamma) * R * rho)))
@@ -199,7 +205,8 @@ def surrogate_cost_derivative(R: float, G: ArrayLike, H: ArrayLike, P: ArrayLike
 def surrogate_cost_second_derivative(R: float, G: ArrayLike, H: ArrayLike, P: ArrayLike,
                                      v: ArrayLike, gamma: float) -> float:
     """d²Ũ_t/dR² = Σ_i P_i [2(1−γ)G_i + 2 v_i G_i² / (G_i R + H_i)³] ≥ 0 (Eq. 61 with the
-    exponent corrected to 3, spec A10 iii: the surrogate is convex, A10 iv)."""
+    exponent corrected from 2 to 3: the surrogate is convex, not "strictly concave" as
+    Theorem 2 says while showing d²U/dR² > 0)."""
     g, h = np.asarray(G, float), np.asarray(H, float)
     rho = g * R + h
     return float(np.sum(np.asarray(P, float) * (2.0 * (1.0 - gamma) * g
@@ -219,7 +226,7 @@ def reward_fixed_point(R: float, G: ArrayLike, H: ArrayLike, P: ArrayLike, v: Ar
 def reward_interval(G: ArrayLike, H: ArrayLike, *, rho_min: float = 0.01,
                     rho_max: float = 12.0, R_max: float = 100.0) -> tuple[float, float]:
     """Feasible rewards {R ∈ [0, R_max] : G_i R + H_i ∈ [ρ_L, ρ_H] ∀i} as (lo, hi)
-    (spec §3.8: R_hi = min(R_max, min_{G_i > 0} (ρ_H − H_i)/G_i)); lo > hi if empty."""
+    (R_hi = min(R_max, min_{G_i > 0} (ρ_H − H_i)/G_i)); lo > hi if empty."""
     g, h = np.asarray(G, float), np.asarray(H, float)
     pos = g > 0
     lo, hi = 0.0, float(R_max)
@@ -249,7 +256,7 @@ class RewardSolution:
 def optimal_reward(G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike, gamma: float, *,
                    rho_min: float = 0.01, rho_max: float = 12.0, R_max: float = 100.0,
                    xatol: float = 1e-12) -> RewardSolution:
-    """R_t* = argmin Ũ_t(R) over the feasible interval (spec §3.8) with
+    """R_t* = argmin Ũ_t(R) over the feasible interval (:func:`reward_interval`) with
     ``minimize_scalar(method="bounded")``; the end points are compared too, so a minimiser
     on a bound is returned exactly on it. ``G, H, P, v`` are the round's per-client arrays."""
     g = np.asarray(G, float)
@@ -273,7 +280,7 @@ def optimal_reward(G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike, gamma
                               options={"xatol": xatol})
         x = float(res.x)
         # Brent's bounded search stops at a relative x-tolerance of ~1.5e-8; polish with
-        # safeguarded Newton steps on dŨ/dR (Ũ is convex, A10) inside the sign bracket
+        # safeguarded Newton steps on dŨ/dR (Ũ is convex, G ≥ 0) inside the sign bracket
         a, b = lo, hi
         for _ in range(60):
             d1 = df(x)
@@ -308,7 +315,7 @@ def optimal_reward(G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike, gamma
 
 @dataclass(frozen=True)
 class StackelbergResult:
-    """Stackelberg equilibrium: ``reward`` R_0..R_T (R_0 := R_1, A7), the clients'
+    """Stackelberg equilibrium: ``reward`` R_0..R_T (R_0 := R_1: R_0 moves no budget), the clients'
     ``mean_field`` equilibrium under it, the Lemma-2 coefficients ``G``, ``H`` there (what
     Algorithm 3 linearises), the expected per-round server cost ``cost`` (Eq. 13) and
     ``objective`` = Σ_{t=1}^T cost_t (round 0's budgets ρ^0 are given, so only these rounds
@@ -343,18 +350,18 @@ def stackelberg_lemma2(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *, v:
                 acceleration: Literal["anderson"] | None = "anderson",
                 inclusion: Inclusion | None = None,  # consumed by @with_inclusion
                 ) -> StackelbergResult:
-    """The paper's Stackelberg solve on the Lemma-2 surrogate (spec §3.8 "Outer loop", the
-    structure of Algorithm 1): R ≡ ``R_init``; repeat
-    {mean-field fixed point given R (§3.7); Lemma-2 G, H; R_new,t = argmin Ũ_t (t ≥ 1),
-    R_new,0 = R_new,1; R ← (1−β_R) R + β_R R_new} until max_t |R_new,t − R_t| ≤
-    ``tol``·max(1, R_t) or ``max_outer`` iterations. ``v``: accuracy weights, (T+1,) or
-    (n, T+1) (see :func:`accuracy_weights`). Each mean-field solve is warm-started from the
-    previous one; ``mf_tol``, ``restarts``, ``update``, ``n_starts``, ``rng`` go to
-    :func:`mean_field`.
+    """The paper's Stackelberg solve on the Lemma-2 surrogate (the structure of Algorithm 1):
+    R ≡ ``R_init``; repeat {mean-field fixed point given R (:func:`mean_field`); Lemma-2 G, H;
+    R_new,t = argmin Ũ_t (t ≥ 1), R_new,0 = R_new,1; R ← (1−β_R) R + β_R R_new} until
+    max_t |R_new,t − R_t| ≤ ``tol``·max(1, R_t) or ``max_outer`` iterations. ``v``: accuracy
+    weights, (T+1,) or (n, T+1) (see :func:`accuracy_weights`). Each mean-field solve is
+    warm-started from the previous one; ``mf_tol``, ``restarts``, ``update``, ``n_starts``,
+    ``rng`` go to :func:`mean_field`.
 
     Not the default: a client whose α sits on a bound gets G = 0, so once R is small most
     clients stop "reacting" and R = 0 can be a fixed point of this loop although a positive
-    reward lowers the true cost (spec §7 R2); :func:`stackelberg_true_cost` solves that."""
+    reward lowers the true cost (docs/fedpcs.md, 'The accuracy scale κ and the server's
+    solve'); :func:`stackelberg_true_cost` solves that."""
     r0, vp = as_clients(rho0, varphi)
     T = check_horizon(T)
     N, K = check_population(r0.size, K)
@@ -438,7 +445,8 @@ def stackelberg_lemma2(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *, v:
 
 
 # --------------------------------------------------------------------------------------------
-# The server's problem on the true cost (spec §7 R2)
+# The server's problem on the true cost (docs/fedpcs.md, 'The accuracy scale κ and the
+# server's solve')
 # --------------------------------------------------------------------------------------------
 
 #: step sizes (× max(R_t, floor)) of the one-round checks that polish the true-cost solution
@@ -477,10 +485,11 @@ REGRET_TOL = 1e-8
 
 @dataclass(frozen=True)
 class EquilibriumCost:
-    """The true expected server cost of a reward schedule (spec §7 R2): ``reward`` R_0..R_T,
-    ``cost`` U_t (Eq. 13 with A7/A8) at the clients' mean-field equilibrium ``mean_field``
-    under R, and ``objective`` = Σ_{t=1}^T U_t, the part the schedule can change (ρ^0 is
-    given; R_0 moves no budget and is set to R_1 by convention, A7).
+    """The true expected server cost of a reward schedule (docs/fedpcs.md, 'The accuracy
+    scale κ and the server's solve'): ``reward`` R_0..R_T, ``cost`` U_t (as :func:`server_cost`)
+    at the clients' mean-field equilibrium ``mean_field`` under R, and ``objective`` =
+    Σ_{t=1}^T U_t, the part the schedule can change (ρ^0 is given; R_0 moves no budget and is
+    set to R_1 by convention).
 
     ``equilibrium``: the mean field converged and no client gives up more than
     ``REGRET_TOL`` of utility (``mean_field.regret``). A finite population can lack a
@@ -505,7 +514,7 @@ def equilibrium_cost(R: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, K: int, T
                      inclusion: Inclusion | None = None,  # consumed by @with_inclusion
                      ) -> EquilibriumCost:
     """U_t(R_t, ρ*[R]) for every round: solve the clients' mean field under the whole
-    schedule ``R`` (a number or T+1 values ≥ 0; spec §3.7, :func:`mean_field`) and price its
+    schedule ``R`` (a number or T+1 values ≥ 0; :func:`mean_field`) and price its
     budgets with :func:`server_cost`. This is the function :func:`stackelberg_true_cost`
     minimises and the one to check its answer with. Without ``phi_init``/``alpha_init``
     the mean field is solved from scratch with the complete multi-start (``restarts``), so
@@ -708,12 +717,13 @@ def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
                           max_polish: int = 20,
                           inclusion: Inclusion | None = None,  # consumed by @with_inclusion
                           ) -> StackelbergResult:
-    """The server's Stackelberg problem on the true cost (spec §7 R2): minimise
-    J(R) = Σ_{t=1}^T U_t(R_t, ρ*[R]) over R_1..R_T ∈ [0, ``R_max``] (R_0 := R_1, A7), with
-    ρ*[R] the clients' mean-field equilibrium under the whole schedule (§3.7) — the clients
-    look ahead, so each budget ρ^t answers R_t and every later reward. J is evaluated by
-    :func:`equilibrium_cost` (the mean field solved from scratch with the complete
-    multi-start), the same function a caller checks the answer with.
+    """The server's Stackelberg problem on the true cost (docs/fedpcs.md, 'The accuracy scale
+    κ and the server's solve'): minimise J(R) = Σ_{t=1}^T U_t(R_t, ρ*[R]) over
+    R_1..R_T ∈ [0, ``R_max``] (R_0 := R_1), with ρ*[R] the clients' mean-field equilibrium
+    under the whole schedule (:func:`mean_field`) — the clients look ahead, so each budget ρ^t
+    answers R_t and every later reward. J is evaluated by :func:`equilibrium_cost` (the mean
+    field solved from scratch with the complete multi-start), the same function a caller
+    checks the answer with.
 
     Why not Lemma 2: its frozen linearisation gives G = 0 to every client whose α sits on a
     bound, so a small R looks useless and R = 0 can be self-confirming although a positive
@@ -743,7 +753,7 @@ def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
     ``rng`` seeds the clients' random best-response starts (one seed for every solve, so
     J is a deterministic function of R). ``rho_min``/``rho_max`` only bound the Lemma-2
     start's rewards: the equilibrium budgets stay in [min(ρ^0, φ), max(ρ^0, φ)] ⊂ [ρ_L, ρ_H]
-    by construction (spec §3.6)."""
+    by construction (ρ^{t+1} is a convex combination of ρ^t and φ(t), Eq. 20)."""
     r0, vp = as_clients(rho0, varphi)
     T = check_horizon(T)
     N, K = check_population(r0.size, K)
@@ -845,8 +855,9 @@ def stackelberg(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *, v: ArrayL
                 cost_tol: float = 1e-7,
                 inclusion: Inclusion | None = None,  # consumed by @with_inclusion
                 ) -> StackelbergResult:
-    """The two-stage Stackelberg equilibrium. ``server_solver="true_cost"`` (default, spec
-    §7 R2): :func:`stackelberg_true_cost`, rewards minimising the true expected server cost
+    """The two-stage Stackelberg equilibrium. ``server_solver="true_cost"`` (default;
+    docs/fedpcs.md, 'The accuracy scale κ and the server's solve'):
+    :func:`stackelberg_true_cost`, rewards minimising the true expected server cost
     at the clients' mean-field equilibrium (``cost_tol``). ``"lemma2"``: the paper's outer
     loop on the Lemma-2 surrogate, :func:`stackelberg_lemma2` (``R_init``, ``beta_R``,
     ``tol``, ``max_outer``, ``restarts``, ``update``, ``acceleration``)."""

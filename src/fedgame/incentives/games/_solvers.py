@@ -1,4 +1,4 @@
-"""Batched numerical engines for the client problem (spec §3.6, A5).
+"""Batched numerical engines for the client problem (FedPCS Eqs. 14-21, Theorem 1).
 
 All engines work on m independent problems at once, in the time-major layout of
 :func:`fedgame.incentives.games._dynamics.evaluate`: decisions ``a`` of shape (T, m), one
@@ -13,9 +13,10 @@ column per problem (a problem is one client type started from one initial point)
   problems leave the batch, so the cost follows the hard problems only.
 * :func:`lbfgsb` — ``scipy.optimize.minimize(method="L-BFGS-B")`` with the adjoint gradient on
   the summed, block-separable objective of a chunk of problems (``chunk=1``: one call per
-  problem), options as spec §3.6 step 2.
+  problem), options ftol 1e-15, gtol 1e-10, maxiter 10000.
 * :func:`damped_sweep` — the forward-backward sweep of Eq. (21), α ← (1−ω)α + ω·clip(Eq. 21),
-  used only to generate a starting point (spec A5: undamped it can cycle).
+  used only to generate a starting point: iterated as it stands (undamped) it need not
+  converge and can cycle, so it is never the solver.
 """
 
 from __future__ import annotations
@@ -205,7 +206,7 @@ def damped_sweep(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: Floa
     at most ``iters`` sweeps; a problem stops once max_t |Δα| ≤ ``tol`` (its result only
     seeds a Newton / L-BFGS-B solve, so it need not be polished). With ``stall_window`` = w
     a problem also stops, after 2w sweeps, when its step has not halved over the last w
-    sweeps (a cycling sweep, spec A5: any point of the cycle is as good a seed)."""
+    sweeps (a cycling sweep: any point of the cycle is as good a seed)."""
     a = np.array(a0, dtype=float, copy=True)
     T, m = a.shape
     act = np.arange(m)
@@ -252,7 +253,7 @@ def lbfgsb(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray
            R: FloatArray, N: int, K: int, *, chunk: int = 1
            ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """L-BFGS-B (adjoint gradient, bounds [0, 1], ftol 1e-15, gtol 1e-10, maxiter 10000) on
-    the summed objective −Σ U of ``chunk`` problems at a time (spec §3.6 step 2)."""
+    the summed objective −Σ U of ``chunk`` problems at a time."""
     a = np.array(a0, dtype=float, copy=True)
     T, m = a.shape
     for lo in range(0, m, max(1, chunk)):

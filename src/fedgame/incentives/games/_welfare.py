@@ -1,5 +1,6 @@
 """Social welfare and price of anarchy (FedPCS Sec. VI, Eqs. 30-37, Def. 4, Prop. 4,
-Theorem 6; spec §3.9 and A11)."""
+Theorem 6). Theorem 6 is exposed only as the paper's expression: step (a) of Eq. 37 does not
+follow, and SW^pri turns negative as ρ_H grows."""
 
 from __future__ import annotations
 
@@ -107,8 +108,9 @@ def welfare_privacy_worst(R: ArrayLike, varphi: ArrayLike, rho_max: float = 12.0
 def price_of_anarchy(rho_eq: ArrayLike, R: ArrayLike, varphi: ArrayLike, *,
                      bounded: bool = False, rho_min: float = 0.01,
                      rho_max: float = 12.0) -> float:
-    """PoA = SW^opt / SW(ρ^eq) from an equilibrium trajectory (Def. 4, spec §3.9); +inf
-    when SW(ρ^eq) ≤ 0 (no participation constraint, A16)."""
+    """PoA = SW^opt / SW(ρ^eq) from an equilibrium trajectory (Def. 4); +inf when
+    SW(ρ^eq) ≤ 0 (the paper has no participation constraint, so equilibrium welfare can be
+    negative)."""
     sw_eq = social_welfare(rho_eq, R, varphi)
     if sw_eq <= 0:
         return float("inf")
@@ -131,7 +133,7 @@ def poa_random_lower_bounds(R: ArrayLike, varphi: ArrayLike,
 
 def paper_poa_privacy_aware(R: ArrayLike, varphi: ArrayLike, rho_max: float = 12.0) -> float:
     """The paper's PoA^pri = SW^opt / SW^pri as written (Eq. 37), *without* the +inf rule:
-    it is negative whenever SW^pri < 0 (spec A11: e.g. N = 10, T = 0, R_0 = 1, ϕ = 0.5,
+    it is negative whenever SW^pri < 0 (e.g. N = 10, T = 0, R_0 = 1, ϕ = 0.5,
     ρ_H = 12 gives 5 / −600). Exposed to document the flaw, not as a PoA."""
     opt = social_optimum(R, varphi)
     return opt.welfare / welfare_privacy_worst(R, varphi, rho_max)
@@ -140,7 +142,7 @@ def paper_poa_privacy_aware(R: ArrayLike, varphi: ArrayLike, rho_max: float = 12
 def paper_theorem6_bound(R: ArrayLike, varphi: ArrayLike, rho_max: float = 12.0,
                          R_max: float | None = None) -> float:
     """Theorem 6's claimed bound R_max Σ_i(1/ϕ_i) / (2(N − (T+1) Σ_i ϕ_i / (ρ_H Σ_t R_t))),
-    R_max = max_t R_t by default. NOT a valid bound (spec A11: step (a) of Eq. 37 assumes
+    R_max = max_t R_t by default. NOT a valid bound (step (a) of Eq. 37 assumes
     N Σ_t R_t ≤ (T+1) Σ_i ϕ_i); exposed only as the paper's expression."""
     v, Rv = _varphi(varphi), _rewards(R)
     rh = check_positive("rho_max", rho_max)
@@ -150,8 +152,8 @@ def paper_theorem6_bound(R: ArrayLike, varphi: ArrayLike, rho_max: float = 12.0,
 
 
 def paper_theorem6_limit(R: ArrayLike, varphi: ArrayLike, R_max: float | None = None) -> float:
-    """The ρ_H → ∞ limit claimed after Theorem 6: (R_max / (2N)) Σ_i 1/ϕ_i (not a bound,
-    spec A11)."""
+    """The ρ_H → ∞ limit claimed after Theorem 6: (R_max / (2N)) Σ_i 1/ϕ_i (not a bound: SW^pri
+    is negative in that limit)."""
     v, Rv = _varphi(varphi), _rewards(R)
     rmax = float(Rv.max()) if R_max is None else float(R_max)
     return rmax * float(np.sum(1.0 / v)) / (2.0 * v.size)

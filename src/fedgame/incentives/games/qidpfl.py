@@ -1,32 +1,39 @@
 """QI-DPFL: quality-aware screening and the reward/privacy Stackelberg game, pure maths.
 
 W. Yuan, X. Wang, "QI-DPFL: Quality-Aware and Incentive-Boosted Federated Learning with
-Differential Privacy"; spec ``shared/spec/qidpfl.md`` §3.1 and §3.5-3.9 with the readings of
-§4 (A1-A16). Pure NumPy/SciPy, no training. Paper equation → function:
+Differential Privacy" (Sec. III-A screening; Secs. III-B and IV the game). Where the paper is
+garbled, inconsistent or silent, each function's docstring states the reading it implements.
+Pure NumPy/SciPy, no training. Paper equation → function:
 
 =================================  ==========================================================
-Eq. 11 (§3.1, A1-A3)                :func:`label_emd`, :func:`reference_distribution`,
+Eq. 11, Sec. III-A                  :func:`label_emd`, :func:`reference_distribution`,
                                     :func:`screen`
-Eqs. 16-17 (§3.5, A5)               :func:`client_utility`
+Eqs. 16-17                          :func:`client_utility`
 Eq. 23                              :func:`best_response`
-Eqs. 20, 25, Theorem 1 + A4         :func:`participants`, :func:`participation_loop`,
+Eqs. 20, 25, Theorem 1 (+ S)*       :func:`participants`, :func:`participation_loop`,
                                     :func:`equilibrium_slopes`, :func:`client_equilibrium`
 Eq. 31 (numerical check)            :func:`deviation_gains`
-Eq. 15 (§3.6, A7, A10)              :func:`server_round_cost`
-Eqs. 26-29, Theorem 2 (A11)         :func:`theorem2_constant`, :func:`reward_cost`,
+Eq. 15                              :func:`server_round_cost`
+Eqs. 26-29, Theorem 2               :func:`theorem2_constant`, :func:`reward_cost`,
                                     :func:`optimal_reward`
-Sec. IV-B, Eqs. 32-33 (§3.7, A8)    :class:`AccuracyCurve`, :func:`fit_accuracy_curve`,
+Sec. IV-B, Eqs. 32-33               :class:`AccuracyCurve`, :func:`fit_accuracy_curve`,
                                     :func:`reward_range`
-§3.8 (A10, A16)                     :func:`qidpfl_reward`, :func:`max_reward`,
+Sec. V-B (reward policies)          :func:`qidpfl_reward`, :func:`max_reward`,
                                     :func:`random_reward`, :func:`calibrate_acc_scale`
-§3.10 offline game loop (A12-A14)   :func:`reward_schedule`
-Def. 2, Eqs. 30-31 (§3.9)           :func:`stackelberg_check`
+Algorithm 1, offline game loop      :func:`reward_schedule`
+Def. 2, Eqs. 30-31                  :func:`stackelberg_check`
 Algorithm 1 (game part)             :func:`solve_qidpfl_game` → :class:`QIDPFLOutcome`
 =================================  ==========================================================
 
-Conventions: clients are 0-based (the spec numbers them 1..N); rounds are t = 1..T (A12);
-κ_i^t = φ_1 ν_i^t is the marginal privacy cost. ν may be one value per client (constant over
-rounds, A14) or an (N, T) array. Every error names the field, the allowed range and the value.
+* Theorem 1's closed form (Eq. 20) assumes every client's budget is positive; fedgame computes
+the equilibrium with a participation set S (clients whose privacy is too costly choose ρ = 0),
+the unique equilibrium of this contest (Yang et al., MobiCom 2012).
+
+Conventions: clients are 0-based (the paper numbers them 1..N); rounds are t = 1..T, as Eq. 15
+sums them (Algorithm 1's loop over t = 0..T is read as T rounds); κ_i^t = φ_1 ν_i^t is the
+marginal privacy cost. ν may be one value per client (constant over rounds; the experiments say
+nothing of ν over time) or an (N, T) array. Every error names the field, the allowed range and
+the value.
 """
 
 from __future__ import annotations
@@ -99,7 +106,7 @@ def _fmt(x: float) -> str:
 
 
 # ============================================================================================
-# §3.1 Screening by label EMD (Eq. 11)
+# Screening by label EMD (Sec. III-A, Eq. 11)
 # ============================================================================================
 
 
@@ -118,7 +125,7 @@ def _label_counts(label_counts: ArrayLike, name: str = "label_counts") -> FloatA
 
 
 def reference_distribution(label_counts: ArrayLike, reference: Reference = "pooled") -> FloatArray:
-    """The reference ("actual") label distribution P_a of Eq. 11 (A1).
+    """The reference ("actual") label distribution P_a of Eq. 11 (the paper gives no value).
 
     ``"pooled"`` (default): P_a(j) = Σ_h m_{h,j} / Σ_h Σ_k m_{h,k}, the label distribution of the
     union of all candidates' data (= the |D_h|-weighted mean of their distributions);
@@ -149,11 +156,12 @@ def _reference(m: FloatArray, reference: Reference) -> FloatArray:
 
 
 def label_emd(label_counts: ArrayLike, reference: Reference = "pooled") -> FloatArray:
-    """θ_h = Σ_j |P_h(j) − P_a(j)| for every candidate h (Eq. 11; A2), shape (H,), in [0, 2].
+    """θ_h = Σ_j |P_h(j) − P_a(j)| for every candidate h (Eq. 11), shape (H,), in [0, 2].
 
     P_h(j) = m_{h,j} / |D_h|. This is the L1 distance of the label histograms, i.e. 2·W_1 with
     the discrete ground distance 1[j ≠ k] (total variation) — not the ordinal 1-D Wasserstein
-    distance over class indices (A2). Vectorised over H candidates × P classes."""
+    distance over class indices, which would depend on the arbitrary class numbering (labels are
+    nominal). Vectorised over H candidates × P classes."""
     return _emd(_label_counts(label_counts), reference)[0]
 
 
@@ -165,7 +173,7 @@ def _emd(m: FloatArray, reference: Reference) -> tuple[FloatArray, FloatArray]:
 
 @dataclass(frozen=True)
 class ScreeningResult:
-    """Outcome of the screening layer (§3.1): θ per candidate, the kept candidates (ascending
+    """Outcome of the screening layer (Sec. III-A): θ per candidate, the kept candidates (ascending
     indices, i.e. order preserved), the threshold used, and the reference distribution."""
 
     emd: FloatArray
@@ -186,13 +194,15 @@ def _keep_count(q: float, H: int) -> int:
 def screen(label_counts: ArrayLike, *, reference: Reference = "pooled",
            theta_th: float | None = None, keep_fraction: float | None = None,
            min_kept: int = 2) -> ScreeningResult:
-    """Quality-aware screening (§3.1, Alg. 1 lines 3-8; A3).
+    """Quality-aware screening (Sec. III-A, Alg. 1 lines 3-8).
 
-    Give exactly one of ``theta_th`` (keep h iff θ_h ≤ θ_th; θ_th = inf keeps everyone, the
-    FedAvg-DP baseline of A16) and ``keep_fraction`` q ∈ (0, 1] (keep exactly the ⌈qH⌉ smallest
-    θ, ties broken by the lower index; the reported θ_th is the largest kept θ, so a candidate
-    with θ = θ_th may be left out in this mode only). Fewer than ``min_kept`` = 2 kept clients
-    raise ``ValueError`` (the game has no equilibrium for N = 1, A4)."""
+    Give exactly one of ``theta_th`` (keep h iff θ_h ≤ θ_th — the text's rule, which excludes
+    only θ_h > θ_th, where Algorithm 1 line 5 writes θ_h < θ_th; θ_th = inf keeps everyone, the
+    FedAvg-DP baseline, read as QI-DPFL without screening) and ``keep_fraction`` q ∈ (0, 1]
+    (keep exactly the ⌈qH⌉ smallest θ, ties broken by the lower index; the reported θ_th is the
+    largest kept θ, so a candidate with θ = θ_th may be left out in this mode only). Fewer than
+    ``min_kept`` = 2 kept clients raise ``ValueError`` (the game has no equilibrium for N = 1:
+    any ρ > 0 wins the whole reward)."""
     emd, p_ref = _emd(_label_counts(label_counts), reference)
     H = emd.size
     if (theta_th is None) == (keep_fraction is None):
@@ -218,12 +228,12 @@ def screen(label_counts: ArrayLike, *, reference: Reference = "pooled",
 
 
 # ============================================================================================
-# §3.5 Stage II: utilities, best responses and the equilibrium with a participation set
+# Stage II (Sec. IV-A): utilities, best responses and the equilibrium with a participation set
 # ============================================================================================
 
 
 def _kappa(nu: ArrayLike, phi1: float, name: str = "nu") -> FloatArray:
-    """κ = φ_1 ν with ν > 0 finite, 1-D (N,) or 2-D (N, T), N ≥ 2 (A4)."""
+    """κ = φ_1 ν with ν > 0 finite, 1-D (N,) or 2-D (N, T), N ≥ 2 (no equilibrium for N = 1)."""
     p = check_positive("phi1", phi1)
     v = np.asarray(nu, dtype=np.float64)
     if v.ndim not in (1, 2) or v.shape[0] < 2:
@@ -241,7 +251,9 @@ def _reward(R: float, name: str = "R") -> float:
 
 def client_utility(x: ArrayLike, others: ArrayLike, R: float, kappa: ArrayLike,
                    fixed_cost: ArrayLike = 0.0) -> FloatArray:
-    """U_i = R·x/(x + X) − κ_i x − K_i with X = Σ_{j≠i} ρ_j (Eqs. 16-17, A5); share 0 at x = 0.
+    """U_i = R·x/(x + X) − κ_i x − K_i with X = Σ_{j≠i} ρ_j (Eqs. 16-17; the data, computation
+    and communication costs of Eq. 17 do not depend on ρ and enter as the constant K_i); share 0
+    at x = 0.
 
     Broadcasts over clients and candidate budgets ``x``."""
     x = np.asarray(x, dtype=np.float64)
@@ -261,7 +273,8 @@ def best_response(others: ArrayLike, R: float, kappa: ArrayLike) -> FloatArray:
 
 
 def participants(kappa: ArrayLike) -> NDArray[np.bool_]:
-    """Participation set of the Stage II equilibrium (A4; Yang et al. 2012), O(N log N).
+    """Participation set of the Stage II equilibrium (Theorem 1 extended to clients who choose
+    ρ = 0; Yang et al. 2012), O(N log N).
 
     Sort κ ascending (stable); S is the longest prefix {1..n} (n ≥ 2) with
     κ_(k)·(k−1) < Σ_{j≤k} κ_(j) for every k ≤ n. Works column-wise on an (N, T) array
@@ -281,7 +294,7 @@ def participants(kappa: ArrayLike) -> NDArray[np.bool_]:
 
 
 def participation_loop(kappa: ArrayLike, *, one_at_a_time: bool = False) -> tuple[IntArray, int]:
-    """The dropping loop of §3.5: repeat {n = |S|, K = Σ_S κ; drop every i with (n−1)κ_i ≥ K}
+    """The dropping loop: repeat {n = |S|, K = Σ_S κ; drop every i with (n−1)κ_i ≥ K}
     until nothing drops (``one_at_a_time``: drop only the costliest per pass). Returns the
     participants (ascending indices) and the number of passes (≤ N − 1, the last drops
     nothing). Equal to :func:`participants` (checked in the tests); kept as the reference."""
@@ -304,7 +317,8 @@ def participation_loop(kappa: ArrayLike, *, one_at_a_time: bool = False) -> tupl
 def equilibrium_slopes(kappa: ArrayLike, *,
                        mode: Literal["participation", "paper"] = "participation"
                        ) -> tuple[FloatArray, NDArray[np.bool_]]:
-    """Equilibrium slopes G_i (ρ_i* = G_i R) and the participation mask (Eq. 20 on S, A4).
+    """Equilibrium slopes G_i (ρ_i* = G_i R) and the participation mask (Eq. 20 applied on the
+    participation set S; a negative budget is infeasible).
 
     On S (n = |S|, K = Σ_S κ): G_i = (n−1)/K · (1 − (n−1)κ_i/K) (the paper's C_i), and
     G_i = 0 off S, so Σ_S ρ* = (n−1)R/K (Eq. 25). Column-wise for (N, T). ``mode="paper"``
@@ -328,19 +342,21 @@ def equilibrium_slopes(kappa: ArrayLike, *,
     n = mask.sum(axis=0)
     K = np.where(mask, k, 0.0).sum(axis=0)
     G = np.where(mask, (n - 1) / K * (1.0 - (n - 1) * k / K), 0.0)
-    # a client whose G rounds to <= 0 sits on the margin (n−1)κ_i = K: it is dropped (A4), which
-    # leaves every other G unchanged ((n−2)/K' = (n−1)/K with K' = K − κ_i)
+    # a client whose G rounds to <= 0 sits on the margin (n−1)κ_i = K: it is dropped (it would
+    # upload with infinite noise), which leaves every other G unchanged ((n−2)/K' = (n−1)/K
+    # with K' = K − κ_i)
     mask &= G > 0
     return np.asarray(np.where(mask, G, 0.0), dtype=np.float64), mask
 
 
 @dataclass(frozen=True)
 class ClientEquilibrium:
-    """The Stage II equilibrium at reward R (§3.5), one entry per (kept) client.
+    """The Stage II equilibrium at reward R (Theorem 1 with a participation set), one entry per
+    (kept) client.
 
     ``participants``: indices of S (ascending); ``slope``: G_i (0 off S); ``rho`` = G R;
     ``share``: s_i = 1 − (n−1)κ_i/K on S (Σ = 1); ``payment`` = s R; ``utility`` = R s² − K_i
-    on S and 0 off S (they do not train, A5)."""
+    on S and 0 off S (they do not train; Eq. 16 at ρ = 0 would give −K_i)."""
 
     reward: float
     participants: IntArray
@@ -352,17 +368,20 @@ class ClientEquilibrium:
 
     @property
     def rho_total(self) -> float:
-        """Σ_S ρ* = (n−1)R/K (Eq. 25): the curve's x-variable ρ_t (A9)."""
+        """Σ_S ρ* = (n−1)R/K (Eq. 25): the curve's x-variable ρ_t (a noise-level index only:
+        Lemma 1 calls it the global model's zCDP level, but the clients' data are disjoint, so the
+        sum guarantees nothing)."""
         return float(self.rho.sum())
 
 
 def client_equilibrium(nu: ArrayLike, R: float, *, phi1: float = 1.0, fixed_cost: ArrayLike = 0.0,
                        mode: Literal["participation", "paper"] = "participation") -> ClientEquilibrium:
-    """Unique Nash equilibrium of the clients' contest at reward R (Theorem 1 + A4, §3.5).
+    """Unique Nash equilibrium of the clients' contest at reward R (Theorem 1 with a
+    participation set).
 
     ``nu``: privacy values ν_i > 0 of the N ≥ 2 kept clients; κ = φ_1 ν; ``fixed_cost`` K_i ≥ 0
-    (number or one per client) only shifts utilities (A5). S does not depend on R and ρ* is
-    linear in R."""
+    (number or one per client) only shifts utilities (it does not depend on ρ). S does not
+    depend on R and ρ* is linear in R."""
     k = _kappa(nu, phi1)
     if k.ndim != 1:
         raise ValueError(f"nu: expected one value per client for a single round, got shape {k.shape}")
@@ -421,15 +440,16 @@ def deviation_gains(rho: ArrayLike, R: float, kappa: ArrayLike, fixed_cost: Arra
 
 
 # ============================================================================================
-# §3.6 Stage I: server cost and the optimal reward (Eqs. 13-15, 26-29, Theorem 2)
+# Stage I: server cost and the optimal reward (Eqs. 13-15, 26-29, Theorem 2)
 # ============================================================================================
 
 
 @dataclass(frozen=True)
 class ServerParams:
-    """The server's constants (§3.6): model dimension d (``dim``), rounds T (``rounds``),
+    """The server's constants (Eq. 15): model dimension d (``dim``), rounds T (``rounds``),
     discount π (``discount``), γ, β, λ (``lam``), V (``grad_bound``), clip C (``clip``) and the
-    accuracy-term multiplier κ_acc (``acc_scale``, A10). Defaults are the spec's [ours] values."""
+    accuracy-term multiplier κ_acc (``acc_scale``; fedgame's addition, since β, λ, V, γ and C are
+    not given and fix the scale of R_t*). Defaults are fedgame's own: the paper gives none."""
 
     dim: int
     rounds: int
@@ -457,7 +477,7 @@ class ServerParams:
         return self.acc_scale * 2.0 * self.beta * self.gamma / (self.lam**2 * self.rounds**2)
 
     def discounts(self) -> FloatArray:
-        """π^{t−1}, t = 1..T (A12)."""
+        """π^{t−1}, t = 1..T (Eq. 15's rounds)."""
         return np.asarray(self.discount ** np.arange(self.rounds, dtype=np.float64), dtype=np.float64)
 
 
@@ -472,7 +492,8 @@ def _sizes(sizes: ArrayLike, n: int) -> FloatArray:
 
 
 def server_round_cost(rho: ArrayLike, R: float, t: int, sizes: ArrayLike, params: ServerParams) -> float:
-    """u_t from the budgets directly (summand of Eq. 15, n_t = |{i: ρ_i > 0}|, A4/A7/A10):
+    """u_t from the budgets directly (summand of Eq. 15 with the uniform mean over the n_t =
+    |{i: ρ_i > 0}| participants of Eq. 12, times κ_acc):
 
         u_t = κ_acc·2βγ/(λ²T²)·[V² + (2 d C²/n_t²) Σ_{ρ_i>0} 1/(|D_i|² ρ_i)] + (1−γ) π^{t−1} R.
 
@@ -488,7 +509,8 @@ def server_round_cost(rho: ArrayLike, R: float, t: int, sizes: ArrayLike, params
 
 
 def theorem2_constant(slope: ArrayLike, sizes: ArrayLike, params: ServerParams) -> FloatArray | float:
-    """A_t = κ_acc·4dγβC²/(T²λ²n_t²) · Σ_{i∈S_t} 1/(G_i^t |D_i|²) (Theorem 2 with N → n_t, A11).
+    """A_t = κ_acc·4dγβC²/(T²λ²n_t²) · Σ_{i∈S_t} 1/(G_i^t |D_i|²) (Theorem 2 with N → n_t and
+    sums over the participants S_t).
 
     ``slope`` (N,) for one round → float, or (N, T) → (T,). Clients with G = 0 are outside S_t."""
     G = np.asarray(slope, dtype=np.float64)
@@ -522,13 +544,14 @@ def optimal_reward(A: ArrayLike, t: ArrayLike, params: ServerParams) -> FloatArr
 
 
 # ============================================================================================
-# §3.7 Accuracy curve and the reward range (Sec. IV-B, Remark 1, Eqs. 32-33)
+# Accuracy curve and the reward range (Sec. IV-B, Remark 1, Eqs. 32-33)
 # ============================================================================================
 
 
 @dataclass(frozen=True)
 class AccuracyCurve:
-    """I(ρ) = I_1 − B e^{−I_3 ρ}, B = I_2 e^{−I_4} (Sec. IV-B; only B is identifiable, A8)."""
+    """I(ρ) = I_1 − B e^{−I_3 ρ}, B = I_2 e^{−I_4} (Sec. IV-B; only the product B of I_2 and
+    e^{−I_4} can be identified from data, so I_4 = 0)."""
 
     I1: float
     B: float
@@ -551,7 +574,8 @@ class AccuracyCurve:
 
     def rho_lo(self, x: float, name: str = "eps") -> float:
         """ρ_lo(x) = max(0, ln(B/(I_1 − x))/I_3): the least global budget with I(ρ) ≥ x
-        (Eq. 33 with the natural log, A8 iv-v); requires x < I_1."""
+        (Eq. 33, whose log is the natural one; 0 when the target holds at ρ = 0); requires
+        x < I_1."""
         if not (math.isfinite(x) and x < self.I1):
             raise ValueError(f"{name}: must be < I1 = {_fmt(self.I1)} (the curve's ceiling), got {_fmt(x)}")
         return max(0.0, math.log(self.B / (self.I1 - x)) / self.I3)
@@ -560,7 +584,7 @@ class AccuracyCurve:
 def reward_range(slope_sum: ArrayLike, curve: AccuracyCurve, eps: float, eps_max: float
                  ) -> tuple[FloatArray, FloatArray]:
     """[R_min,t, R_max,t] = [ρ_lo(ε), ρ_lo(ε_max)] / Σ_{S_t} G_i^t (Eq. 33; at the equilibrium
-    ρ_t = R_t Σ_S G = (n−1)R_t/(φ_1 Σ_S ν), Remark 1). R_min = 0 when I(0) ≥ ε (A8 v).
+    ρ_t = R_t Σ_S G = (n−1)R_t/(φ_1 Σ_S ν), Remark 1). R_min = 0 when I(0) ≥ ε.
 
     Raises ``ValueError`` naming the field for ε ≥ I_1, ε_max ≥ I_1 or ε > ε_max."""
     curve.rho_lo(eps_max, "eps_max")
@@ -574,7 +598,7 @@ def reward_range(slope_sum: ArrayLike, curve: AccuracyCurve, eps: float, eps_max
 
 @dataclass(frozen=True)
 class CurveFit:
-    """Least-squares fit of I(ρ) = I_1 − B e^{−I_3 ρ} (§3.7): parameters, their standard errors
+    """Least-squares fit of I(ρ) = I_1 − B e^{−I_3 ρ} (Sec. IV-B): parameters, their standard errors
     sqrt(diag(cov)) (order I_1, B, I_3), the covariance and the RMSE of the residuals."""
 
     curve: AccuracyCurve
@@ -584,7 +608,7 @@ class CurveFit:
 
 
 def fit_accuracy_curve(rho: ArrayLike, acc: ArrayLike, *, max_nfev: int = 20000) -> CurveFit:
-    """Fit (I_1, B, I_3) with ``scipy.optimize.curve_fit`` exactly as §3.7 prescribes (A8):
+    """Fit (I_1, B, I_3) with ``scipy.optimize.curve_fit`` (I_2 and I_4 cannot be fitted apart):
     p0 = [max acc, max(spread, 1e-3), 1/median ρ], bounds I_1 ∈ [0, 1], B ≥ 0, I_3 ≥ 1e-12."""
     r = np.asarray(rho, dtype=np.float64)
     a = np.asarray(acc, dtype=np.float64)
@@ -608,7 +632,7 @@ def fit_accuracy_curve(rho: ArrayLike, acc: ArrayLike, *, max_nfev: int = 20000)
 
 
 # ============================================================================================
-# §3.8 Reward policies and the calibration of κ_acc
+# Reward policies (Sec. V-B) and the calibration of κ_acc
 # ============================================================================================
 
 #: A reward policy: (R_t*, R_min,t, R_max,t, rng) → applied R_t, arrays of shape (T,).
@@ -618,13 +642,14 @@ RewardPolicy = Callable[[FloatArray, FloatArray, FloatArray, "np.random.Generato
 def qidpfl_reward(R_star: FloatArray, R_min: FloatArray, R_max: FloatArray,
                   rng: np.random.Generator | None = None) -> FloatArray:
     """QI-DPFL: R_t = clip(R_t*, R_min,t, R_max,t), the exact minimiser of the strictly convex
-    u_t over the range (A10); without a range (R_min = 0, R_max = inf) R_t = R_t*."""
+    u_t over the range (the paper does not say how Theorem 2 and Eq. 33 combine); without a
+    range (R_min = 0, R_max = inf) R_t = R_t*."""
     return np.asarray(np.clip(R_star, R_min, R_max), dtype=np.float64)
 
 
 def max_reward(R_star: FloatArray, R_min: FloatArray, R_max: FloatArray,
                rng: np.random.Generator | None = None) -> FloatArray:
-    """Max ("Max-select"): R_t = R_max,t (§3.8, A16)."""
+    """Max ("Max-select", Sec. V-B): R_t = R_max,t."""
     if not np.all(np.isfinite(R_max)):
         raise ValueError("policy max: needs a reward range (an accuracy curve with eps_max)")
     return np.asarray(R_max, dtype=np.float64).copy()
@@ -632,7 +657,8 @@ def max_reward(R_star: FloatArray, R_min: FloatArray, R_max: FloatArray,
 
 def random_reward(R_star: FloatArray, R_min: FloatArray, R_max: FloatArray,
                   rng: np.random.Generator | None = None) -> FloatArray:
-    """Random: R_t ~ U[R_min,t, R_max,t] i.i.d. over rounds from the policy's own generator (A16)."""
+    """Random (Sec. V-B; the paper does not give its distribution): R_t ~ U[R_min,t, R_max,t]
+    i.i.d. over rounds from the policy's own generator."""
     if rng is None:
         raise ValueError("policy random: needs rng (a numpy Generator of its own)")
     if not np.all(np.isfinite(R_max)):
@@ -641,7 +667,8 @@ def random_reward(R_star: FloatArray, R_min: FloatArray, R_max: FloatArray,
 
 
 def calibrate_acc_scale(R_min1: float, A1_unit: float, gamma: float) -> float:
-    """κ_acc = R_min,1² (1 − γ) / A_1|_{κ_acc=1}, so that R_1* = R_min,1 (§3.8, A10);
+    """κ_acc = R_min,1² (1 − γ) / A_1|_{κ_acc=1}, so that R_1* = R_min,1 (fedgame's calibration:
+    the first round just meets the target);
     1 (no calibration) when R_min,1 = 0."""
     if R_min1 <= 0:
         return 1.0
@@ -649,7 +676,7 @@ def calibrate_acc_scale(R_min1: float, A1_unit: float, gamma: float) -> float:
 
 
 # ============================================================================================
-# §3.10 the offline game over T rounds
+# The offline game over T rounds (Algorithm 1)
 # ============================================================================================
 
 
@@ -688,13 +715,13 @@ def reward_schedule(nu: ArrayLike, sizes: ArrayLike, params: ServerParams, *, ph
                     eps_max: float | None = None, calibrate: bool = False,
                     policy: RewardPolicy = qidpfl_reward,
                     rng: np.random.Generator | None = None) -> RewardSchedule:
-    """The offline game of §3.10 for rounds t = 1..T: S_t and G^t (§3.5), A_t and R_t*
-    (Theorem 2), the range (Eq. 33, when ``curve`` is given) and the applied reward
-    ``policy(R*, R_min, R_max, rng)`` (§3.8), with u_t at it.
+    """The offline game of Algorithm 1 for rounds t = 1..T: S_t and G^t (Theorem 1 with a
+    participation set), A_t and R_t* (Theorem 2), the range (Eq. 33, when ``curve`` is given)
+    and the applied reward ``policy(R*, R_min, R_max, rng)`` (Sec. V-B), with u_t at it.
 
-    ``nu`` (N,) constant over rounds (A14) or (N, T); ``calibrate`` sets κ_acc so that
-    R_1* = R_min,1 (§3.8) instead of ``params.acc_scale``. Needs ``eps`` and ``eps_max`` with a
-    curve."""
+    ``nu`` (N,) constant over rounds or (N, T); ``calibrate`` sets κ_acc so that
+    R_1* = R_min,1 (:func:`calibrate_acc_scale`) instead of ``params.acc_scale``. Needs
+    ``eps`` and ``eps_max`` with a curve."""
     T = params.rounds
     k = _per_round(_kappa(nu, phi1), T)
     D = _sizes(sizes, k.shape[0])
@@ -731,7 +758,7 @@ def reward_schedule(nu: ArrayLike, sizes: ArrayLike, params: ServerParams, *, ph
 
 @dataclass(frozen=True)
 class QIDPFLOutcome:
-    """Everything the QI-DPFL game decides before training (Alg. 1, §3.10).
+    """Everything the QI-DPFL game decides before training (Algorithm 1).
 
     ``screening`` (None without label counts); ``kept``: candidate indices of the N game
     clients; ``kappa``: φ_1 ν of the kept clients, (N,) or (N, T); ``equilibria``: the Stage II
@@ -764,10 +791,10 @@ def solve_qidpfl_game(nu: ArrayLike, sizes: ArrayLike, *, phi1: float = 1.0,
     """The QI-DPFL game end to end, without training (Alg. 1 minus the training layer).
 
     ``nu``, ``sizes`` (and ``fixed_cost`` if a list) are per candidate, (H,) or ``nu`` (H, T).
-    With ``label_counts`` (H × P) the candidates are screened first (§3.1; ``theta_th`` or
+    With ``label_counts`` (H × P) the candidates are screened first (Eq. 11; ``theta_th`` or
     ``keep_fraction``, ``reference``) and only the kept N enter the game. Then: the Stage II
-    equilibrium at each of ``rewards`` (§3.5) and, with ``server``, the reward schedule over
-    T rounds (§3.6-3.8; ``curve``/``eps``/``eps_max`` for the range, ``calibrate`` for κ_acc)
+    equilibrium at each of ``rewards`` (Theorem 1) and, with ``server``, the reward schedule over
+    T rounds (Eqs. 15-33; ``curve``/``eps``/``eps_max`` for the range, ``calibrate`` for κ_acc)
     with budgets, payments and utilities at the applied rewards."""
     v = np.asarray(nu, dtype=np.float64)
     s = np.asarray(sizes, dtype=np.float64)
@@ -820,7 +847,7 @@ def solve_qidpfl_game(nu: ArrayLike, sizes: ArrayLike, *, phi1: float = 1.0,
 
 
 # ============================================================================================
-# §3.9 Stackelberg equilibrium check (Definition 2)
+# Stackelberg equilibrium check (Definition 2)
 # ============================================================================================
 
 
@@ -840,7 +867,7 @@ class StackelbergCheck:
 def stackelberg_check(outcome: QIDPFLOutcome, *, grid_points: int = 401) -> StackelbergCheck:
     """Check Eqs. 30-31 for an outcome with a schedule: u_t is evaluated from the budgets
     (Eq. 15, :func:`server_round_cost`) with the clients' equilibrium re-solved at every grid
-    reward (ρ*(R) = G R, §3.5) over the feasible set [R_min,t, R_max,t] (or R_t*·[1e-3, 1e3]
+    reward (ρ*(R) = G R, Theorem 1) over the feasible set [R_min,t, R_max,t] (or R_t*·[1e-3, 1e3]
     without a range); deviations by :func:`deviation_gains`."""
     sched, params = outcome.schedule, outcome.params
     if sched is None or params is None:

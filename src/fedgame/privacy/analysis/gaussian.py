@@ -118,7 +118,8 @@ def _analytic_mu(eps: float, delta: float) -> float:
 
 def analytic_gaussian_std(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike) -> float | FloatArray:
     """The smallest σ for which N(0, σ²) on a query of L2 sensitivity Δ is (ε, δ)-DP, exact for
-    every ε > 0 (Balle & Wang 2018, Theorem 8 and Algorithm 1; JDP-FL §3.4 ``calibrator=analytic``).
+    every ε > 0 (Balle & Wang 2018, Theorem 8 and Algorithm 1; JDP-FL M3's
+    ``calibrator=analytic``).
 
     Solves Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) = δ for Δ = 1 with dp-accounting's
     calibration and scales by Δ (the condition depends on Δ/σ only). ``eps = inf`` gives 0.

@@ -1,5 +1,5 @@
 """Noise calibration of the PHS paper (privacy-heterogeneous client selection for DP-FedAvg),
-exactly as written in the paper: Eq. 6–7 with Lemmas 1–2 (spec ``phs.md`` §3.3).
+exactly as written in the paper: Eq. 6–7 with Lemmas 1–2.
 
 * Lemma 1 (inverse amplification by subsampling, Balle, Barthe & Gaboardi 2018): if M is
   (log(1 + (e^ε − 1)/r), δ/r)-DP, M on an r-subsample is (ε, δ)-DP.
@@ -70,7 +70,7 @@ def _epsilon_prime(e: FloatArray, r: FloatArray) -> FloatArray:
 
 def phs_epsilon_prime(eps: ArrayLike, r: ArrayLike) -> float | FloatArray:
     """ε' = log(1 + (e^ε − 1)/r): the per-mechanism ε that Lemma 1 amplifies to ε on an
-    r-subsample (PHS Lemma 1; spec phs.md §3.3)."""
+    r-subsample (PHS Lemma 1)."""
     e = _eps(eps)
     rr = _r(r)
     return scalar_or_array(_epsilon_prime(e, rr), eps, r)
@@ -144,7 +144,7 @@ def _epsilon_spent_scalar(z: float, k: float, r: float, delta: float) -> float:
 
 
 def phs_epsilon_spent(z: ArrayLike, steps: ArrayLike, r: ArrayLike, delta: ArrayLike) -> float | FloatArray:
-    """The paper's accountant, forward map (spec phs.md §3.3): ε' is the unique positive root of
+    """The paper's accountant, forward map (Eqs. 6-7 inverted): ε' is the unique positive root of
     z² ε'² = 8 k log(e + r ε'/δ) (Lemma 2 solved for ε'), and ε = log(1 + r(e^{ε'} − 1))
     (Lemma 1). Exact inverse of :func:`phs_noise_multiplier`. ``z = 0`` gives ``inf``."""
     zz = check("z", z, lambda x: x >= 0, ">= 0")

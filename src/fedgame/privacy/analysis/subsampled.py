@@ -6,8 +6,8 @@ noise std z·C on the sum of per-example gradients clipped to C) under add/remov
 (Abadi et al. 2016; Mironov, Talwar & Zhang 2019 for RDP; Koskela et al. 2020 / Doroshenko et al.
 2022 for privacy-loss distributions). ``method="rdp"`` uses ``dp_accounting.rdp.RdpAccountant``
 on its default order grid; ``method="pld"`` uses ``dp_accounting.pld.PLDAccountant``.
-This is what Opacus reports (``accountant="rdp"`` / ``"prv"``) and what PHS §3.3 ("What Opacus /
-dp-accounting compute instead") compares the paper's calibration against.
+This is what Opacus reports (``accountant="rdp"`` / ``"prv"``) and what fedgame sets beside the
+PHS paper's calibration (docs/phs.md, 'Pieces').
 
 The RDP curves used here are cached per (q, z), so accountants and calibration share the work.
 """
@@ -123,8 +123,9 @@ def dpsgd_epsilon(
     value_discretization_interval: float = DEFAULT_PLD_DISCRETIZATION,
 ) -> float:
     """ε at δ after ``steps`` Poisson-subsampled Gaussian steps (rate q, noise multiplier z),
-    add/remove-one adjacency, by dp-accounting's RDP or PLD accountant (PHS §3.3, "What Opacus /
-    dp-accounting compute instead"). ``z = 0`` gives ``inf``; ``steps = 0`` gives 0."""
+    add/remove-one adjacency, by dp-accounting's RDP or PLD accountant (what Opacus and
+    dp-accounting compute instead of the PHS paper's Lemmas 1-2). ``z = 0`` gives ``inf``;
+    ``steps = 0`` gives 0."""
     z = _check_z(noise_multiplier)
     q = _check_q(sample_rate)
     k = _check_steps(steps)

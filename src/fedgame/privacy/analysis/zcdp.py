@@ -36,7 +36,7 @@ def _delta(delta: ArrayLike) -> FloatArray:
 
 def gaussian_std_for_zcdp(rho: ArrayLike, sensitivity: ArrayLike) -> float | FloatArray:
     """σ = Δ / sqrt(2ρ): the Gaussian noise std that makes a query of L2 sensitivity Δ ρ-zCDP
-    (Bun & Steinke 2016, Prop. 1.6; FedPCS §3.1; QI-DPFL Eq. 10).
+    (Bun & Steinke 2016, Prop. 1.6; FedPCS Prop. 1; QI-DPFL Eq. 10).
 
     ``rho = 0`` gives ``inf`` (no release is possible at zero budget); ``rho = inf`` gives 0.
     """
@@ -58,7 +58,8 @@ def zcdp_of_gaussian(std: ArrayLike, sensitivity: ArrayLike) -> float | FloatArr
 
 
 def zcdp_to_eps(rho: ArrayLike, delta: ArrayLike) -> float | FloatArray:
-    """ε(ρ, δ) = ρ + 2 sqrt(ρ ln(1/δ)) (Bun & Steinke 2016, Prop. 1.3; FedPCS §3.2; QI-DPFL §3.4).
+    """ε(ρ, δ) = ρ + 2 sqrt(ρ ln(1/δ)) (Bun & Steinke 2016, Prop. 1.3; used for FedPCS and QI-DPFL,
+    whose papers never convert ρ to ε).
 
     Equals min over a > 1 of [ρa + ln(1/δ)/(a − 1)], attained at a* = 1 + sqrt(ln(1/δ)/ρ).
     ``rho = inf`` gives ``inf``.
