@@ -168,3 +168,43 @@ def test_privacy_plan_and_incentive_plugins_run_through_the_pipeline(tmp_path: P
     assert summary["privacy_accounting"] == "formal" and summary["epsilon_max"] > 0
     rows = list(csv.DictReader((tmp_path / "run" / "metrics.csv").open()))
     assert [float(r["payments"]) for r in rows] == [3.0 * int(r["n_selected"]) for r in rows]
+
+
+def test_a_plugin_declares_what_it_needs_from_another_section(clean_registries: None, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A selection plug-in that ``requires`` FedPCS's game is refused without it (one line naming
+    the incentive that provides it) and, with it, is handed the game's ρ schedule in ``ctx.plan``."""
+    import numpy as np
+
+    from fedgame.core import RoundState
+    from fedgame.pipeline.build import build_game, build_selection
+    from fedgame.pipeline.config import RecipeError, parse_recipe
+
+    monkeypatch.setenv("FEDGAME_CACHE", str(tmp_path / "cache"))
+
+    @SELECTIONS.register("rho_greedy")
+    class RhoGreedy(SelectionStrategy):
+        class Config(PluginConfig):
+            kind: Literal["rho_greedy"] = "rho_greedy"
+            requires = frozenset({"fedpcs_game"})
+
+        def __init__(self, rho: np.ndarray) -> None:
+            self.rho = np.asarray(rho)
+
+        @classmethod
+        def from_config(cls, cfg, ctx):  # type: ignore[no-untyped-def]
+            return cls(ctx.plan.rho)
+
+        def probabilities(self, state: RoundState) -> np.ndarray:
+            col = self.rho[:, min(state.t, self.rho.shape[1] - 1)]
+            return col / col.sum()
+
+    base = {"data": {"partition": {"kind": "iid", "n_clients": 6}}, "train": {"rounds": 3, "clients_per_round": 2},
+            "selection": {"kind": "rho_greedy"}}
+    with pytest.raises(RecipeError, match=r"selection.kind: 'rho_greedy' needs incentive.kind 'fedpcs' \(its rho schedule\)"):
+        parse_recipe(base)
+    cfg = parse_recipe({**base, "incentive": {"kind": "fedpcs"}, "privacy": {"kind": "zcdp_upload", "rho": "game"}})
+    plan = build_game(cfg)
+    strat = build_selection(cfg, plan)
+    assert isinstance(strat, RhoGreedy)
+    np.testing.assert_array_equal(strat.rho, plan.rho)

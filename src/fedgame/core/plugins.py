@@ -116,14 +116,23 @@ def loaded_plugins() -> list[str]:
 
 
 def _plugin_config_base() -> Any:
+    from typing import ClassVar
+
     from pydantic import BaseModel, ConfigDict
 
     class PluginConfig(BaseModel):
         """Base for a plug-in's recipe model: frozen, and an unknown key is an error (a typo in a
         recipe is refused, not ignored). Declare ``kind: Literal["<name>"] = "<name>"`` and the
-        plug-in's fields with their ranges (``pydantic.Field(ge=..., le=...)``)."""
+        plug-in's fields with their ranges (``pydantic.Field(ge=..., le=...)``).
+
+        ``requires``: what the plug-in needs from another section of the recipe, e.g.
+        ``frozenset({"fedpcs_game"})`` for FedPCS's ρ schedule (then in ``ctx.plan``); the recipe
+        is refused, naming the kinds that provide it, when no section does. ``provides``: what
+        it supplies to others (``fedgame.pipeline.config.CAPABILITIES`` lists the names)."""
 
         model_config = ConfigDict(frozen=True, extra="forbid")
+        requires: ClassVar[frozenset[str]] = frozenset()
+        provides: ClassVar[frozenset[str]] = frozenset()
 
     return PluginConfig
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
@@ -41,8 +41,21 @@ def _known(what: str, name: str, names: list[str]) -> str:
     raise ValueError(f"unknown {what} {name!r}; {hint}choose from {', '.join(sorted(names))}")
 
 
+#: What one plug-in can need from another section of the recipe (a plug-in's Config declares
+#: ``requires``; the sections that can supply it declare ``provides``): checked when the recipe
+#: is read, so a missing partner is one line naming who provides it, not an error mid-build.
+CAPABILITIES: dict[str, str] = {
+    "fedpcs_game": "its rho schedule",
+    "rho_schedule": "a rho schedule from a reward game",
+    "participant_sets": "its participation sets",
+    "client_budgets": "the clients' budgets and counts",
+}
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+    requires: ClassVar[frozenset[str]] = frozenset()
+    provides: ClassVar[frozenset[str]] = frozenset()
 
 
 # -- data ---------------------------------------------------------------------------------
@@ -211,6 +224,7 @@ class PrivacyAwareSel(_Frozen):
     (``incentive.kind: fedpcs``)."""
 
     kind: Literal["privacy_aware"] = "privacy_aware"
+    requires: ClassVar[frozenset[str]] = frozenset({"fedpcs_game"})
     sampler: Literal["multinomial", "pips"] = "multinomial"
 
 
@@ -263,6 +277,7 @@ class PHSSel(_Frozen):
     counts or for ⌈p^s_k K T^g⌉ enforced as caps."""
 
     kind: Literal["phs"] = "phs"
+    requires: ClassVar[frozenset[str]] = frozenset({"client_budgets"})
     mechanism: Literal["privacy_aware", "unbiased"] = "privacy_aware"
     eta: float | None = Field(None, gt=0, le=1e12)
     L_hat: float | None = Field(None, gt=0, le=1e12)
@@ -280,6 +295,7 @@ class ParticipantsSel(_Frozen):
     (``incentive.kind: qidpfl``); aggregate with ``mean`` (Eq. 12)."""
 
     kind: Literal["participants"] = "participants"
+    requires: ClassVar[frozenset[str]] = frozenset({"participant_sets"})
 
 
 class ScreenedSel(_Frozen):
@@ -423,6 +439,7 @@ class PHSPrivacyCfg(_Frozen):
     examples without replacement and replace-one neighbours (σ doubled)."""
 
     kind: Literal["phs"] = "phs"
+    provides: ClassVar[frozenset[str]] = frozenset({"client_budgets"})
     budgets: PrivacyBudgetCfg = Field(default_factory=lambda: UniformBudgetCfg(low=0.0, high=1.0))
     delta: float = Field(1e-5, gt=0, lt=1)
     max_grad_norm: float = Field(1.0, gt=0, le=1e6)
@@ -480,6 +497,7 @@ class FedPCSCfg(_Frozen):
     FedPCS's own ``privacy_aware`` selection always uses the game, whatever this says."""
 
     kind: Literal["fedpcs"] = "fedpcs"
+    provides: ClassVar[frozenset[str]] = frozenset({"fedpcs_game", "rho_schedule"})
     gamma: float = Field(0.5, gt=0, lt=1)
     rho_min: float = Field(0.01, gt=0, le=1e6)
     rho_max: float = Field(12.0, gt=0, le=1e6)
@@ -530,6 +548,7 @@ class QIDPFLCfg(_Frozen):
     which needs ``curve``)."""
 
     kind: Literal["qidpfl"] = "qidpfl"
+    provides: ClassVar[frozenset[str]] = frozenset({"rho_schedule", "participant_sets"})
     policy: Literal["qidpfl", "max", "random"] = "qidpfl"
     screening: Literal["keep_fraction", "theta_th", "none"] = "keep_fraction"
     keep_fraction: float = Field(0.5, gt=0, le=1)
@@ -606,6 +625,25 @@ class JDPCfg(_Frozen):
     trim_beta: float = Field(0.1, ge=0, lt=0.5)
     attack: AttackCfg = Field(default_factory=AttackCfg)
     auction: AuctionCfg = Field(default_factory=AuctionCfg)
+
+
+def _check_requirements(sections: dict[str, Any]) -> None:
+    """Every capability a section's plug-in ``requires`` is ``provided`` by another section;
+    otherwise one line naming the kinds that provide it."""
+    provided: set[str] = set().union(*(getattr(c, "provides", frozenset()) for c in sections.values()))
+    for name, c in sections.items():
+        missing = sorted(set(getattr(c, "requires", frozenset())) - provided)
+        if not missing:
+            continue
+        cap = missing[0]
+        run = schema()
+        who = [
+            f"{field}.kind '{m.model_fields['kind'].default}'"
+            for field in sections
+            for m in _models(run.model_fields[field].annotation)
+            if cap in getattr(m, "provides", frozenset())
+        ]
+        raise ValueError(f"{name}.kind: '{c.kind}' needs {' or '.join(who) or cap} ({CAPABILITIES.get(cap, cap)})")
 
 
 class RunConfig(_Frozen):
@@ -688,14 +726,11 @@ class RunConfig(_Frozen):
             raise ValueError(f"selection.d: must be {bound}, got {sel.d}")
         if isinstance(sel, DeltaSel) and sel.alpha1 == 0 and sel.alpha2 == 0:
             raise ValueError("selection.alpha1, selection.alpha2: must not both be 0, got 0 and 0")
+        _check_requirements({"selection": sel, "privacy": self.privacy, "incentive": self.incentive})
         game = isinstance(self.incentive, FedPCSCfg)
         qi = isinstance(self.incentive, QIDPFLCfg)
-        if isinstance(sel, ParticipantsSel) and not qi:
-            raise ValueError("selection.kind: 'participants' needs incentive.kind 'qidpfl' (its participation sets)")
         if qi and not isinstance(sel, ParticipantsSel):
             raise ValueError(f"selection.kind: incentive 'qidpfl' decides who trains: use 'participants', got '{sel.kind}'")
-        if isinstance(sel, PrivacyAwareSel) and not game:
-            raise ValueError("selection.kind: 'privacy_aware' needs incentive.kind 'fedpcs' (its rho schedule)")
         if isinstance(sel, PrivacyAwareSel) and sel.sampler == "pips" and k > n:
             raise ValueError(
                 f"train.clients_per_round: must be <= data.partition.n_clients ({n}) with sampler 'pips', got {k}"
@@ -716,8 +751,6 @@ class RunConfig(_Frozen):
                 f"plays only with baseline_rho 'game' (allowed: 'initial', 'low', 'game'), got '{ic.baseline_rho}'"
             )
         phs_priv = isinstance(self.privacy, PHSPrivacyCfg)
-        if isinstance(sel, PHSSel) and not phs_priv:
-            raise ValueError("selection.kind: 'phs' needs privacy.kind 'phs' (the clients' budgets and counts)")
         if phs_priv and not (isinstance(sel, PHSSel) or (isinstance(sel, PowerOfChoiceSel) and sel.cap == "planned")):
             raise ValueError(
                 "privacy.kind: 'phs' calibrates for participation counts fixed before training: use selection.kind "
