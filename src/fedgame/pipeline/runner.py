@@ -149,9 +149,7 @@ def run_one(
         summary: dict[str, Any] = store.read_json("summary.json")
         return summary
     store.write_text("config.yaml", resolved)
-    if cfg.jdp is not None:
-        return _run_jdp(cfg, store, resume=resume, on_round=on_round, on_start=on_start, execute=execute, cores=cores)
-    built = build_engine(cfg, parallel=execute is None, cores=cores)
+    built = PROTOCOLS[protocol_of(cfg)](cfg, parallel=execute is None, cores=cores)
     try:
         return _run_built(cfg, store, built, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
     finally:
@@ -176,48 +174,37 @@ def _write_partition(store: ResultStore, data: Any) -> None:
 def _run_built(
     cfg: RunConfig,
     store: ResultStore,
-    built: Built,
+    built: Built | BuiltJDP,
     *,
     resume: bool,
     on_round: Callable[[dict[str, Any]], None] | None,
     on_start: Callable[[int], None] | None,
     execute: Execute | None,
 ) -> dict[str, Any]:
+    """The one run of every protocol (FedAvg-style rounds, JDP-FL): the partition files, the
+    server's pre-training plan, the rounds (checkpointed into ``store``), ``privacy.csv`` and
+    ``summary.json``; what differs between protocols is asked of ``built``
+    (:func:`_write_plan`, :func:`_ledger`)."""
     data = built.data
     _write_partition(store, data)
     if on_start is not None:
         on_start(cfg.train.rounds)
 
     def run() -> RunResult:
-        # the plan files are written here, once ``execute`` has reached the clients: a plan
-        # built from their answers (QI-DPFL screening on queried histograms) is the one saved
+        # the plan is written once ``execute`` has reached the clients: a plan built from their
+        # answers (QI-DPFL screening on queried histograms, JDP-FL's auction on their bids) is
+        # the one saved
         _write_plan(store, built)
         return built.engine.run(cfg.train.rounds, sink=store, resume=resume, on_round=on_round)
 
     result = run() if execute is None else execute(built, cfg, run)
-    eps = result.epsilons
-    extra = built.engine.privacy.report(cfg.accountant.delta) or [{} for _ in range(data.n_clients)]
-    rows = [
-        {"client": i, "size": int(data.sizes[i]), "selected": int(result.selected_counts[i]), "epsilon": float(eps[i]), **extra[i]}
-        for i in range(data.n_clients)
-    ]
+    rows, fields = _ledger(cfg, result, built)
     store.write_csv("privacy.csv", rows)
-    spent: dict[str, Any] = {}
-    for key in ("eps_paper", "eps_pld", "eps_rdp"):
-        if key in rows[0]:
-            ratio = [r[key] / r["eps_budget"] for r in rows if np.isfinite(r["eps_budget"]) and r.get("steps_done")]
-            spent[f"{key}_over_budget_max"] = float(np.max(ratio)) if ratio else 0.0
-            spent[f"{key}_over_budget_mean"] = float(np.mean(ratio)) if ratio else 0.0
     summary = {
         **_base_summary(cfg, result, built),
-        "privacy_accounting": built.engine.privacy.accounting if cfg.privacy.kind != "none" else "none",
-        "epsilon_max": float(eps.max()),
-        "epsilon_mean": float(eps.mean()),
-        "epsilon_per_client": eps.tolist(),
-        **spent,
+        **fields,
         "partition_fingerprint": data.fingerprint,
         "resumed_from_round": result.resumed_from,
-        "game_solve_seconds": getattr(built.plan, "solve_seconds", None),
         "backend": "inprocess" if execute is None else execute.name,
         **({} if execute is None else {"backend_info": execute.describe()}),
         "versions": versions(),
@@ -225,6 +212,71 @@ def _run_built(
     store.write_json("summary.json", summary)
     store.path("checkpoint.pt").unlink(missing_ok=True)
     return summary
+
+
+def _ledger(cfg: RunConfig, result: RunResult, built: Built | BuiltJDP) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``privacy.csv``'s rows (one per client) and the summary's privacy fields."""
+    if isinstance(built, BuiltJDP):
+        return _jdp_ledger(cfg, result, built)
+    data, eps = built.data, result.epsilons
+    extra = built.engine.privacy.report(cfg.accountant.delta) or [{} for _ in range(data.n_clients)]
+    rows = [
+        {"client": i, "size": int(data.sizes[i]), "selected": int(result.selected_counts[i]), "epsilon": float(eps[i]), **extra[i]}
+        for i in range(data.n_clients)
+    ]
+    spent: dict[str, Any] = {}
+    for key in ("eps_paper", "eps_pld", "eps_rdp"):
+        if key in rows[0]:
+            ratio = [r[key] / r["eps_budget"] for r in rows if np.isfinite(r["eps_budget"]) and r.get("steps_done")]
+            spent[f"{key}_over_budget_max"] = float(np.max(ratio)) if ratio else 0.0
+            spent[f"{key}_over_budget_mean"] = float(np.mean(ratio)) if ratio else 0.0
+    return rows, {
+        "privacy_accounting": built.engine.privacy.accounting if cfg.privacy.kind != "none" else "none",
+        "epsilon_max": float(eps.max()),
+        "epsilon_mean": float(eps.mean()),
+        "epsilon_per_client": eps.tolist(),
+        **spent,
+        "game_solve_seconds": getattr(built.plan, "solve_seconds", None),
+    }
+
+
+def _jdp_ledger(cfg: RunConfig, result: RunResult, built: BuiltJDP) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """JDP-FL's ledger: each winner's ε three ways (:mod:`fedgame.privacy.analysis.jdp`): the
+    accountant's, the paper's basic composition (T(ε_L+ε_E), Tδ), and the RDP figure of the
+    Gaussian part plus T ε_E; and the run's attack and timing figures."""
+    data, engine, eps, p = built.data, built.engine, result.epsilons, cfg.privacy
+    won = np.zeros(data.n_clients, dtype=bool)
+    won[engine.winners] = True
+    mech = {int(i): m for i, m in zip(engine.winners, engine.mechanisms)}
+    rows = []
+    for i in range(data.n_clients):
+        t = int(result.selected_counts[i])
+        row: dict[str, Any] = {"client": i, "size": int(data.sizes[i]), "winner": bool(won[i]), "rounds": t, "epsilon": float(eps[i])}
+        m = mech.get(i)
+        if isinstance(p, JDPPrivacyCfg) and m is not None and t > 0:
+            sens = m.sensitivity
+            assert sens is not None  # M3 is calibrated (local_perturbation), so it carries its sensitivity
+            tot = jdp_totals(t, eps_local=p.epsilon, eps_exp=built.eps_exp if engine.rule.personal else 0.0, delta=p.delta,
+                             noise_multiplier=m.noise_std / float(sens))
+            row.update(sigma=m.noise_std, sensitivity=float(sens), eps_paper=tot.paper_epsilon,
+                       delta_paper=tot.total_delta, eps_rdp=tot.rdp_epsilon)
+        rows.append(row)
+    last5 = [r["test_acc"] for r in result.records[-5:] if np.isfinite(r["test_acc"])]
+    adv_used = [r["adversary_used"] for r in result.records if r["adversary_used"] is not None]
+    return rows, {
+        "last5_accuracy": float(np.mean(last5)) if last5 else float("nan"),
+        "privacy_accounting": p.accounting if isinstance(p, JDPPrivacyCfg) else "none",
+        "epsilon_max": float(eps.max()),
+        "epsilon_mean": float(eps[engine.winners].mean()),
+        "epsilon_per_client": eps.tolist(),
+        "eps_paper_max": max((r.get("eps_paper", 0.0) for r in rows), default=0.0),
+        "eps_rdp_max": max((r.get("eps_rdp", 0.0) for r in rows), default=0.0),
+        "adversary_used_fraction": float(np.mean(adv_used)) if adv_used else None,
+        "clipped_fraction_mean": float(np.mean([r["clipped_fraction"] for r in result.records])),
+        "server_time_mean": float(np.mean([r["server_time"] for r in result.records])),
+        "train_time_mean": float(np.mean([r["train_time"] for r in result.records])),
+        **built.summary(),
+    }
 
 
 def _resolved_again(text: str) -> str | None:
@@ -237,8 +289,12 @@ def _resolved_again(text: str) -> str | None:
         return None
 
 
-def _write_plan(store: ResultStore, built: Built) -> None:
-    """The server's pre-training plan: ``phs.json``, ``qidpfl.npz``/``.json`` or ``game.npz``/``.json``."""
+def _write_plan(store: ResultStore, built: Built | BuiltJDP) -> None:
+    """The server's pre-training plan: ``phs.json``, ``qidpfl.npz``/``.json``, ``game.npz``/``.json``
+    or, for JDP-FL, ``jdp.json`` (winners, adversary, auction and payments)."""
+    if isinstance(built, BuiltJDP):
+        store.write_json("jdp.json", built.summary())
+        return
     if built.phs is not None:
         counts = built.engine.selection.participation_bound()
         store.write_json("phs.json", {**built.phs.summary(), "T_k": None if counts is None else counts.tolist()})
@@ -275,94 +331,14 @@ def _base_summary(cfg: RunConfig, result: RunResult, built: Built | BuiltJDP) ->
     }
 
 
-def _run_jdp(
-    cfg: RunConfig,
-    store: ResultStore,
-    *,
-    resume: bool,
-    on_round: Callable[[dict[str, Any]], None] | None,
-    on_start: Callable[[int], None] | None,
-    execute: Execute | None = None,
-    cores: int | None = None,
-) -> dict[str, Any]:
-    """A JDP-FL run (JDP-FL Sec. 4.1) into ``store``: ``jdp.json`` (winners, adversary,
-    auction and payments), the rounds, and ``privacy.csv`` with each winner's ledger three
-    ways (:mod:`fedgame.privacy.analysis.jdp`): the accountant's ε, the paper's basic
-    composition (T(ε_L+ε_E), Tδ), and the RDP figure of the Gaussian part plus T ε_E.
-    ``execute`` runs the winners elsewhere (Flower)."""
-    built = build_jdp(cfg, parallel=execute is None, cores=cores)
-    try:
-        return _run_built_jdp(cfg, store, built, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
-    finally:
-        built.close()
+#: The protocols a recipe can run, each one builder of the same runner: FedAvg-style rounds
+#: (selection, privacy plan, incentive, aggregation) or JDP-FL (a ``jdp:`` section).
+PROTOCOLS: dict[str, Callable[..., Built | BuiltJDP]] = {"rounds": build_engine, "jdp": build_jdp}
 
 
-def _run_built_jdp(
-    cfg: RunConfig,
-    store: ResultStore,
-    built: BuiltJDP,
-    *,
-    resume: bool,
-    on_round: Callable[[dict[str, Any]], None] | None,
-    on_start: Callable[[int], None] | None,
-    execute: Execute | None,
-) -> dict[str, Any]:
-    data = built.data
-    _write_partition(store, data)
-    if on_start is not None:
-        on_start(cfg.train.rounds)
-
-    def run() -> RunResult:
-        # written once ``execute`` has reached the clients: on Flower the auction runs on their bids
-        store.write_json("jdp.json", built.summary())
-        return built.engine.run(cfg.train.rounds, sink=store, resume=resume, on_round=on_round)
-
-    result = run() if execute is None else execute(built, cfg, run)
-    engine = built.engine
-    eps = result.epsilons
-    p = cfg.privacy
-    won = np.zeros(data.n_clients, dtype=bool)
-    won[engine.winners] = True
-    mech = {int(i): m for i, m in zip(engine.winners, engine.mechanisms)}
-    rows = []
-    for i in range(data.n_clients):
-        t = int(result.selected_counts[i])
-        row: dict[str, Any] = {"client": i, "size": int(data.sizes[i]), "winner": bool(won[i]), "rounds": t, "epsilon": float(eps[i])}
-        m = mech.get(i)
-        if isinstance(p, JDPPrivacyCfg) and m is not None and t > 0:
-            sens = m.sensitivity
-            assert sens is not None  # M3 is calibrated (local_perturbation), so it carries its sensitivity
-            tot = jdp_totals(t, eps_local=p.epsilon, eps_exp=built.eps_exp if engine.rule.personal else 0.0, delta=p.delta,
-                             noise_multiplier=m.noise_std / float(sens))
-            row.update(sigma=m.noise_std, sensitivity=float(sens), eps_paper=tot.paper_epsilon,
-                       delta_paper=tot.total_delta, eps_rdp=tot.rdp_epsilon)
-        rows.append(row)
-    store.write_csv("privacy.csv", rows)
-    last5 = [r["test_acc"] for r in result.records[-5:] if np.isfinite(r["test_acc"])]
-    adv_used = [r["adversary_used"] for r in result.records if r["adversary_used"] is not None]
-    summary = {
-        **_base_summary(cfg, result, built),
-        "last5_accuracy": float(np.mean(last5)) if last5 else float("nan"),
-        "privacy_accounting": p.accounting if isinstance(p, JDPPrivacyCfg) else "none",
-        "epsilon_max": float(eps.max()),
-        "epsilon_mean": float(eps[engine.winners].mean()),
-        "epsilon_per_client": eps.tolist(),
-        "eps_paper_max": max((r.get("eps_paper", 0.0) for r in rows), default=0.0),
-        "eps_rdp_max": max((r.get("eps_rdp", 0.0) for r in rows), default=0.0),
-        "adversary_used_fraction": float(np.mean(adv_used)) if adv_used else None,
-        "clipped_fraction_mean": float(np.mean([r["clipped_fraction"] for r in result.records])),
-        "server_time_mean": float(np.mean([r["server_time"] for r in result.records])),
-        "train_time_mean": float(np.mean([r["train_time"] for r in result.records])),
-        **built.summary(),
-        "partition_fingerprint": data.fingerprint,
-        "resumed_from_round": result.resumed_from,
-        "backend": "inprocess" if execute is None else execute.name,
-        **({} if execute is None else {"backend_info": execute.describe()}),
-        "versions": versions(),
-    }
-    store.write_json("summary.json", summary)
-    store.path("checkpoint.pt").unlink(missing_ok=True)
-    return summary
+def protocol_of(cfg: RunConfig) -> str:
+    """The protocol a recipe runs: ``jdp`` with a ``jdp:`` section, else ``rounds``."""
+    return "jdp" if cfg.jdp is not None else "rounds"
 
 
 @dataclass(frozen=True)
