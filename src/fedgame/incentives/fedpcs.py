@@ -38,6 +38,7 @@ from fedgame.core.types import Selection
 from fedgame.incentives.base import INCENTIVES, Incentive
 from fedgame.incentives.games import (
     Inclusion,
+    MeanFieldSolverOptions,
     accuracy_weights,
     adaptive_schedule,
     affine_response,
@@ -206,8 +207,9 @@ def _solve(game: FedPCSGame) -> FedPCSPlan:
                                   rho_max=game.rho_max, rho_min=game.rho_min)
         R = np.asarray(sched.reward)
         Ks = np.asarray(sched.K, dtype=np.int64)
-        mf = mean_field(rho0, varphi, R, K, T, tol=game.mf_tol, n_starts=game.n_starts, rng=game.seed,
-                        phi_init=mf.phi, alpha_init=mf.alpha, inclusion=game.inclusion)
+        mf = mean_field(rho0, varphi, R, K, T,
+                        options=MeanFieldSolverOptions(tol=game.mf_tol, n_starts=game.n_starts),
+                        rng=game.seed, phi_init=mf.phi, alpha_init=mf.alpha, inclusion=game.inclusion)
         extras.update(tau=np.asarray(sched.tau).tolist(), corner=np.asarray(sched.corner).tolist(),
                       rho_star=np.asarray(sched.rho_star).tolist())
     cost = server_cost(mf.rho, R, N, K, v, gamma=game.gamma, phi=mf.phi, inclusion=game.inclusion)

@@ -31,6 +31,7 @@ from fedgame.incentives.auctions import (
     truthfulness_audit,
 )
 from fedgame.incentives.games import (
+    MeanFieldSolverOptions,
     accuracy_weights,
     best_response,
     mean_field,
@@ -82,6 +83,10 @@ class MeanFieldOptions(_Strict):
     beta: float = Field(1.0, gt=0, le=1, description="damping of the fixed-point iteration")
     tol: float = Field(1e-7, gt=0, le=1)
     max_iter: int = Field(200, ge=1, le=100_000)
+
+    def solver_options(self) -> MeanFieldSolverOptions:
+        """These settings as the solver's options object (its other fields at their defaults)."""
+        return MeanFieldSolverOptions(beta=self.beta, tol=self.tol, max_iter=self.max_iter)
 
 
 class Homogeneous(_Strict):
@@ -221,8 +226,7 @@ def solve_fedpcs(raw: Any) -> dict[str, Any]:
         out["social_welfare"] = social_welfare(np.asarray(br.rho).reshape(rho0.size, -1), R, varphi)
     elif p.mean_field is not False:
         opts = p.mean_field if isinstance(p.mean_field, MeanFieldOptions) else MeanFieldOptions()
-        mf = mean_field(rho0, varphi, R, p.K, p.T, beta=opts.beta, tol=opts.tol, max_iter=opts.max_iter, rng=0,
-                        inclusion=p.inclusion)
+        mf = mean_field(rho0, varphi, R, p.K, p.T, options=opts.solver_options(), rng=0, inclusion=p.inclusion)
         sw = social_welfare(mf.rho, R, varphi)
         out["mean_field"] = {
             "phi": np.asarray(mf.phi).tolist(),

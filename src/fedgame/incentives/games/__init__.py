@@ -12,7 +12,7 @@ Eq. 20                            :func:`rho_next`, :func:`trajectory`
 Eqs. 14-15, 19                    :func:`stage_payoff`, :func:`client_utility`
 Eqs. 49, 53-54 (M corrected*)     :func:`costate`, :func:`client_utility_gradient`
 Theorem 1, Eq. 21                 :func:`stationary_alpha`, :func:`best_response`
-Def. 2, Eq. 18, Alg. 1            :func:`mean_field`
+Def. 2, Eq. 18, Alg. 1            :func:`mean_field` (:class:`MeanFieldSolverOptions`)
 Eqs. 12-13                        :func:`accuracy_weights`, :func:`server_cost`
 Eq. 13 at the equilibrium ρ*[R]   :func:`equilibrium_cost` (the true server cost†)
 Lemma 2, Eqs. 22, 57-62           :func:`affine_response`, :func:`optimal_reward`, ...
@@ -68,6 +68,7 @@ from fedgame.incentives.games._mean_field import (
     PAPER_MF_TOL,
     Acceleration,
     MeanFieldResult,
+    MeanFieldSolverOptions,
     Restarts,
     Update,
     mean_field,
@@ -116,6 +117,7 @@ __all__ = [
     "BestResponse",
     "EquilibriumCost",
     "MeanFieldResult",
+    "MeanFieldSolverOptions",
     "Restarts",
     "RewardSolution",
     "ServerSolver",

@@ -31,7 +31,13 @@ from fedgame.incentives.games._dynamics import (
     inclusion_probability,
     inclusion_probability_derivative,
 )
-from fedgame.incentives.games._mean_field import MeanFieldResult, Restarts, Update, mean_field
+from fedgame.incentives.games._mean_field import (
+    MeanFieldResult,
+    MeanFieldSolverOptions,
+    Restarts,
+    Update,
+    mean_field,
+)
 from fedgame.incentives.games._validation import (
     as_clients,
     as_rounds,
@@ -384,10 +390,10 @@ def stackelberg_lemma2(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *, v:
     if acceleration not in (None, "anderson"):
         raise ValueError(f"acceleration: must be None or 'anderson', got {acceleration!r}")
     for it in range(1, max_outer + 1):
-        mf = mean_field(r0, vp, R, K, T, tol=mf_tol, restarts=restarts if verify else "none",
-                        update=update,
-                        n_starts=n_starts,
-                        rng=rng, phi_init=None if mf is None else mf.phi,
+        inner = MeanFieldSolverOptions(tol=mf_tol, restarts=restarts if verify else "none",
+                                       update=update, n_starts=n_starts)
+        mf = mean_field(r0, vp, R, K, T, options=inner, rng=rng,
+                        phi_init=None if mf is None else mf.phi,
                         alpha_init=None if mf is None else mf.alpha)
         aff = affine_response(mf.alpha, mf.rho, mf.phi, R, vp, N, K)
         R_new = R.copy()
@@ -435,8 +441,10 @@ def stackelberg_lemma2(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *, v:
     if not converged:
         # the last iteration moved R after its mean-field solve: report the clients'
         # equilibrium (and so the cost) under the R returned, not under the previous one
-        mf = mean_field(r0, vp, R, K, T, tol=mf_tol, restarts=restarts, update=update,
-                        n_starts=n_starts, rng=rng, phi_init=mf.phi, alpha_init=mf.alpha)
+        final = MeanFieldSolverOptions(tol=mf_tol, restarts=restarts, update=update,
+                                       n_starts=n_starts)
+        mf = mean_field(r0, vp, R, K, T, options=final, rng=rng, phi_init=mf.phi,
+                        alpha_init=mf.alpha)
         aff = affine_response(mf.alpha, mf.rho, mf.phi, R, vp, N, K)
     cost = server_cost(mf.rho, R, N, K, vv, gamma=gm, phi=mf.phi)
     return StackelbergResult(_ro(R), mf, aff.G, aff.H, _ro(cost), res, it,
@@ -526,7 +534,9 @@ def equilibrium_cost(R: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, K: int, T
     gm = check_unit_open("gamma", gamma)
     Rv = as_rounds("R", R, T, lower=0.0)
     vv = _weights(v, N, T)
-    mf = mean_field(r0, vp, Rv, K, T, tol=mf_tol, restarts=restarts, n_starts=n_starts,
+    mf = mean_field(r0, vp, Rv, K, T,
+                    options=MeanFieldSolverOptions(tol=mf_tol, restarts=restarts,
+                                                   n_starts=n_starts),
                     rng=_seed(rng), phi_init=phi_init, alpha_init=alpha_init)
     cost = server_cost(mf.rho, Rv, N, K, vv, gamma=gm, phi=mf.phi)
     return EquilibriumCost(_ro(Rv), _ro(cost), float(cost[1:].sum()), mf, _is_equilibrium(mf))
@@ -566,9 +576,10 @@ class _TrueCost:
                ) -> tuple[float, MeanFieldResult]:
         r0, vp, K, T = self.args
         R = self.schedule(x)
-        mf = mean_field(r0, vp, R, K, T, tol=self.mf_tol,
-                        restarts="final" if start is None else "none",
-                        n_starts=self.n_starts, rng=self.seed,
+        options = MeanFieldSolverOptions(tol=self.mf_tol,
+                                         restarts="final" if start is None else "none",
+                                         n_starts=self.n_starts)
+        mf = mean_field(r0, vp, R, K, T, options=options, rng=self.seed,
                         phi_init=None if start is None else start.phi,
                         alpha_init=None if start is None else start.alpha)
         cost = server_cost(mf.rho, R, r0.size, K, self.vv, gamma=self.gamma, phi=mf.phi)
