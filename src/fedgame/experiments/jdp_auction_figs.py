@@ -1,22 +1,29 @@
-"""JDP-FL Fig. 2a-2d and the payments figure from the auctions alone (spec ``jdp.md`` §5.1,
-§5.2, §5.4, A27-A28; acceptance check 25).
+"""JDP-FL Fig. 2a-2d and the payments figure from the auctions alone (JDP-FL Sec. 6.2.1,
+mechanisms M1 and M2 of Algorithms 1-2).
 
-Instances (§5.1): candidates' costs c_i and data sizes d_i i.i.d. uniform integers on
+Instances (Sec. 6.2.1): candidates' costs c_i and data sizes d_i i.i.d. uniform integers on
 {1, …, 1000}, bidding truthfully. Each of ``seeds`` instances draws 100 candidates from its own
 stream (``SeedSequence(seed).spawn(seeds)``); the same instances serve every point (common random
 numbers, so the curves compare M1 with M2, budgets and candidate counts on identical draws):
 
-- Fig. 2a/2b: n = 100 candidates, B ∈ {10 000, 20 000, …, 100 000} (A27: the paper's "10 to 100
-  units" read in thousands) — number selected and data bought Σ_{i∈W} d_i;
-- Fig. 2c/2d: the first n ∈ {10, 20, …, 100} candidates of each instance, B = 50 000 (A28);
-- payments: Σp/B against B (n = 100) for M1 (≤ 1, Theorem 3) and M2 (critical bids, A21).
+- Fig. 2a/2b: n = 100 candidates, B ∈ {10 000, 20 000, …, 100 000} (the paper's "10 to 100
+  units" read in thousands: in units, costs in [1, 1000] would buy 1-3 of 100 clients, against
+  the text's "almost every client" and its 35,000 / 39,000 data totals) — number selected and
+  data bought Σ_{i∈W} d_i;
+- Fig. 2c/2d: the first n ∈ {10, 20, …, 100} candidates of each instance, B = 50 000 (the paper
+  does not give this budget; it is the middle of the budget axis);
+- payments: Σp/B against B (n = 100) for M1 (≤ 1, Theorem 3) and M2 (critical bids, which can
+  exceed B although Sec. 4.2 calls both mechanisms budget-balanced; docs/jdp.md, 'Auctions').
 
-:func:`write_auction_figures` writes ``fig2.png`` (the four panels, with the spec's reference
-means as crosses), ``fig2_payments.png``, ``fig2.csv`` (one row per sweep point and mechanism:
-mean and std over instances of the number selected, the data bought, Σp/B and the winners'
-Σc/B, beside the reference), ``fig2.md`` (ours beside the reference tables of §5.4 with the
-check-25 tolerances — data within 5 %, clients within ±2 — and the check's monotonicity and
-M2 ≥ M1 conditions) and ``fig2.json`` (the same as returned).
+The reference values are means from an independent implementation of M1 and M2 (100 instances
+per point, other draws): the paper prints no numbers for Fig. 2.
+
+:func:`write_auction_figures` writes ``fig2.png`` (the four panels, with the reference means as
+crosses), ``fig2_payments.png``, ``fig2.csv`` (one row per sweep point and mechanism: mean and std
+over instances of the number selected, the data bought, Σp/B and the winners' Σc/B, beside the
+reference), ``fig2.md`` (ours beside the reference tables with the tolerances — data within 5 %,
+clients within ±2 — and the monotonicity and M2 ≥ M1 conditions) and ``fig2.json`` (the same as
+returned).
 
 ``python -m fedgame.experiments.jdp_auction_figs DEST [--seeds 100] [--seed 0]`` runs it.
 """
@@ -49,11 +56,11 @@ log = logging.getLogger(__name__)
 
 BUDGETS: tuple[float, ...] = tuple(float(b) for b in range(10_000, 100_001, 10_000))
 CANDIDATES: tuple[int, ...] = tuple(range(10, 101, 10))
-FIXED_BUDGET = 50_000.0  # A28
+FIXED_BUDGET = 50_000.0  # Fig. 2c/2d: not given by the paper; the middle of the budget axis
 N_FOR_BUDGETS = 100
 COST_RANGE = (1, 1000)
 
-#: spec §5.4, reference implementation, 100 instances per point: (M1 clients, M1 data, M2 clients, M2 data)
+#: an independent reference implementation, 100 instances per point: (M1 clients, M1 data, M2 clients, M2 data)
 REFERENCE_BY_BUDGET: dict[float, tuple[float, float, float, float]] = {
     10_000.0: (27, 17_998, 38, 25_254),
     20_000.0: (38, 25_570, 54, 35_835),
@@ -70,13 +77,13 @@ REFERENCE_BY_CANDIDATES: dict[int, tuple[float, float, float, float]] = {
     90: (57, 36_711, 90, 45_085),
     100: (60, 39_459, 98, 50_074),
 }
-#: spec §4.1 (3 instances per B, so indicative only): mean Σp/B of M2; M1 1.00
+#: the reference implementation on 3 instances per B (so indicative only): mean Σp/B of M2; M1 1.00
 REFERENCE_PAYMENT_RATIO: dict[float, float] = {10_000.0: 1.90, 50_000.0: 11.3, 100_000.0: 52.6}
-#: the paper's text (§6.2.1): data bought at n = 90 "stabilized at around"
+#: the paper's text (Sec. 6.2.1): data bought at n = 90 "stabilized at around"
 PAPER_N90 = {"M1": 35_000.0, "M2": 39_000.0}
 
-DATA_RTOL = 0.05  # check 25: every mean within 5 %
-CLIENTS_ATOL = 2.0  # check 25: clients within ±2
+DATA_RTOL = 0.05  # against the reference: every mean within 5 %
+CLIENTS_ATOL = 2.0  # against the reference: clients within ±2
 
 
 def _instances(seeds: int, seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -142,8 +149,8 @@ def _series(rows: list[dict[str, Any]], sweep: str, mech: str, key: str) -> tupl
 
 
 def _checks(rows: list[dict[str, Any]]) -> dict[str, bool]:
-    """Check 25: reference tolerances; selected and data non-decreasing in B and n; M2 ≥ M1 in
-    mean data at every point."""
+    """The figure's checks: reference tolerances; selected and data non-decreasing in B and n
+    (the paper's text); M2 ≥ M1 in mean data at every point; M1 within B (Theorem 3)."""
     compared = [r for r in rows if r["ref_data"] is not None]
     out = {"within_reference": bool(compared) and all(r["clients_ok"] and r["data_ok"] for r in compared)}
     for sweep in ("budget", "candidates"):
@@ -177,12 +184,13 @@ def _markdown(rows: list[dict[str, Any]], checks: dict[str, bool], seeds: int, s
         return f"{ours} | {_fmt_int(ref)} ({diff}{'' if ok else ' ✗'})"
 
     out = [
-        "# JDP-FL Fig. 2 from the auctions alone (spec jdp.md §5.4, check 25)",
+        "# JDP-FL Fig. 2 from the auctions alone (Sec. 6.2.1)",
         "",
         f"{seeds} instances per point (seed {seed}); c_i, d_i i.i.d. uniform on {{1..1000}}; the same instances "
         "at every point (Fig. 2c/2d use their first n candidates). Ours: mean ± std over instances; "
-        "reference: the spec's §5.4 means (100 instances per point, independent draws), with our "
-        "difference. Tolerances of check 25: data within 5 %, clients within ±2 (✗ marks a miss).",
+        "reference: means of an independent implementation of M1 and M2 (100 instances per point, independent "
+        "draws; the paper prints no numbers), with our difference. Tolerances: data within 5 %, clients within ±2 "
+        "(✗ marks a miss).",
         "",
     ]
     for sweep, head, title in (("budget", "B (n = 100)", "Fig. 2a/2b: budget sweep"),
@@ -201,9 +209,9 @@ def _markdown(rows: list[dict[str, Any]], checks: dict[str, bool], seeds: int, s
     if n90:
         out += [f"The paper's text: at n = 90 the data bought \"stabilized at around 35,000 units for M1 and 39,000 "
                 f"for M2\"; ours at B = {FIXED_BUDGET:,.0f}: M1 {n90['M1']:,.0f}, M2 {n90['M2']:,.0f} (no single budget "
-                "reproduces both, spec §5.4).", ""]
+                "reproduces both).", ""]
     out += ["## Payments: Σp/B (n = 100)", "",
-            "| B | M1 Σp/B | M2 Σp/B (mean ± std, max) | M2 over budget | M2 winners' Σc/B | spec §4.1 M2 (3 instances) |",
+            "| B | M1 Σp/B | M2 Σp/B (mean ± std, max) | M2 over budget | M2 winners' Σc/B | reference M2 (3 instances) |",
             "|---|---|---|---|---|---|"]
     for x in sorted({r["budget"] for r in rows if r["sweep"] == "budget"}):
         by = {r["mechanism"]: r for r in rows if r["sweep"] == "budget" and r["budget"] == x}
@@ -212,7 +220,7 @@ def _markdown(rows: list[dict[str, Any]], checks: dict[str, bool], seeds: int, s
         out.append(f"| {x:,.0f} | {m1['payment_ratio_mean']:.4f} (max {m1['payment_ratio_max']:.4f}) | "
                    f"{m2['payment_ratio_mean']:.2f} ± {m2['payment_ratio_std']:.2f} (max {m2['payment_ratio_max']:.2f}) | "
                    f"{100 * m2['over_budget_share']:.0f} % | {m2['cost_ratio_mean']:.3f} | {'—' if ref is None else f'{ref:g}'} |")
-    out += ["", "## Check 25", ""]
+    out += ["", "## Checks", ""]
     labels = {
         "within_reference": "every reference mean matched (data within 5 %, clients within ±2)",
         "non_decreasing_in_budget": "number selected and data bought non-decreasing in B (both mechanisms)",
@@ -248,7 +256,7 @@ def _figures(rows: list[dict[str, Any]], dest: Path) -> list[str]:
                    if r["sweep"] == sweep and r["mechanism"] == mech and r[f"ref_{key}"] is not None]
             if ref:
                 rx, ry = zip(*ref)
-                ax.plot(rx, ry, ls="none", marker="x", ms=7, color=colours[mech], label=f"{mech} (spec reference)")
+                ax.plot(rx, ry, ls="none", marker="x", ms=7, color=colours[mech], label=f"{mech} (reference)")
         ax.set_title(title, fontsize=9)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("clients" if key == "clients" else "data units")
@@ -269,7 +277,7 @@ def _figures(rows: list[dict[str, Any]], dest: Path) -> list[str]:
     ax.plot(x, y, ls="--", color=colours["M2"], label="M2: winners' Σc / B")
     bx = sorted(REFERENCE_PAYMENT_RATIO)
     ax.plot(bx, [REFERENCE_PAYMENT_RATIO[b] for b in bx], ls="none", marker="x", ms=7, color="k",
-            label="M2, spec §4.1 (3 instances)")
+            label="M2, reference (3 instances)")
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_yscale("log")
     ax.set_xlabel("budget B (n = 100)")
@@ -294,7 +302,7 @@ def write_auction_figures(
 ) -> dict[str, Any]:
     """Compute Fig. 2a-2d and the payments figure over ``seeds`` instances per point and write
     them into ``dest`` (see the module docstring). Returns ``{"rows", "checks", "files",
-    "seeds", "seed"}``; ``checks`` holds check 25's conditions."""
+    "seeds", "seed"}``; ``checks`` holds the conditions of :func:`_checks`."""
     if seeds < 1:
         raise ValueError(f"seeds: must be >= 1 (instances per point), got {seeds}")
     dest = Path(dest)
@@ -315,7 +323,7 @@ def write_auction_figures(
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="JDP-FL Fig. 2 and the payments figure from the auctions alone.")
     ap.add_argument("dest", type=Path)
-    ap.add_argument("--seeds", type=int, default=100, help="instances per point (spec: 100)")
+    ap.add_argument("--seeds", type=int, default=100, help="instances per point (the reference means used 100)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     res = write_auction_figures(a.dest, seeds=a.seeds, seed=a.seed)

@@ -1,4 +1,4 @@
-"""JDP-FL Figs. 3, 4 and 5 from grids of runs (spec jdp.md §5.4, acceptance checks 26-27).
+"""JDP-FL Figs. 3, 4 and 5 from grids of runs (JDP-FL Secs. 6.2.2-6.2.5 and 6.3).
 
 ``scripts/jdp_fig3.sh`` runs ``recipes/jdp/fig3.yaml`` over ε (= ε_L = ε_E), the server rule
 (``jdp.aggregator``) and the attack (``jdp.attack.kind``) × seeds; :func:`write_fig3` reads the
@@ -10,7 +10,7 @@ finished runs and writes
 * ``fig3.md`` — the table in the paper's layout (rows: methods, columns: ε), the attack's cost
   per method (its no-attack accuracy minus its under-attack accuracy, and the paper's reading:
   FedAvg without attack minus the method under attack) beside the paper's 4-5 % (traditional)
-  and 1-2 % (ours), and check 26's orderings decided from the numbers;
+  and 1-2 % (ours), and the paper's orderings (Secs. 6.2.2, 6.3) decided from the numbers;
 * ``fig3.png`` — accuracy against ε per method, under attack and without;
 * ``configs/`` — the config of every run behind a cell.
 """
@@ -41,7 +41,7 @@ METHODS: dict[str, str] = {
     "trimmed_mean": "trimmed mean",
     "random_groups": "random groups",
 }
-#: The attack's cost the paper reports (§6.3), in accuracy points: (low, high).
+#: The attack's cost the paper reports (Sec. 6.3), in accuracy points: (low, high).
 PAPER_ATTACK_COST: dict[str, tuple[float, float]] = {"fedavg": (4.0, 5.0), "leave_one_out": (1.0, 2.0)}
 
 Key = tuple[str, bool, float]  # (aggregator, attacked, eps)
@@ -130,8 +130,9 @@ def _acc(by: dict[tuple[str, str, float], dict[str, Any]], m: str, a: str, e: fl
 
 
 def _claims(by: dict[tuple[str, str, float], dict[str, Any]], eps: list[float]) -> list[str]:
-    """Check 26, decided from the means: monotone in ε (within 1 point), no attack ≥ ours − 0.5,
-    ours ≥ traditional − 0.5, and at ε ≥ 1 the attack costs ours ≤ 2 points."""
+    """The paper's Fig. 3 claims (Secs. 6.2.2, 6.3), decided from the means: monotone in ε
+    (within 1 point), no attack ≥ ours − 0.5, ours ≥ traditional − 0.5, and at ε ≥ 1 the attack
+    costs ours ≤ 2 points (the paper: 1-2 %)."""
     out = []
     curves = [("leave_one_out", "dirty_label"), ("fedavg", "dirty_label"), ("fedavg", "none")]
     for m, a in curves:
@@ -194,8 +195,9 @@ def _markdown(rows: list[dict[str, Any]], budget: str, drawn: bool, cfgs: list[d
         "Final test accuracy (%) of the server's model θ^T, mean ± std over seeds (number of seeds), "
         "m = 20 participants, one dirty-label adversary (all its labels → class 2) where the row says so. "
         "ε = ε_L = ε_E per round; M3 with record-level sensitivity 2C/d_i, C = 20, δ = 1e-5 "
-        "(spec jdp.md §5.2). The paper's Fig. 3a is MNIST and gives no numbers, only the ordering "
-        "no attack > ours > traditional and the attack's cost: 4–5 % for the traditional method, 1–2 % for ours.",
+        "(our settings: the paper states none of them; docs/jdp.md). The paper's Fig. 3a is MNIST and gives no "
+        "numbers, only the ordering no attack > ours > traditional and the attack's cost: 4–5 % for the traditional "
+        "method, 1–2 % for ours.",
         "",
         *([budget_line(cfgs), ""] if cfgs else []),
         "| method | attack | " + " | ".join(_eps_head(e) for e in eps) + " |",
@@ -246,7 +248,7 @@ def _markdown(rows: list[dict[str, Any]], budget: str, drawn: bool, cfgs: list[d
                   f"| {e:g} | {r['p_exclude_adversary']} | — |" for e, r in loo]
     claims = _claims(by, eps)
     if claims:
-        lines += ["", "## Check 26, decided from the means", "", *claims]
+        lines += ["", "## The paper's orderings (Secs. 6.2.2, 6.3), decided from the means", "", *claims]
     led_rows = [(e, by.get(("leave_one_out", "dirty_label", e))) for e in eps]
     led = [(e, r) for e, r in led_rows if r is not None]
     if led:
@@ -342,7 +344,7 @@ def _finish(fig: Any, dest: Path, name: str, title: str, lines: list[str], cells
 
 
 def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
-    """Fig. 5 (spec §5.4): accuracy against the group size s with m = 60 and one adversary;
+    """Fig. 5 (Sec. 6.2.5): accuracy against the group size s with m = 60 and one adversary;
     the paper's claim (rises with s, stays below leave-one-out) decided from the means.
     Writes fig5.csv, fig5.md, fig5.png and configs/."""
     cells = collect_fig5(root)
@@ -408,10 +410,10 @@ def collect_fig4(root: Path) -> dict[tuple[int, float], list[dict[str, Any]]]:
 
 
 def write_fig4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
-    """Fig. 4 (spec §5.4): ours under attack, final accuracy against ε for several m (4a) and
-    against m at ε = 1 (4c), with Pr[k* = adversary] beside the uniform 1/m; the paper's claims
-    (accuracy rises with ε; on MNIST it rises with m) decided from the means within 1 point.
-    Writes fig4.csv, fig4.md, fig4.png and configs/."""
+    """Fig. 4 (Secs. 6.2.3-6.2.4): ours under attack, final accuracy against ε for several m
+    (4a) and against m at ε = 1 (4c), with Pr[k* = adversary] beside the uniform 1/m; the
+    paper's claims (accuracy rises with ε; on MNIST it rises with m) decided from the means
+    within 1 point. Writes fig4.csv, fig4.md, fig4.png and configs/."""
     cells = collect_fig4(root)
     if not cells:
         raise ValueError(f"runs: no finished leave-one-out JDP-FL run under attack under {root}")

@@ -1,4 +1,4 @@
-"""The accuracy-scale sweep that picks FedPCS's reproduction κ (``acc_scale``; spec §7 R1).
+"""The accuracy-scale sweep that picks FedPCS's reproduction κ (``acc_scale``; docs/fedpcs.md).
 
 The paper never states the scale of its accuracy term (Eq. 13): with κ = (Σ|D|)², i.e.
 v_t = γ/(t+1), paying is never worth it and the game is inert (R_t = 0, every ρ decays,
@@ -6,9 +6,10 @@ negative welfare, τ(t) = 1). This module solves the game on the paper-like inst
 K = 20, T = 29, ρ⁰ ~ U[0.01, 12], ϕ ~ U(0, 1), γ = 0.5, seed 0: the types of
 ``recipes/fedpcs/fmnist.yaml``) for each κ of a decade grid, in units of (Σ|D|)², and records
 
-* the server's rewards on the true cost (:func:`~fedgame.incentives.games.stackelberg`,
-  spec §7 R2): min/mean R_t over t ≥ 1 (R_0 := R_1), the true cost J, and J at the paper's
-  Lemma-2 outer loop's rewards for comparison;
+* the server's rewards on the true cost (:func:`~fedgame.incentives.games.stackelberg`;
+  docs/fedpcs.md, 'The accuracy scale κ and the server's solve'): min/mean R_t over t ≥ 1
+  (R_0 := R_1), the true cost J, and J at the paper's Lemma-2 outer loop's rewards for
+  comparison;
 * the clients' mean field φ at t = 0 and t = T, equilibrium welfare (Eq. 30) and the price of
   anarchy against the bounded social optimum (Eqs. 31-32 with ρ ∈ [ρ_L, ρ_H]);
 * Algorithm 3 under B_t = 700 → 300: τ(t) first/last/max and whether it is non-increasing
@@ -51,7 +52,7 @@ __all__ = ["KAPPA_GRID", "KappaRow", "choose_default", "kappa_row", "kappa_sweep
 
 log = logging.getLogger(__name__)
 
-#: κ / (Σ|D|)² on a decade grid (spec §7 R1)
+#: κ / (Σ|D|)² on a decade grid
 KAPPA_GRID = (1.0, 10.0, 100.0, 1000.0, 10_000.0)
 
 
@@ -77,7 +78,7 @@ class KappaRow:
     lemma2_equilibrium: bool
     converged: bool
     one_round_gain: float  # largest relative decrease any one-round check found at the answer
-    live: bool  # criteria (a)-(c) of spec §7 R1
+    live: bool  # criteria (a)-(c) of the module docstring
     seconds: float
     R: tuple[float, ...]
     tau: tuple[float, ...]
@@ -87,7 +88,7 @@ class KappaRow:
 def kappa_row(kappa: float, *, n_clients: int = 100, clients_per_round: int = 20, rounds: int = 30,
               gamma: float = 0.5, seed: int = 0, budget: tuple[float, float] = (700.0, 300.0),
               n_starts: int = 8) -> KappaRow:
-    """Solve the game at ``kappa`` (units of (Σ|D|)²) and measure the R1 criteria."""
+    """Solve the game at ``kappa`` (units of (Σ|D|)²) and measure criteria (a)-(c)."""
     if not (kappa > 0 and math.isfinite(kappa)):
         raise ValueError(f"kappa: must be > 0 and finite, got {kappa!r}")
     tic = time.perf_counter()
@@ -178,7 +179,7 @@ def write_sweep(rows: Sequence[KappaRow], dest: Path, *, instance: str) -> float
     head = ("| κ/(Σ\\|D\\|)² | min R_t | mean R_t | φ(0) | φ(T) | welfare | PoA | τ(0) | τ(T) | τ max | τ non-incr. "
             "| J true cost | J at Lemma-2 R | (a)-(c) |")
     lines = [
-        "# FedPCS accuracy scale κ: sweep (spec §7 R1)",
+        "# FedPCS accuracy scale κ: sweep",
         "",
         f"Instance: {instance}.",
         "",

@@ -1,20 +1,23 @@
 """PHS Problem 1 posed as JSON and solved on its own, without training
-(``fedgame solve phs --input problem.json``; spec ``phs.md`` §3.3, §3.5, §3.7 lines 1-5).
+(``fedgame solve phs --input problem.json``; PHS Eqs. 6-7 and Problem 1 of Sec. V, what the
+server fixes before Algorithm 1 runs).
 
 A problem lists the clients' budgets ``eps`` (a number > 0; ``"inf"`` or ``null`` for public
-data, A20), ``delta`` (one number or one per client), dataset ``sizes`` |M_k|, and either
-``batch_size`` B_k or ``sampling_ratio`` r_k (one number or one per client; r_k = min(1, B_k/|M_k|),
-A9); the model dimension ``D``; ``T_g``, ``T_l``, ``K``; the weight ``eta`` of Problem 1 or the
-smoothness ``L`` with η = 2 L √(T_g T_l) (A1; neither: L = 1); optionally the clipping norm ``C``
-(default 1), the realised participation ``counts`` T_k (default: the expected p*_k K T_g, Eq. 40)
-and ``sensitivity_factor`` 2 for the ``fixed_batch`` reading (A3).
+data, clients with an infinite budget as in Sec. V-B), ``delta`` (one number or one per client),
+dataset ``sizes`` |M_k|, and either ``batch_size`` B_k or ``sampling_ratio`` r_k (one number or one
+per client; r_k = min(1, B_k/|M_k|): a batch larger than the client's data is all of it); the model
+dimension ``D``; ``T_g``, ``T_l``, ``K``; the weight ``eta`` of Problem 1 or the smoothness ``L``
+with η = 2 L √(T_g T_l) (re-deriving Eqs. 66-67; neither: L = 1); optionally the clipping norm
+``C`` (default 1), the realised participation ``counts`` T_k (default: the expected p*_k K T_g,
+Eq. 40) and ``sensitivity_factor`` 2 for the ``fixed_batch`` reading (exactly B_k examples without
+replacement, replace-one neighbours: the sensitivity doubles).
 
 The answer gives V_k (Eq. 7), p^u, p* with f(p*), f(p^u), η*, the KKT residual, the noise that
 each client calibrates for T_k (σ_k of Eq. 6, × ``sensitivity_factor``, and the noise multiplier
 z_k = sqrt(V_k T_k T^l) B_k with respect to the sensitivity, as the PHS privacy plan reports it;
 ``counts_used`` says whether T_k was given or expected), and p* from both the structured solver
 and CVXPY (Clarabel) with their objectives, times and largest difference. p* is the structured
-solver's unless a client has public data (w_k = 0, A20), when it is CVXPY's.
+solver's unless a client has public data (w_k = 0, Sec. V-B), when it is CVXPY's.
 Every field is validated before any work; errors name the field, the value and the allowed range.
 """
 
@@ -71,7 +74,7 @@ class PHSProblem(_Strict):
         return np.array([math.inf if e is None else float(e) for e in self.eps])
 
     def rates(self) -> np.ndarray:
-        """r_k = min(1, B_k/|M_k|) (A9), or the given sampling ratios."""
+        """r_k = min(1, B_k/|M_k|) (B_k > |M_k| gives r_k = 1), or the given sampling ratios."""
         sizes = np.asarray(self.sizes, dtype=np.float64)
         if self.sampling_ratio is not None:
             return self.per_client(self.sampling_ratio)
@@ -79,7 +82,7 @@ class PHSProblem(_Strict):
         return np.minimum(1.0, self.per_client(self.batch_size) / sizes)
 
     def eta_value(self) -> tuple[float, str]:
-        """η and where it came from: ``eta``, ``L`` (η = 2L√(T_g T_l), A1) or the default L = 1."""
+        """η and where it came from: ``eta``, ``L`` (η = 2L√(T_g T_l), Eqs. 66-67) or the default L = 1."""
         if self.eta is not None:
             return float(self.eta), "eta"
         L, source = (self.L, "L") if self.L is not None else (1.0, "default (L = 1)")
@@ -172,7 +175,7 @@ def solve_phs(raw: Any) -> dict[str, Any]:
     prob = parse_phs_problem(raw)
     eps, sizes = prob.epsilons(), np.asarray(prob.sizes, dtype=np.float64)
     r = prob.rates()
-    batch = r * sizes  # B_k ← r_k |M_k| (A9)
+    batch = r * sizes  # B_k ← r_k |M_k| (|M_k| when B_k > |M_k|)
     eta, eta_from = prob.eta_value()
     try:
         V = np.asarray(phs_V(eps, prob.per_client(prob.delta), r, sizes), dtype=np.float64)  # Eq. 7
@@ -182,13 +185,13 @@ def solve_phs(raw: Any) -> dict[str, Any]:
         structured = solve_p1(p_u, w, eta, method="structured") if bool(np.all(w > 0)) else None
     except ValueError as e:
         raise ProblemError(str(e)) from None
-    main = structured if structured is not None else cvx  # structured unless public data (A20)
+    main = structured if structured is not None else cvx  # structured unless public data (w_k = 0)
     counts: np.ndarray
     if prob.counts is not None:
         counts, counts_used = np.asarray(prob.counts, dtype=np.int64), "given"
     else:
         counts, counts_used = main.p * prob.K * prob.T_g, "expected"  # E[T_k] = p*_k K T^g (Eq. 40)
-    # σ_k² = V_k T_k T^l C² (Eq. 6), × sensitivity_factor in the fixed_batch reading (A3);
+    # σ_k² = V_k T_k T^l C² (Eq. 6), × sensitivity_factor in the fixed_batch reading;
     # z_k = sqrt(V_k T_k T^l) B_k is the noise multiplier w.r.t. the sensitivity (the std on the
     # clipped-gradient sum is sensitivity_factor · z_k · C).
     root = np.sqrt(V * counts * prob.T_l)

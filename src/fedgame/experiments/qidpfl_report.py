@@ -1,5 +1,5 @@
-"""QI-DPFL results (spec qidpfl.md §3.7, §5.4, §5.5): the accuracy curve of Fig. 2, and the
-six-method comparison of Figs. 3-6 with the claims C1-C4.
+"""QI-DPFL results (QI-DPFL Secs. IV-B and V-B): the accuracy curve of Fig. 2, and the
+six-method comparison of Figs. 3-6 with the paper's claims C1-C4.
 
 ``python -m fedgame.experiments.qidpfl_report RUNS --dest results/... --budget reduced`` reads every
 finished run under RUNS (``summary.json`` + ``config.yaml`` + ``metrics.csv``) of the six recipes
@@ -11,8 +11,12 @@ of ``recipes/qidpfl/`` (names ``fedavg``, ``fedavg_select``, ``fedavg_dp``, ``qi
   accuracy over the first third of the rounds, the total reward Σ_t R_t and the total server cost
   U_T = Σ_t u_t (game methods), the ε of the ledger (``epsilon_max`` of the summaries), each a mean
   over seeds;
-- ``comparison.md``: a table per partition and the claims C1-C4 of §5.5, each decided from those
-  numbers (holds / fails / undecided when a method is missing);
+- ``comparison.md``: a table per partition and the claims of Sec. V-B, each decided from those
+  numbers (holds / fails / undecided when a method is missing): C1 (panel a: FedAvg-DP lowest,
+  FedAvg-select and QI-DPFL faster and higher than FedAvg, QI-DPFL ≈ FedAvg-select), C2 (panels
+  b-d: QI-DPFL's accuracy on par with Max at the lowest cost and reward, Random in between),
+  C3 (QI-DPFL above FedAvg-DP, every gap larger under Non-IID) and C4 (QI-DPFL's reward rises
+  with t until R_max, Theorem 2);
 - ``fig_<partition>.png``: the four panels of the paper's Figs. 3-6 (mean over seeds ± std), and
   ``configs/`` (the configs of every run used).
 
@@ -77,7 +81,7 @@ COLOURS = {
     "QI-DPFL": "tab:blue", "Max": "tab:orange", "Random": "tab:purple",
 }
 PARTITION_LABELS = {"iid": "IID", "dirichlet": "Non-IID"}
-#: the recipe name of the accuracy-curve sweep (spec §3.7)
+#: the recipe name of the accuracy-curve sweep (Fig. 2, Sec. IV-B)
 SWEEP = "qidpfl_sweep"
 #: gaps (a − b, final accuracy) that C3 expects larger under Non-IID than IID
 C3_GAPS: tuple[tuple[str, str], ...] = (("QI-DPFL", "FedAvg-DP"), ("FedAvg-select", "FedAvg"), ("QI-DPFL", "FedAvg"))
@@ -190,8 +194,8 @@ def _total(run: dict[str, Any], key: str) -> float:
 
 
 def _rho_tot(run: dict[str, Any]) -> float:
-    """Mean over the clients that ever uploaded of ρ_i^tot = Σ_t ρ_i^t (spec §3.4, R3); NaN
-    for runs without a QI-DPFL plan (no noise)."""
+    """Mean over the clients that ever uploaded of ρ_i^tot = Σ_t ρ_i^t (zCDP budgets add,
+    Lemma 1); NaN for runs without a QI-DPFL plan (no noise)."""
     path = run["dir"] / "qidpfl.npz"
     if not path.exists():
         return math.nan
@@ -222,8 +226,8 @@ def _label(kind: str) -> str:
 
 # -- the accuracy curve (Fig. 2) ---------------------------------------------------------------
 def write_curve(root: Path, dest: Path) -> dict[str, Any]:
-    """Fit I(ρ_glob) = I_1 − B e^{−I_3 ρ_glob} (spec §3.7) per partition kind to the sweep runs under
-    ``root``; write ``curve.json`` — ``{partition: {I1, B, I3, stderr: {I1, B, I3}, rmse,
+    """Fit I(ρ_glob) = I_1 − B e^{−I_3 ρ_glob} (Sec. IV-B, B = I_2 e^{−I_4}) per partition kind
+    to the sweep runs under ``root``; write ``curve.json`` — ``{partition: {I1, B, I3, stderr: {I1, B, I3}, rmse,
     points: [[rho_glob, acc], ...], n_participants, dataset}}`` (accuracies in [0, 1]; the fit
     fields null when the fit fails, with ``error``) — and ``fig2_curve.png`` into ``dest``;
     return the dict."""
@@ -243,7 +247,7 @@ def write_curve(root: Path, dest: Path) -> dict[str, Any]:
             c = fit.curve
             se = [v if np.isfinite(v) else None for v in map(float, fit.stderr)]
             entry.update(I1=c.I1, B=c.B, I3=c.I3, stderr=dict(zip(("I1", "B", "I3"), se)), rmse=fit.rmse)
-            # R1: the global budgets the recipes' targets need, ε = I1 − 0.1 B and ε_max = I1 − 0.01 B
+            # the global budgets the recipes' targets need (Eq. 33), ε = I1 − 0.1 B and ε_max = I1 − 0.01 B
             entry["rho_lo_eps"] = c.rho_lo(c.I1 - 0.10 * c.B)
             entry["rho_lo_eps_max"] = c.rho_lo(c.I1 - 0.01 * c.B, "eps_max")
         entry["points"] = [[float(x), float(y)] for x, y in zip(rho, acc)]
@@ -329,8 +333,9 @@ def write_comparison(root: Path, dest: Path, *, budget: str) -> list[dict[str, A
 
 @dataclass(frozen=True)
 class ClaimCheck:
-    """One statement of a claim of spec §5.5 decided from the numbers: ``holds`` is None when a
-    method it needs is missing. ``partition`` is a kind, or ``"<kind> vs iid"`` for C3's gaps."""
+    """One statement of a claim of the paper's Sec. V-B decided from the numbers: ``holds`` is
+    None when a method it needs is missing. ``partition`` is a kind, or ``"<kind> vs iid"`` for
+    C3's gaps."""
 
     claim: str
     partition: str
@@ -374,7 +379,7 @@ def _worst(verdicts: list[str]) -> str:
 
 
 def evaluate_claims(rows: list[dict[str, Any]], cells: Cells) -> list[ClaimCheck]:
-    """C1-C4 of spec §5.5 from the CSV ``rows`` (C1-C3) and the QI-DPFL runs' ``metrics.csv``
+    """C1-C4 (Sec. V-B) from the CSV ``rows`` (C1-C3) and the QI-DPFL runs' ``metrics.csv``
     (C4), in the order C1, C2, C3, C4 per partition, then C3's gaps across partitions."""
     by = {(r["partition"], r["method"]): r for r in rows}
     kinds = _partitions(r["partition"] for r in rows)
@@ -493,7 +498,7 @@ def _markdown(rows: list[dict[str, Any]], checks: list[ClaimCheck], figures: lis
     if not rows:
         return f"# QI-DPFL comparison — no runs of the six methods found (budget: {budget})\n"
     dataset = rows[0]["dataset"]
-    out = [f"# QI-DPFL comparison, {dataset} (spec qidpfl.md §5.4-5.5; mean ± std over seeds; budget: {budget})", ""]
+    out = [f"# QI-DPFL comparison, {dataset} (Sec. V-B; mean ± std over seeds; budget: {budget})", ""]
     pictures = dict(figures)
     for kind in _partitions(r["partition"] for r in rows):
         cfg = next(runs[0]["cfg"] for (k, _), runs in cells.items() if k == kind)
@@ -508,7 +513,7 @@ def _markdown(rows: list[dict[str, Any]], checks: list[ClaimCheck], figures: lis
                        f"{_fmt(r['early_acc_mean'], '.2f')} | {_fmt(r['total_reward_mean'], '.6g')} | "
                        f"{_fmt(r['total_cost_mean'], '.6g')} | {_fmt(r['participants_mean'], '.2f')} | "
                        f"{_fmt(r['rho_tot_mean'], '.4g')} | {_fmt(r['epsilon_max_mean'], '.4g')} |")
-        out += ["", "### Claims (spec §5.5)", ""]
+        out += ["", "### Claims (Sec. V-B)", ""]
         for claim in ("C1", "C2", "C3", "C4"):
             mine = [c for c in checks if c.claim == claim and c.partition == kind]
             if mine:
@@ -527,14 +532,14 @@ def _markdown(rows: list[dict[str, Any]], checks: list[ClaimCheck], figures: lis
     out += [f"Final accuracy: the last round's test accuracy; the first third of rounds: rounds 1 to ⌈{r0['rounds']}/3⌉ "
             f"= {math.ceil(int(r0['rounds']) / 3)}. "
             "Total reward and cost are sums over the rounds of each run's `reward` and `cost_u_t` "
-            "(server cost u_t, spec §3.6), then means over seeds; ε max is the summaries' `epsilon_max`. "
+            "(server cost u_t, the summand of Eq. 15), then means over seeds; ε max is the summaries' `epsilon_max`. "
             "Accuracies compare at 2 decimals as in comparison.csv; ties count as lowest. Seeds per cell "
             "are in comparison.csv; the configs are in configs/.", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
 def _game_report(cells: Cells, kind: str) -> list[str]:
-    """R4: the screening (θ per candidate, θ_th, kept) and the game per round (|S_t|, R_t*,
+    """The screening (θ per candidate, θ_th, kept) and the game per round (|S_t|, R_t*,
     R_min, R_max, applied R_t, the slopes G_i = ρ_i^t/R_t) of the first QI-DPFL seed."""
     runs = cells.get((kind, "QI-DPFL"))
     if not runs or not (runs[0]["dir"] / "qidpfl.json").exists():
@@ -543,7 +548,7 @@ def _game_report(cells: Cells, kind: str) -> list[str]:
     emd = [e for e in plan["emd"] if e is not None]
     kept = plan["kept"]
     th = max(plan["emd"][i] for i in kept) if emd else math.nan
-    out = ["", f"#### Screening and game report (seed {runs[0]['seed']}; spec R4)", "",
+    out = ["", f"#### Screening and game report (seed {runs[0]['seed']})", "",
            f"θ per candidate (EMD to the pooled label distribution): "
            + ", ".join(f"{i}: {e:.3f}" for i, e in enumerate(plan["emd"]) if e is not None)
            + f". θ_th = {th:.3f}; kept {len(kept)} of {len(plan['emd'])}: {kept}.", ""]

@@ -4,7 +4,7 @@
 test loss and training loss vs round, the partition's label distribution (clients × classes),
 ε spent per client, and how often each client was selected. Rounds are numbered as in
 ``metrics.csv`` (from 0) in every figure; runs are labelled by their recipe name and seed. Runs with a
-FedPCS game (``game.npz``) add the paper's game figures (spec fedpcs.md §5.5): Fig. 3 (φ over
+FedPCS game (``game.npz``) add the paper's game figures (FedPCS Sec. VIII-B): Fig. 3 (φ over
 the fixed-point iterations), Fig. 4 (correlation of the clients' ρ trajectories), Fig. 5
 (social welfare per round: equilibrium, social optimum), Figs. 7-8 (budget used / remaining
 and τ(t), when the run had a budget).

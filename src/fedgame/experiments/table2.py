@@ -6,9 +6,10 @@ under RUNS (``summary.json`` + ``config.yaml``), groups them by (method, τ, spl
 difference, the largest aggregation weight of the run) and ``table2.md`` (Table II's shape,
 "ours / paper" per cell) into ``--dest``, with the configs and seeds that produced them.
 
-Beside the paper's five methods (baselines with the clients outside the game, spec §7 R3's
-``baseline_rho: initial``), extra rows: a baseline whose clients play the game (``game``, A15)
-or sit at ρ_L (``low``) is "<method> (game ρ)" / "<method> (ρ_L)", and the R4 ablations
+Beside the paper's five methods (baselines with the clients outside the game,
+``baseline_rho: initial``; docs/fedpcs.md, 'Baseline budgets and the sampling ablations'), extra
+rows: a baseline whose clients play the game against uniform sampling (``game``) or sit at ρ_L
+(``low``) is "<method> (game ρ)" / "<method> (ρ_L)", and the sampling ablations
 (``recipes/fedpcs/ablation_*.yaml``) have rows of their own, without paper numbers.
 """
 
@@ -29,7 +30,7 @@ from fedgame.pipeline.results import finished_runs
 
 __all__ = ["CLAIMS", "PAPER_TABLE2_FMNIST", "claims_markdown", "collect", "copy_configs", "write_rows_csv", "write_table2"]
 
-#: Table II of Yuan & Wang (spec fedpcs.md §5.5), Fashion-MNIST: τ → method → (IID, Non-IID),
+#: Table II of Yuan & Wang (Sec. VIII-C), Fashion-MNIST: τ → method → (IID, Non-IID),
 #: each (mean, std) in %.
 PAPER_TABLE2_FMNIST: dict[float, dict[str, tuple[tuple[float, float], tuple[float, float]]]] = {
     0.2: {
@@ -63,14 +64,15 @@ METHODS = {
 }
 #: the paper's columns, in its order; other methods are extra rows after them
 PAPER_METHODS = ("Random", "AOCS", "Fed-CBS", "DELTA", "FedPCS")
-#: a baseline's ``incentive.baseline_rho`` (spec §7 R3) → suffix of its row (``initial``: none)
+#: a baseline's ``incentive.baseline_rho`` (docs/fedpcs.md, 'Baseline budgets') → suffix of its row (``initial``: none)
 BASELINE_RHO_SUFFIX = {"initial": "", "low": " (ρ_L)", "game": " (game ρ)"}
 SPLITS = {"iid": "IID", "dirichlet": "Non-IID"}
 
 
 def baseline_rho_of(cfg: dict[str, Any]) -> str:
     """The ``incentive.baseline_rho`` a run's resolved config ran with. A FedPCS-game config
-    written before the field existed ran A15 (its baselines played the game): ``game``."""
+    written before the field existed had its baselines play the game against uniform sampling:
+    ``game``."""
     inc = cfg.get("incentive") or {}
     return str(inc.get("baseline_rho", "game" if inc.get("kind") == "fedpcs" else "initial"))
 
@@ -88,7 +90,8 @@ def method_of(name: str, cfg: dict[str, Any]) -> tuple[str, str | None] | None:
 
 def _max_agg_weight(run_dir: Path) -> float:
     """The largest aggregation weight any upload got in the run (``max_agg_weight`` of
-    metrics.csv, spec §7 R4); NaN when the run did not log it."""
+    metrics.csv; docs/fedpcs.md, 'Baseline budgets and the sampling ablations'); NaN when the
+    run did not log it."""
     from fedgame.pipeline.store import read_metrics
 
     path = run_dir / "metrics.csv"
@@ -303,10 +306,11 @@ def _markdown(rows: list[dict[str, Any]], budget: str) -> str:
         r0 = rows[0]
         out += ["", f"Each cell: {r0['rounds']} rounds, local training {r0['local']}; seeds per cell listed in table2.csv; "
                 "the configs are in configs/.", "",
-                "Baselines' clients keep their ρ_i⁰ unpaid (spec §7 R3, `baseline_rho: initial`); \"(game ρ)\" rows play "
-                "the game against uniform sampling (A15), \"(ρ_L)\" rows sit at ρ_L. Extra rows (spec §7 R4, no paper "
-                "numbers): FedPCS's incentive with uniform draws, and x ∝ ρ with FedAvg weights θ_i/Σ_S θ instead of "
-                "Eq. (4); table2.csv's max_agg_weight is the largest aggregation weight an upload got (mean over seeds).", "",
+                "Baselines' clients keep their ρ_i⁰ unpaid (`baseline_rho: initial`; docs/fedpcs.md, 'Baseline budgets "
+                "and the sampling ablations'); \"(game ρ)\" rows play the game against uniform sampling, \"(ρ_L)\" rows "
+                "sit at ρ_L. Extra rows (the sampling ablations, no paper numbers): FedPCS's incentive with uniform draws, "
+                "and x ∝ ρ with FedAvg weights θ_i/Σ_S θ instead of Eq. (4); table2.csv's max_agg_weight is the largest "
+                "aggregation weight an upload got (mean over seeds).", "",
                 "![Fig. 4](fig4_rho_correlation.png)", "", "![Fig. 6](fig6_server_cost.png)", "", "![Fig. 9](fig9_accuracy.png)", "", "![Fig. 10](fig10_loss.png)"]
         out += [""] + claims_markdown(rows)
     return "\n".join(out) + "\n"

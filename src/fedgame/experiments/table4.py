@@ -59,14 +59,14 @@ log = logging.getLogger(__name__)
 #: the paper's columns: similarity s (100 = IID)
 S_COLUMNS: tuple[float, ...] = (100.0, 70.0, 30.0, 0.0)
 
-#: Table III of the PHS paper (spec phs.md §5.5), MNIST test accuracy in %: mechanism → s → value.
+#: Table III of the PHS paper (Sec. VI-C), MNIST test accuracy in %: mechanism → s → value.
 PAPER_TABLE3_MNIST: dict[str, dict[float, float]] = {
     "P": {100.0: 68.71, 70.0: 65.12, 30.0: 68.50, 0.0: 67.63},
     "U": {100.0: 28.02, 70.0: 14.69, 30.0: 17.94, 0.0: 14.92},
     "B": {100.0: 32.73, 70.0: 35.42, 30.0: 16.98, 0.0: 18.55},
 }
 
-#: Table IV of the PHS paper (spec phs.md §5.5), Fashion-MNIST test accuracy in %.
+#: Table IV of the PHS paper (Sec. VI-C), Fashion-MNIST test accuracy in %.
 PAPER_TABLE4_FMNIST: dict[str, dict[float, float]] = {
     "P": {100.0: 53.53, 70.0: 55.26, 30.0: 54.80, 0.0: 48.94},
     "U": {100.0: 14.68, 70.0: 16.47, 30.0: 16.27, 0.0: 10.69},
@@ -351,8 +351,9 @@ def _fig5_markdown(rows: list[dict[str, Any]], budget: str, drawn: bool) -> str:
         out.append(f"| {LABELS[m]} | " + " | ".join(cells) + " |")
     out += ["", fig5_ordering(rows), "", _fig5_rises(by, batches), "",
             f"Each cell: final test accuracy, mean ± std over the seeds in brackets (list in fig5.csv); "
-            f"{r0['rounds']} rounds, {r0['local_steps']} local steps. The paper reads Fig. 5 on CIFAR-10 "
-            "(spec phs.md §5.5) and claims accuracy rises with B and P is above U and B at every B; "
+            f"{r0['rounds']} rounds, {r0['local_steps']} local steps. The paper's Fig. 5 (Sec. VI-D) is CIFAR-10 by "
+            "our reading (its text does not name the dataset) and claims accuracy rises with B and P is above U and B "
+            "at every B; "
             "the configs are in configs/.", ""]
     if drawn:
         out.append("![Fig. 5](fig5_batch.png)")
@@ -439,8 +440,8 @@ def _fig4(plt: Any, cells: Cells, path: Path, dataset: str) -> bool:
 
 
 def _pick(cells: Cells, mech: str, need: str, dataset: str | None = None) -> dict[str, Any] | None:
-    """One run of ``mech`` having file ``need``: s = 30 (the spec's default) if there is one,
-    else the largest s; the lowest seed."""
+    """One run of ``mech`` having file ``need``: s = 30 (the similarity of the paper's Sec. VI-D)
+    if there is one, else the largest s; the lowest seed."""
     keys = [k for k in cells if k[0] == mech and (dataset is None or k[2] == dataset)]
     for k in sorted(keys, key=lambda k: (k[2], k[1] != 30.0, -k[1])):
         for r in cells[k]:
