@@ -162,6 +162,17 @@ def _embedded(path: Path, dest: Path) -> list[str]:
     return out + [""]
 
 
+#: result folders retired rather than rerun, and why (no per-seed files were ever committed for them)
+RETIRED: dict[str, str] = {
+    "fedpcs_table2_reduced": (
+        "FedPCS Table II at a reduced budget (10 rounds × 3 local steps): superseded by "
+        "`results/fedpcs_table2_paper` (the paper's 30 rounds × 5 epochs, per-seed files committed). At the "
+        "reduced budget the noise-free ceiling (about 66 %) lies below the paper's Random (74.7 %), so it "
+        "could not decide the table (docs/fedpcs.md, 'Table II at the paper's budget')."
+    ),
+}
+
+
 def write_reproduction(results: Path, dest: Path) -> Path:
     """Write the reproduction page for the result folders under ``results``; return its path."""
     if not results.is_dir():
@@ -194,6 +205,9 @@ def write_reproduction(results: Path, dest: Path) -> Path:
             found = True
     if not found:
         raise FileNotFoundError(f"results: no table2.csv, table4.csv or figure page (QI-DPFL, JDP-FL, PHS) under {results}")
+    retired = [(name, why) for name, why in RETIRED.items() if not (results / name).exists()]
+    if retired:
+        lines += ["## Retired result folders", ""] + [f"- `results/{name}`: {why}" for name, why in retired] + [""]
     dest.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(dest, "\n".join(lines).rstrip() + "\n")
     return dest
