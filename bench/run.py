@@ -302,7 +302,7 @@ def bench_main() -> dict[str, object]:
         t = time.perf_counter()
         subprocess.run(
             [str(ROOT / ".venv/bin/fedgame"), "compare", "recipes/main/fedpcs.yaml", "recipes/main/random.yaml",
-             "--seeds", "1", "--out", str(Path(d) / "main")],
+             "--seeds", "3", "--out", str(Path(d) / "main")],
             cwd=ROOT, check=True, env=env,
         )
         wall = time.perf_counter() - t
