@@ -33,6 +33,8 @@ CASES = [
     ("delta", {}),
     ("phs", {"p": SIZES / SIZES.sum(), "rounds": REPS, "k": K, "rng": 0}),  # schedule drawn up front, a round each
     ("fixed_sets", {"members": np.array([True, False, True, True, False, False, True, False, True, False])}),
+    ("participants", {"members": np.array([[True, False, True, True, False, False, True, False, True, False]] * 2).T}),
+    ("screened", {"members": np.array([False, True, True, False, True, True, False, True, True, True])}),
 ]
 IDS = [n + "".join(f"-{k}={v if np.isscalar(v) else 'array'}" for k, v in kw.items()) for n, kw in CASES]
 

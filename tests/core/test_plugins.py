@@ -37,7 +37,9 @@ def _fedgame(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 @pytest.fixture
 def clean_registries() -> Iterator[None]:
-    saved = {r: (dict(r._items), dict(r._docs)) for r in (SELECTIONS, PRIVACY_PLANS)}
+    from fedgame.incentives import INCENTIVES
+
+    saved = {r: (dict(r._items), dict(r._docs)) for r in (SELECTIONS, PRIVACY_PLANS, INCENTIVES)}
     yield
     for r, (items, docs) in saved.items():
         r._items, r._docs = items, docs

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
 
 __all__ = ["ENV_VAR", "ENTRY_POINT_GROUP", "PluginError", "BuildContext", "load_plugins", "loaded_plugins"]
 
@@ -50,7 +52,10 @@ class BuildContext:
     holds (sizes, label counts), or None where the server has no copy; ``rng`` a NumPy generator
     on the plug-in's own stream (same seed, same draws); ``plan`` the incentive's plan when the
     recipe has one (FedPCS's ρ schedule, QI-DPFL's participant sets), else None;
-    ``label_counts`` the clients' label histograms when queried, else None.
+    ``label_counts`` the clients' label histograms when queried, else None (:meth:`counts`
+    falls back to the partition's); ``streams`` the run's seeded streams (a built-in that draws
+    before training names its own stream, e.g. PHS's ``schedule``); ``phs`` PHS's set-up (the
+    clients' budgets and Problem 1's p^s) when the recipe has one.
     """
 
     run: Any
@@ -58,6 +63,16 @@ class BuildContext:
     rng: Any = None
     plan: Any = None
     label_counts: Any = None
+    streams: Any = None
+    phs: Any = None
+
+    def counts(self) -> Any:
+        """The clients' label histograms: as queried, else the server's copy of the partition."""
+        if self.label_counts is not None:
+            return self.label_counts
+        if self.data is None:
+            raise ValueError("the clients' label counts are needed: pass the federated data")
+        return self.data.label_counts()
 
 
 def _import(spec: str) -> ModuleType:
@@ -115,27 +130,19 @@ def loaded_plugins() -> list[str]:
     return sorted(_loaded)
 
 
-def _plugin_config_base() -> Any:
-    from typing import ClassVar
+class PluginConfig(BaseModel):
+    """Base for a plug-in's recipe model: frozen, and an unknown key is an error (a typo in a
+    recipe is refused, not ignored). Declare ``kind: Literal["<name>"] = "<name>"`` and the
+    plug-in's fields with their ranges (``pydantic.Field(ge=..., le=...)``).
 
-    from pydantic import BaseModel, ConfigDict
+    ``requires``: what the plug-in needs from another section of the recipe, e.g.
+    ``frozenset({"fedpcs_game"})`` for FedPCS's ρ schedule (then in ``ctx.plan``); the recipe
+    is refused, naming the kinds that provide it, when no section does. ``provides``: what
+    it supplies to others (``fedgame.pipeline.config.CAPABILITIES`` lists the names)."""
 
-    class PluginConfig(BaseModel):
-        """Base for a plug-in's recipe model: frozen, and an unknown key is an error (a typo in a
-        recipe is refused, not ignored). Declare ``kind: Literal["<name>"] = "<name>"`` and the
-        plug-in's fields with their ranges (``pydantic.Field(ge=..., le=...)``).
-
-        ``requires``: what the plug-in needs from another section of the recipe, e.g.
-        ``frozenset({"fedpcs_game"})`` for FedPCS's ρ schedule (then in ``ctx.plan``); the recipe
-        is refused, naming the kinds that provide it, when no section does. ``provides``: what
-        it supplies to others (``fedgame.pipeline.config.CAPABILITIES`` lists the names)."""
-
-        model_config = ConfigDict(frozen=True, extra="forbid")
-        requires: ClassVar[frozenset[str]] = frozenset()
-        provides: ClassVar[frozenset[str]] = frozenset()
-
-    return PluginConfig
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    requires: ClassVar[frozenset[str]] = frozenset()
+    provides: ClassVar[frozenset[str]] = frozenset()
 
 
-PluginConfig = _plugin_config_base()
 __all__ += ["PluginConfig"]

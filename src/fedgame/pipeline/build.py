@@ -21,12 +21,10 @@ from fedgame.pipeline.config import (
     FedPCSCfg,
     JDPPrivacyCfg,
     NoPrivacyCfg,
-    ParticipantsSel,
     PHSPrivacyCfg,
     PHSSel,
     QIDPFLCfg,
     ScreenedSel,
-    PowerOfChoiceSel,
     PrivacyAwareSel,
     RunConfig,
     ZCDPUploadCfg,
@@ -44,7 +42,7 @@ from fedgame.incentives import (
     solve_plan,
 )
 from fedgame.incentives.auctions import AuctionOutcome, KnapsackAuction, UnitPriceAuction
-from fedgame.incentives.games.qidpfl import AccuracyCurve, screen
+from fedgame.incentives.games.qidpfl import AccuracyCurve
 from fedgame.models import build_model, count_params
 from fedgame.privacy.analysis.phs import phs_V
 from fedgame.privacy.budgets import draw_budgets
@@ -54,7 +52,7 @@ from fedgame.privacy.jdp import local_perturbation
 from fedgame.privacy.mechanisms import GaussianMechanism
 from fedgame.robust import DIRTY_LABEL_TARGETS, ONE_CLASS_SOURCES, choose_adversary, dirty_label
 from fedgame.privacy.plans import PHSDPSGD, PRIVACY_PLANS, ClientPrivacy, LocalDPSGD, NoPrivacy, ZCDPUpload, steps_per_round
-from fedgame.selection import SELECTIONS, SelectionStrategy, planned_counts
+from fedgame.selection import SELECTIONS, SelectionStrategy
 from fedgame.selection.phs_problem import P1Solution, solve_p1
 from fedgame.sim import AGGREGATORS, Engine, LocalSpec, LocalTrainer, server_sgd
 from fedgame.sim.client import Executor, InProcessExecutor, draw_costs
@@ -359,45 +357,12 @@ def build_selection(
     """The recipe's selection; ``label_counts`` are the clients' queried histograms (None:
     the server's copy of the partition), for ``fedcbs`` and ``screened``."""
     sel = cfg.selection
-    plugin = _plugin(SELECTIONS, sel.kind)
-    if plugin is not None:
-        rng = (streams or Streams(seed=cfg.seed)).numpy("selection_build")
-        ctx = BuildContext(run=cfg, data=data, rng=rng, plan=plan, label_counts=label_counts)
-        return plugin.from_config(sel, ctx)  # type: ignore[no-any-return]
-    if isinstance(sel, PHSSel):
-        if phs is None:
-            raise ValueError("selection.kind: 'phs' needs privacy.kind 'phs' (the clients' budgets)")
-        rng = (streams or Streams(seed=cfg.seed)).numpy("schedule")
-        return SELECTIONS.create(
-            "phs", p=phs.p_s, rounds=cfg.train.rounds, k=cfg.train.clients_per_round, rng=rng, count_mode=sel.count_mode
-        )
-    if isinstance(sel, FedCBSSel):
-        if data is None:
-            raise ValueError("selection.kind: 'fedcbs' needs the partition's label counts (pass data)")
-        return SELECTIONS.create("fedcbs", label_counts=data.label_counts() if label_counts is None else label_counts)
-    if isinstance(sel, ParticipantsSel):
-        if not isinstance(plan, QIDPFLPlan):
-            raise ValueError("selection.kind: 'participants' needs incentive.kind 'qidpfl'")
-        return SELECTIONS.create("fixed_sets", members=plan.rho > 0)
-    if isinstance(sel, ScreenedSel):
-        if data is None:
-            raise ValueError("selection.kind: 'screened' needs the partition's label counts (pass data)")
-        counts = data.label_counts() if label_counts is None else label_counts
-        kept = screen(counts, reference=sel.reference, theta_th=sel.theta_th, keep_fraction=sel.keep_fraction).kept
-        return SELECTIONS.create("fixed_sets", members=np.isin(np.arange(data.n_clients), kept))
-    if isinstance(sel, PrivacyAwareSel):
-        if not isinstance(plan, FedPCSPlan):
-            raise ValueError("selection.kind: 'privacy_aware' needs incentive.kind 'fedpcs'")
-        return SELECTIONS.create("privacy_aware", rho=plan.rho, sampler=sel.sampler)
-    if isinstance(sel, PowerOfChoiceSel):
-        caps = None
-        if sel.cap == "planned":
-            if data is None:
-                raise ValueError("selection.cap: 'planned' needs the partition's sizes (pass data)")
-            sizes = np.asarray(data.sizes, dtype=np.float64)
-            caps = planned_counts(sizes / sizes.sum(), cfg.train.clients_per_round, cfg.train.rounds)
-        return SELECTIONS.create("power_of_choice", d=sel.d, losses=sel.losses, ties=sel.ties, max_selections=caps)
-    return SELECTIONS.create(sel.kind, **sel.model_dump(exclude={"kind"}))
+    factory = SELECTIONS.get(sel.kind)
+    ctx = BuildContext(
+        run=cfg, data=data, rng=(streams or Streams(seed=cfg.seed)).numpy("selection_build"), plan=plan,
+        label_counts=label_counts, streams=streams or Streams(seed=cfg.seed), phs=phs,
+    )
+    return factory.from_config(sel, ctx)  # type: ignore[attr-defined,no-any-return]
 
 
 def build_incentive(cfg: RunConfig, plan: FedPCSPlan | QIDPFLPlan | None = None,

@@ -16,6 +16,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from fedgame.core.plugins import load_plugins
+from fedgame.selection import AOCS, FedCBS, PHSSchedule, PowerOfChoice, PrivacyAware, SELECTIONS
+from fedgame.selection.base import DataSize, FullParticipation, Uniform
+from fedgame.selection.delta import Delta
+from fedgame.selection.fixed import Participants, Screened
 
 __all__ = [
     "RunConfig",
@@ -206,118 +210,24 @@ class TrainCfg(_Frozen):
 
 
 # -- plug-ins -----------------------------------------------------------------------------
-class UniformSel(_Frozen):
-    kind: Literal["uniform"] = "uniform"
-    replace: bool = False
-
-
-class FullSel(_Frozen):
-    kind: Literal["full"] = "full"
-
-
-class DataSizeSel(_Frozen):
-    kind: Literal["data_size"] = "data_size"
-
-
-class PrivacyAwareSel(_Frozen):
-    """x_i^t ∝ ρ_i^t (FedPCS Sec. III-C); the ρ schedule is the FedPCS game's
-    (``incentive.kind: fedpcs``)."""
-
-    kind: Literal["privacy_aware"] = "privacy_aware"
-    requires: ClassVar[frozenset[str]] = frozenset({"fedpcs_game"})
-    sampler: Literal["multinomial", "pips"] = "multinomial"
-
-
-class PowerOfChoiceSel(_Frozen):
-    """Power-of-choice ("Biased", PHS Sec. VI-B): ``d`` candidates ∝ |D_i|, the K with the
-    largest loss; ``d: null`` makes every client a candidate (global top-K). ``losses: current``
-    measures the candidates' losses at the global model (pow-d, PHS), ``stale`` uses the last
-    training loss (rpow-d); ``ties: id`` breaks ties by lower id (PHS); ``cap: planned`` stops
-    selecting a client after T^plan_k = ⌈K T^g p^u_k⌉ rounds (the count its noise is calibrated
-    for, as the schedule is adaptive). Aggregate with ``fedavg`` or ``mean``."""
-
-    kind: Literal["power_of_choice"] = "power_of_choice"
-    d: int | None = Field(None, ge=1, le=100_000)
-    losses: Literal["stale", "current"] = "stale"
-    ties: Literal["random", "id"] = "random"
-    cap: Literal["none", "planned"] = "none"
-
-
-class AOCSSel(_Frozen):
-    """AOCS (a FedPCS baseline, Sec. VIII-A): Bernoulli p_i = min(1, c θ_i‖U_i‖), Σp = K;
-    ``importance``.
-    ``stale_norms: true`` uses each client's last known norm; ``false`` is exact AOCS (every
-    client trains every round at the current model, N trainings per round)."""
-
-    kind: Literal["aocs"] = "aocs"
-    stale_norms: bool = True
-
-
-class FedCBSSel(_Frozen):
-    """Fed-CBS (a FedPCS baseline): sequential sampling ∝ 1/QCID^k from the partition's label
-    counts; ``fedavg``."""
-
-    kind: Literal["fedcbs"] = "fedcbs"
-
-
-class DeltaSel(_Frozen):
-    """DELTA (a FedPCS baseline): K draws with p ∝ sqrt(alpha1 ζ² + alpha2 σ_L²); ``importance``."""
-
-    kind: Literal["delta"] = "delta"
-    alpha1: float = Field(1.0, ge=0, le=1e6)
-    alpha2: float = Field(1.0, ge=0, le=1e6)
-
-
-class PHSSel(_Frozen):
-    """PHS (Algorithm 1): the whole schedule drawn before training from p^s — Problem 1's
-    solution (``mechanism: privacy_aware``) or p^u ∝ |M_k| (``unbiased``); K slots per round, a
-    client drawn twice trains two copies. Needs ``privacy.kind: phs``; aggregate with ``mean``
-    (the paper) or ``importance`` (``phs_ic``). η = ``eta``, or 2 ``L_hat`` √(T^g T^l) (the
-    theory value with L estimated; default L_hat = 1). ``count_mode``: calibrate for the realised
-    counts or for ⌈p^s_k K T^g⌉ enforced as caps."""
-
-    kind: Literal["phs"] = "phs"
-    requires: ClassVar[frozenset[str]] = frozenset({"client_budgets"})
-    mechanism: Literal["privacy_aware", "unbiased"] = "privacy_aware"
-    eta: float | None = Field(None, gt=0, le=1e12)
-    L_hat: float | None = Field(None, gt=0, le=1e12)
-    count_mode: Literal["realized", "expected"] = "realized"
-
-    @model_validator(mode="after")
-    def _one_eta(self) -> PHSSel:
-        if self.eta is not None and self.L_hat is not None:
-            raise ValueError("selection.eta, selection.L_hat: give at most one (eta = 2 L_hat sqrt(T^g T^l))")
-        return self
-
-
-class ParticipantsSel(_Frozen):
-    """QI-DPFL (Theorem 1): round t takes the participation set S_t of the reward game
-    (``incentive.kind: qidpfl``); aggregate with ``mean`` (Eq. 12)."""
-
-    kind: Literal["participants"] = "participants"
-    requires: ClassVar[frozenset[str]] = frozenset({"participant_sets"})
-
-
-class ScreenedSel(_Frozen):
-    """FedAvg-select (QI-DPFL Sec. V-B): the candidates the label-EMD screening keeps (Eq. 11),
-    all of them every round; ``keep_fraction`` q keeps the ⌈qH⌉ closest, ``theta_th`` those with
-    θ ≤ θ_th."""
-
-    kind: Literal["screened"] = "screened"
-    keep_fraction: float | None = Field(0.5, gt=0, le=1)
-    theta_th: float | None = Field(None, ge=0)
-    reference: Literal["pooled", "uniform"] = "pooled"
-
-    @model_validator(mode="after")
-    def _one_rule(self) -> ScreenedSel:
-        if (self.keep_fraction is None) == (self.theta_th is None):
-            raise ValueError("selection.keep_fraction, selection.theta_th: give exactly one (set the other to null)")
-        return self
-
+# -- selection: each strategy declares its recipe model on its class (``Config``) -------------
+UniformSel = Uniform.Config
+FullSel = FullParticipation.Config
+DataSizeSel = DataSize.Config
+PrivacyAwareSel = PrivacyAware.Config
+PowerOfChoiceSel = PowerOfChoice.Config
+AOCSSel = AOCS.Config
+FedCBSSel = FedCBS.Config
+DeltaSel = Delta.Config
+PHSSel = PHSSchedule.Config
+ParticipantsSel = Participants.Config
+ScreenedSel = Screened.Config
 
 Selection = Annotated[
-    UniformSel | FullSel | DataSizeSel | PrivacyAwareSel | PowerOfChoiceSel | AOCSSel | FedCBSSel | DeltaSel | PHSSel
-    | ParticipantsSel | ScreenedSel,
+    Union[  # noqa: UP007 (the members are classes' Config attributes)
+        UniformSel, FullSel, DataSizeSel, PrivacyAwareSel, PowerOfChoiceSel, AOCSSel, FedCBSSel, DeltaSel, PHSSel,
+        ParticipantsSel, ScreenedSel,
+    ],
     Field(discriminator="kind"),
 ]
 
@@ -909,12 +819,16 @@ def schema() -> type[RunConfig]:
     strategies, privacy plans and incentives that plug-ins registered (``docs/plugins.md``)."""
     from fedgame.incentives import INCENTIVES
     from fedgame.privacy.plans import PRIVACY_PLANS
-    from fedgame.selection import SELECTIONS
+
+    def added(union: Any, registry: Any) -> dict[str, Any]:
+        """The registered Configs that are not already members of the built-in union."""
+        built_in = set(get_args(get_args(union)[0]))
+        return {name: m for name, m in registry.configs().items() if m not in built_in}
 
     extra = {
-        "selection": (Selection, SELECTIONS.configs()),
-        "privacy": (Privacy, PRIVACY_PLANS.configs()),
-        "incentive": (IncentiveCfg, INCENTIVES.configs()),
+        "selection": (Selection, added(Selection, SELECTIONS)),
+        "privacy": (Privacy, added(Privacy, PRIVACY_PLANS)),
+        "incentive": (IncentiveCfg, added(IncentiveCfg, INCENTIVES)),
     }
     key = tuple(tuple(models) for _, models in extra.values())
     if not any(key):

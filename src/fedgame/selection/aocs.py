@@ -27,9 +27,11 @@ inclusion probabilities are then exactly π_i = p_i / (1 − P_0) ≤ 1, and tho
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+
+from fedgame.core.plugins import PluginConfig
 
 from fedgame.core.types import RoundOutcome, RoundState, Selection
 from fedgame.selection.base import SELECTIONS, SelectionStrategy
@@ -67,6 +69,14 @@ class AOCS(SelectionStrategy):
     Exact (this round's norms, every client trains) or stale norms (module docstring)."""
 
     name = "aocs"
+
+    class Config(PluginConfig):
+        """AOCS (a FedPCS baseline, Sec. VIII-A): Bernoulli p_i = min(1, c θ_i‖U_i‖), Σp = K;
+        ``importance``. ``stale_norms: true`` uses each client's last known norm; ``false`` is
+        exact AOCS (every client trains every round at the current model, N trainings per round)."""
+
+        kind: Literal["aocs"] = "aocs"
+        stale_norms: bool = True
 
     def __init__(self, *, stale_norms: bool = True) -> None:
         if not isinstance(stale_norms, (bool, np.bool_)):

@@ -7,10 +7,11 @@ aggregation can be importance-weighted (unbiased) and the accountant knows sampl
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
+from fedgame.core.plugins import PluginConfig
 from fedgame.core.registry import Registry
 from fedgame.core.types import RoundOutcome, RoundState, Selection
 
@@ -98,6 +99,10 @@ class Uniform(SelectionStrategy):
 
     name = "uniform"
 
+    class Config(PluginConfig):
+        kind: Literal["uniform"] = "uniform"
+        replace: bool = False
+
     def __init__(self, *, replace: bool = True) -> None:
         self.replace = replace
 
@@ -123,6 +128,9 @@ class FullParticipation(SelectionStrategy):
 
     name = "full"
 
+    class Config(PluginConfig):
+        kind: Literal["full"] = "full"
+
     def probabilities(self, state: RoundState) -> np.ndarray:
         return np.full(state.n_clients, 1.0 / state.n_clients)
 
@@ -136,6 +144,9 @@ class DataSize(SelectionStrategy):
     """x_i ∝ |D_i| ("Unbiased" mechanism of PHS, Sec. VI-B), K draws with replacement."""
 
     name = "data_size"
+
+    class Config(PluginConfig):
+        kind: Literal["data_size"] = "data_size"
 
     def probabilities(self, state: RoundState) -> np.ndarray:
         s = np.asarray(state.sizes, dtype=np.float64)

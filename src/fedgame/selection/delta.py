@@ -27,9 +27,12 @@ if every score is 0, p is uniform. State: three length-N arrays, no model-sized 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field
+
+from fedgame.core.plugins import PluginConfig
 import torch
 
 from fedgame.core.types import LOCAL_GRAD_VARIANCE, RoundOutcome, RoundState
@@ -53,6 +56,13 @@ class Delta(SelectionStrategy):
 
     name = "delta"
     needs = frozenset({LOCAL_GRAD_VARIANCE})
+
+    class Config(PluginConfig):
+        """DELTA (a FedPCS baseline): K draws with p ∝ sqrt(alpha1 ζ² + alpha2 σ_L²); ``importance``."""
+
+        kind: Literal["delta"] = "delta"
+        alpha1: float = Field(1.0, ge=0, le=1e6)
+        alpha2: float = Field(1.0, ge=0, le=1e6)
 
     def __init__(self, *, alpha1: float = 1.0, alpha2: float = 1.0) -> None:
         for field, v in (("alpha1", alpha1), ("alpha2", alpha2)):

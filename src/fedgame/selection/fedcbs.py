@@ -22,8 +22,12 @@ at its step, given the clients before it), which is *not* an inclusion probabili
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
+from pydantic import BaseModel
+
+from fedgame.core.plugins import BuildContext, PluginConfig
 
 from fedgame.core.types import RoundState, Selection
 from fedgame.selection.base import SELECTIONS, SelectionStrategy
@@ -92,6 +96,18 @@ class FedCBS(SelectionStrategy):
     Favours sets whose pooled labels are balanced; needs the (N, classes) ``label_counts``."""
 
     name = "fedcbs"
+
+    class Config(PluginConfig):
+        """Fed-CBS (a FedPCS baseline): sequential sampling ∝ 1/QCID^k from the partition's label
+        counts; ``fedavg``."""
+
+        kind: Literal["fedcbs"] = "fedcbs"
+
+    @classmethod
+    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> FedCBS:
+        """The clients' label histograms: as queried, else the server's copy of the partition."""
+        del cfg
+        return cls(label_counts=ctx.counts())
 
     def __init__(self, *, label_counts: np.ndarray) -> None:
         self.label_counts = _check_counts(label_counts)

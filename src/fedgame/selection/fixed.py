@@ -4,14 +4,16 @@ the clients with ρ_i^t > 0 at the Theorem 1 equilibrium) or a screening's kept 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import BaseModel, Field, model_validator
 
+from fedgame.core.plugins import BuildContext, PluginConfig
 from fedgame.core.types import RoundState, Selection
 from fedgame.selection.base import SELECTIONS, SelectionStrategy
 
-__all__ = ["FixedSets"]
+__all__ = ["FixedSets", "Participants", "Screened"]
 
 
 @SELECTIONS.register("fixed_sets")
@@ -51,3 +53,62 @@ class FixedSets(SelectionStrategy):
 
     def state_dict(self) -> dict[str, Any]:
         return {}
+
+
+@SELECTIONS.register("participants")
+class Participants(FixedSets):
+    """QI-DPFL: round t takes the participation set S_t of the reward game (the clients with
+    ρ_i^t > 0 at the Theorem 1 equilibrium); aggregate with ``mean`` (Eq. 12)."""
+
+    name = "participants"
+
+    class Config(PluginConfig):
+        """QI-DPFL: round t takes the participation set S_t of the reward game
+        (``incentive.kind: qidpfl``); aggregate with ``mean`` (Eq. 12)."""
+
+        kind: Literal["participants"] = "participants"
+        requires: ClassVar[frozenset[str]] = frozenset({"participant_sets"})
+
+    @classmethod
+    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> Participants:
+        """The clients with ρ_i^t > 0 in the QI-DPFL plan of ``ctx.plan``."""
+        from fedgame.incentives.qidpfl import QIDPFLPlan
+
+        del cfg
+        if not isinstance(ctx.plan, QIDPFLPlan):
+            raise ValueError("selection.kind: 'participants' needs incentive.kind 'qidpfl'")
+        return cls(members=ctx.plan.rho > 0)
+
+
+@SELECTIONS.register("screened")
+class Screened(FixedSets):
+    """FedAvg-select (QI-DPFL Sec. V-B): the candidates the label-EMD screening keeps (Alg. 1
+    lines 3-8), all of them every round."""
+
+    name = "screened"
+
+    class Config(PluginConfig):
+        """FedAvg-select (QI-DPFL Sec. V-B): the candidates the label-EMD screening keeps (Alg. 1
+        lines 3-8), all of them every round; ``keep_fraction`` q keeps the ⌈qH⌉ closest,
+        ``theta_th`` those with θ ≤ θ_th."""
+
+        kind: Literal["screened"] = "screened"
+        keep_fraction: float | None = Field(0.5, gt=0, le=1)
+        theta_th: float | None = Field(None, ge=0)
+        reference: Literal["pooled", "uniform"] = "pooled"
+
+        @model_validator(mode="after")
+        def _one_rule(self) -> Any:
+            if (self.keep_fraction is None) == (self.theta_th is None):
+                raise ValueError("selection.keep_fraction, selection.theta_th: give exactly one (set the other to null)")
+            return self
+
+    @classmethod
+    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> Screened:
+        """Screen the clients' label histograms (queried, else the partition's)."""
+        from fedgame.incentives.games.qidpfl import screen
+
+        c: Any = cfg
+        counts = ctx.counts()
+        kept = screen(counts, reference=c.reference, theta_th=c.theta_th, keep_fraction=c.keep_fraction).kept
+        return cls(members=np.isin(np.arange(counts.shape[0]), kept))

@@ -20,9 +20,12 @@ Sec. VI-B): slot weights p^u_k/(K p^s_k), unbiased for F.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import BaseModel, Field, model_validator
+
+from fedgame.core.plugins import BuildContext, PluginConfig
 
 from fedgame.core.types import RoundState, Selection
 from fedgame.selection.base import SELECTIONS, SelectionStrategy, check_distribution
@@ -78,6 +81,39 @@ class PHSSchedule(SelectionStrategy):
     an independent copy."""
 
     name = "phs"
+
+    class Config(PluginConfig):
+        """PHS (Algorithm 1): the whole schedule drawn before training from p^s — Problem 1's
+        solution (``mechanism: privacy_aware``) or p^u ∝ |M_k| (``unbiased``); K slots per round, a
+        client drawn twice trains two copies. Needs ``privacy.kind: phs``; aggregate with ``mean``
+        (the paper) or ``importance`` (``phs_ic``). η = ``eta``, or 2 ``L_hat`` √(T^g T^l) (the
+        theory value with L estimated; default L_hat = 1). ``count_mode``: calibrate for the realised
+        counts or for ⌈p^s_k K T^g⌉ enforced as caps."""
+
+        kind: Literal["phs"] = "phs"
+        requires: ClassVar[frozenset[str]] = frozenset({"client_budgets"})
+        mechanism: Literal["privacy_aware", "unbiased"] = "privacy_aware"
+        eta: float | None = Field(None, gt=0, le=1e12)
+        L_hat: float | None = Field(None, gt=0, le=1e12)
+        count_mode: Literal["realized", "expected"] = "realized"
+
+        @model_validator(mode="after")
+        def _one_eta(self) -> Any:
+            if self.eta is not None and self.L_hat is not None:
+                raise ValueError("selection.eta, selection.L_hat: give at most one (eta = 2 L_hat sqrt(T^g T^l))")
+            return self
+
+    @classmethod
+    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> PHSSchedule:
+        """The schedule drawn from PHS's p^s (``ctx.phs``) on the run's ``schedule`` stream."""
+        from fedgame.core.seeding import Streams
+
+        c: Any = cfg
+        if ctx.phs is None:
+            raise ValueError("selection.kind: 'phs' needs privacy.kind 'phs' (the clients' budgets)")
+        streams = ctx.streams or Streams(seed=ctx.run.seed)
+        return cls(p=ctx.phs.p_s, rounds=ctx.run.train.rounds, k=ctx.run.train.clients_per_round,
+                   rng=streams.numpy("schedule"), count_mode=c.count_mode)
 
     def __init__(
         self,

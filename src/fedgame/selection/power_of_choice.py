@@ -40,6 +40,9 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, Field
+
+from fedgame.core.plugins import BuildContext, PluginConfig
 
 from fedgame.core.types import RoundOutcome, RoundState, Selection
 from fedgame.selection.base import SELECTIONS, SelectionStrategy
@@ -98,6 +101,34 @@ class PowerOfChoice(SelectionStrategy):
     ``"stale"``); optional per-client selection caps (module docstring)."""
 
     name = "power_of_choice"
+
+    class Config(PluginConfig):
+        """Power-of-choice ("Biased", PHS Sec. VI-B): ``d`` candidates ∝ |D_i|, the K with the
+        largest loss; ``d: null`` makes every client a candidate (global top-K). ``losses: current``
+        measures the candidates' losses at the global model (pow-d, PHS), ``stale`` uses the last
+        training loss (rpow-d); ``ties: id`` breaks ties by lower id (PHS); ``cap: planned`` stops
+        selecting a client after T^plan_k = ⌈K T^g p^u_k⌉ rounds (the count its noise is calibrated
+        for, as the schedule is adaptive). Aggregate with ``fedavg`` or ``mean``."""
+
+        kind: Literal["power_of_choice"] = "power_of_choice"
+        d: int | None = Field(None, ge=1, le=100_000)
+        losses: Literal["stale", "current"] = "stale"
+        ties: Literal["random", "id"] = "random"
+        cap: Literal["none", "planned"] = "none"
+
+    @classmethod
+    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> PowerOfChoice:
+        """With ``cap: planned``, each client's cap ⌈K T^g p^u_k⌉ from the partition's sizes."""
+        from fedgame.selection.phs import planned_counts
+
+        c: Any = cfg
+        caps = None
+        if c.cap == "planned":
+            if ctx.data is None:
+                raise ValueError("selection.cap: 'planned' needs the partition's sizes (pass data)")
+            sizes = np.asarray(ctx.data.sizes, dtype=np.float64)
+            caps = planned_counts(sizes / sizes.sum(), ctx.run.train.clients_per_round, ctx.run.train.rounds)
+        return cls(d=c.d, losses=c.losses, ties=c.ties, max_selections=caps)
 
     def __init__(
         self,

@@ -13,9 +13,12 @@ Two samplers (the paper's inclusion probability 1 − (1 − x_i)^K and unbiased
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import BaseModel
+
+from fedgame.core.plugins import BuildContext, PluginConfig
 
 from fedgame.core.types import RoundState, Selection
 from fedgame.selection.base import SELECTIONS, SelectionStrategy, multinomial
@@ -59,6 +62,24 @@ class PrivacyAware(SelectionStrategy):
     """x_i^t ∝ ρ_i^t (FedPCS Sec. III-C); ``rho`` is per client or an (N, rounds) schedule."""
 
     name = "privacy_aware"
+
+    class Config(PluginConfig):
+        """x_i^t ∝ ρ_i^t (FedPCS Sec. III-C); the ρ schedule is the FedPCS game's
+        (``incentive.kind: fedpcs``)."""
+
+        kind: Literal["privacy_aware"] = "privacy_aware"
+        requires: ClassVar[frozenset[str]] = frozenset({"fedpcs_game"})
+        sampler: Literal["multinomial", "pips"] = "multinomial"
+
+    @classmethod
+    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> PrivacyAware:
+        """The ρ schedule of the FedPCS plan in ``ctx.plan``."""
+        from fedgame.incentives.fedpcs import FedPCSPlan
+
+        if not isinstance(ctx.plan, FedPCSPlan):
+            raise ValueError("selection.kind: 'privacy_aware' needs incentive.kind 'fedpcs'")
+        c: Any = cfg
+        return cls(rho=ctx.plan.rho, sampler=c.sampler)
 
     def __init__(self, *, rho: np.ndarray, sampler: Literal["multinomial", "pips"] = "multinomial") -> None:
         r = np.asarray(rho, dtype=np.float64)
