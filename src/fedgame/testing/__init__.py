@@ -11,7 +11,11 @@ The checks are statistical where the contract is (10^5 seeded draws, 4-standard-
 so a correct plug-in passes them with overwhelming probability and a biased one fails.
 """
 
+from fedgame.testing.accountant import check_accountant
+from fedgame.testing.aggregator import check_aggregator
+from fedgame.testing.auction import check_auction
+from fedgame.testing.incentive import check_incentive
 from fedgame.testing.privacy import check_privacy_plan
 from fedgame.testing.selection import check_selection
 
-__all__ = ["check_privacy_plan", "check_selection"]
+__all__ = ["check_accountant", "check_aggregator", "check_auction", "check_incentive", "check_privacy_plan", "check_selection"]
