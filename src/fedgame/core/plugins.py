@@ -55,7 +55,8 @@ class BuildContext:
     ``label_counts`` the clients' label histograms when queried, else None (:meth:`counts`
     falls back to the partition's); ``streams`` the run's seeded streams (a built-in that draws
     before training names its own stream, e.g. PHS's ``schedule``); ``phs`` PHS's set-up (the
-    clients' budgets and Problem 1's p^s) when the recipe has one.
+    clients' budgets and Problem 1's p^s) when the recipe has one; ``selection`` the run's
+    selection strategy, for a privacy plan that calibrates to its participation bound.
     """
 
     run: Any
@@ -65,6 +66,7 @@ class BuildContext:
     label_counts: Any = None
     streams: Any = None
     phs: Any = None
+    selection: Any = None
 
     def counts(self) -> Any:
         """The clients' label histograms: as queried, else the server's copy of the partition."""

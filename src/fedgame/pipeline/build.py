@@ -16,11 +16,9 @@ from fedgame.core.seeding import Streams
 from fedgame.core.server_update import ServerUpdate, chain
 from fedgame.data import FederatedDataset, load_dataset, partition
 from fedgame.pipeline.config import (
-    DPSGDCfg,
     FedCBSSel,
     FedPCSCfg,
     JDPPrivacyCfg,
-    NoPrivacyCfg,
     PHSPrivacyCfg,
     PHSSel,
     QIDPFLCfg,
@@ -51,7 +49,7 @@ from fedgame.privacy.events import PrivacyEvent
 from fedgame.privacy.jdp import local_perturbation
 from fedgame.privacy.mechanisms import GaussianMechanism
 from fedgame.robust import DIRTY_LABEL_TARGETS, ONE_CLASS_SOURCES, choose_adversary, dirty_label
-from fedgame.privacy.plans import PHSDPSGD, PRIVACY_PLANS, ClientPrivacy, LocalDPSGD, NoPrivacy, ZCDPUpload, steps_per_round
+from fedgame.privacy.plans import PRIVACY_PLANS, ClientPrivacy, steps_per_round
 from fedgame.selection import SELECTIONS, SelectionStrategy
 from fedgame.selection.phs_problem import P1Solution, solve_p1
 from fedgame.sim import AGGREGATORS, Engine, LocalSpec, LocalTrainer, server_sgd
@@ -280,69 +278,13 @@ def build_privacy(
     selection: SelectionStrategy | None = None,
 ) -> ClientPrivacy:
     pc = cfg.privacy
-    plugin = _plugin(PRIVACY_PLANS, pc.kind)
-    if plugin is not None:
-        return plugin.from_config(pc, BuildContext(run=cfg, data=data, plan=plan))  # type: ignore[no-any-return]
-    sizes = np.asarray(data.sizes)
-    local = cfg.train.local
-    if isinstance(pc, PHSPrivacyCfg):
-        bound = None if selection is None else selection.participation_bound()
-        if phs is None or bound is None:
-            raise ValueError(
-                "privacy.kind: 'phs' calibrates for each client's participation count, fixed before training: use "
-                "selection.kind 'phs', or 'power_of_choice' with cap 'planned'"
-            )
-        return PHSDPSGD(
-            eps=phs.eps,
-            delta=pc.delta,
-            sizes=sizes,
-            batch_size=local.batch_size,
-            local_steps=local_steps(cfg, sizes),
-            counts=bound,
-            max_grad_norm=pc.max_grad_norm,
-            calibration=pc.calibration,
-            fixed_batch=pc.batch == "fixed_batch",
-        )
-    if isinstance(pc, DPSGDCfg):
-        spr = steps_per_round(sizes, batch_size=local.batch_size, epochs=local.epochs, steps=local.steps)
-        rounds = cfg.train.rounds
-        if pc.calibrate_over == "expected":
-            rounds = max(1, int(np.ceil(rounds * cfg.train.clients_per_round / sizes.size)))
-        return LocalDPSGD(
-            sizes=sizes,
-            batch_size=local.batch_size,
-            steps_per_round=spr,
-            max_grad_norm=pc.max_grad_norm,
-            noise_multiplier=pc.noise_multiplier,
-            target_epsilon=pc.target_epsilon,
-            delta=pc.delta,
-            max_rounds=rounds,
-            accountant="pld" if cfg.accountant.kind == "pld" else "rdp",
-            sampling=pc.sampling,
-        )
-    if isinstance(pc, ZCDPUploadCfg):
-        if pc.rho == "game":
-            if plan is None:
-                raise ValueError("privacy.rho: 'game' needs incentive.kind 'fedpcs' or 'qidpfl'")
-            rho: float | np.ndarray = plan.rho
-        else:
-            rho = float(pc.rho)
-        if pc.mode == "exact":
-            if local.batch_size < int(sizes.max()):
-                raise ValueError(
-                    f"train.local.batch_size: privacy.mode 'exact' takes one full-batch step, must be >= the "
-                    f"largest client's data ({int(sizes.max())}), got {local.batch_size}"
-                )
-            scale: float | np.ndarray = local.lr
-        else:
-            spr = steps_per_round(sizes, batch_size=local.batch_size, epochs=local.epochs, steps=local.steps)
-            scale = local.lr * np.asarray(spr, dtype=np.float64)
-        return ZCDPUpload(rho=rho, clip=pc.clip, sizes=sizes, scale=scale, mode=pc.mode)
-    if isinstance(pc, NoPrivacyCfg):
-        return NoPrivacy()
-    # never fail open: a privacy kind this builder does not know must not train without its noise
-    raise ValueError(f"privacy.kind: {getattr(pc, 'kind', type(pc).__name__)!r} has no builder in this pipeline; "
-                     "refusing to train without the privacy it asks for")
+    if pc.kind not in PRIVACY_PLANS:
+        # never fail open: a privacy kind this builder does not know must not train without its noise
+        raise ValueError(f"privacy.kind: {pc.kind!r} has no builder in this pipeline; "
+                         "refusing to train without the privacy it asks for")
+    factory = PRIVACY_PLANS.get(pc.kind)
+    ctx = BuildContext(run=cfg, data=data, plan=plan, phs=phs, selection=selection)
+    return factory.from_config(pc, ctx)  # type: ignore[attr-defined,no-any-return]
 
 
 def build_selection(

@@ -16,6 +16,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from fedgame.core.plugins import load_plugins
+from fedgame.privacy.budgets import (  # noqa: F401  (re-exported: recipes' budget models)
+    ConstantBudgetCfg,
+    ListBudgetCfg,
+    MixtureBudgetCfg,
+    MixtureComponentCfg,
+    PrivacyBudgetCfg,
+    UniformBudgetCfg,
+)
+from fedgame.privacy.plans import PHSDPSGD, LocalDPSGD, NoPrivacy, ZCDPUpload
 from fedgame.selection import AOCS, FedCBS, PHSSchedule, PowerOfChoice, PrivacyAware, SELECTIONS
 from fedgame.selection.base import DataSize, FullParticipation, Uniform
 from fedgame.selection.delta import Delta
@@ -240,121 +249,11 @@ class ServerCfg(_Frozen):
     lr: float = Field(1.0, gt=0, le=100)
 
 
-class NoPrivacyCfg(_Frozen):
-    kind: Literal["none"] = "none"
-
-
-class DPSGDCfg(_Frozen):
-    kind: Literal["dpsgd"] = "dpsgd"
-    max_grad_norm: float = Field(1.0, gt=0, le=1e6)
-    noise_multiplier: float | None = Field(None, ge=0, le=1e6)
-    target_epsilon: float | None = Field(None, gt=0, le=1e4)
-    delta: float = Field(1e-5, gt=0, lt=1)
-    calibrate_over: Literal["all", "expected"] = Field(
-        "all", description="rounds a client is assumed to join when calibrating to target_epsilon"
-    )
-    sampling: Literal["poisson", "shuffle"] = "poisson"
-
-    @model_validator(mode="after")
-    def _one_noise(self) -> DPSGDCfg:
-        if (self.noise_multiplier is None) == (self.target_epsilon is None):
-            raise ValueError("give exactly one of privacy.noise_multiplier and privacy.target_epsilon")
-        return self
-
-
-class ZCDPUploadCfg(_Frozen):
-    """ρ-zCDP Gaussian noise on each upload (FedPCS Prop. 1). ``rho: game`` takes ρ_i^t from the
-    FedPCS game. ``mode``: ``paper_update`` (E local epochs, pseudo-gradient clipped to
-    ``clip``, paper accounting) or ``exact`` (one full-batch step of per-example-clipped
-    gradients: needs ``train.local.steps: 1`` and a batch size >= every client's data)."""
-
-    kind: Literal["zcdp_upload"] = "zcdp_upload"
-    rho: float | Literal["game"] = Field(1.0, description="per-round zCDP level, or 'game'")
-    clip: float = Field(1.0, gt=0, le=1e6)
-    mode: Literal["paper_update", "exact"] = "paper_update"
-
-    @field_validator("rho")
-    @classmethod
-    def _rho_positive(cls, v: float | str) -> float | str:
-        if not isinstance(v, str) and not (0 < v <= 1e6):
-            raise ValueError(f"must be in (0, 1e6] or 'game', got {v}")
-        return v
-
-
-class UniformBudgetCfg(_Frozen):
-    """ε_k ~ U(low, high) on the open interval (PHS: U(0, 1), a draw of 0 is redrawn)."""
-
-    kind: Literal["uniform"] = "uniform"
-    low: float = Field(0.0, ge=0, allow_inf_nan=False)
-    high: float = Field(1.0, gt=0, allow_inf_nan=False)
-
-    @model_validator(mode="after")
-    def _order(self) -> UniformBudgetCfg:
-        if not self.low < self.high:
-            raise ValueError(f"high: must be > low ({self.low:g}), got {self.high:g}")
-        return self
-
-
-class MixtureComponentCfg(_Frozen):
-    """One component N(mean, var) — ``var`` is the variance, not the std — picked with
-    probability ``weight``."""
-
-    weight: float = Field(gt=0, le=1)
-    mean: float = Field(gt=0, allow_inf_nan=False)
-    var: float = Field(ge=0, allow_inf_nan=False)
-
-
-class MixtureBudgetCfg(_Frozen):
-    """ε_k ~ Σ weight_j N(mean_j, var_j), a draw ≤ 0 redrawn with its component (PHS Figs. 4-6)."""
-
-    kind: Literal["mixture"] = "mixture"
-    components: tuple[MixtureComponentCfg, ...] = Field(min_length=1, max_length=100)
-
-    @field_validator("components")
-    @classmethod
-    def _weights(cls, v: tuple[MixtureComponentCfg, ...]) -> tuple[MixtureComponentCfg, ...]:
-        total = math.fsum(c.weight for c in v)
-        if abs(total - 1.0) > 1e-9:
-            raise ValueError(f"weights must sum to 1 (to 1e-9); they sum to {total:.12g}")
-        return v
-
-
-class ConstantBudgetCfg(_Frozen):
-    """Every client gets ``value``; ``inf`` (YAML ``.inf`` or ``"inf"``) = public data, no noise."""
-
-    kind: Literal["constant"] = "constant"
-    value: float = Field(gt=0)
-
-
-class ListBudgetCfg(_Frozen):
-    """One ε per client in client order, each > 0; ``inf`` = public data (no noise)."""
-
-    kind: Literal["list"] = "list"
-    values: tuple[Annotated[float, Field(gt=0)], ...] = Field(min_length=1, max_length=100_000)
-
-
-#: Per-client privacy budgets ε_k (PHS Sec. VI). Not named ``BudgetCfg``: that is FedPCS's B_t.
-#: ``fedgame.privacy.budgets.draw_budgets`` takes its ``model_dump()``.
-PrivacyBudgetCfg = Annotated[
-    UniformBudgetCfg | MixtureBudgetCfg | ConstantBudgetCfg | ListBudgetCfg, Field(discriminator="kind")
-]
-
-
-class PHSPrivacyCfg(_Frozen):
-    """DP-FedAvg of PHS (Algorithm 1, Eqs. 6-7): every client runs DP-SGD calibrated for its own
-    budget ε_k (drawn from ``budgets``) over the T_k T^l steps it will run, T_k fixed before
-    training by the selection (``phs``, or ``power_of_choice`` with ``cap: planned``).
-    ``calibration: paper`` is Eq. 6-7 (the tables), ``pld``/``rdp`` the smallest noise a tight
-    accountant certifies; ``batch: fixed_batch`` reads the paper's sampling as exactly B_k
-    examples without replacement and replace-one neighbours (σ doubled)."""
-
-    kind: Literal["phs"] = "phs"
-    provides: ClassVar[frozenset[str]] = frozenset({"client_budgets"})
-    budgets: PrivacyBudgetCfg = Field(default_factory=lambda: UniformBudgetCfg(low=0.0, high=1.0))
-    delta: float = Field(1e-5, gt=0, lt=1)
-    max_grad_norm: float = Field(1.0, gt=0, le=1e6)
-    calibration: Literal["paper", "pld", "rdp"] = "paper"
-    batch: Literal["poisson", "fixed_batch"] = "poisson"
+# -- privacy: each plan declares its recipe model on its class (``Config``) ------------------
+NoPrivacyCfg = NoPrivacy.Config
+DPSGDCfg = LocalDPSGD.Config
+ZCDPUploadCfg = ZCDPUpload.Config
+PHSPrivacyCfg = PHSDPSGD.Config
 
 
 class JDPPrivacyCfg(_Frozen):

@@ -1,7 +1,7 @@
 """Per-client privacy budgets ε_k drawn from the distributions of the PHS experiments (Sec. VI).
 
 A budget spec is a mapping with a ``kind`` (recipes validate the same shape with
-``fedgame.pipeline.config.PrivacyBudgetCfg``):
+``PrivacyBudgetCfg`` below):
 
 ``{"kind": "uniform", "low": 0, "high": 1}``
     ``ε_k ~ U(low, high)`` on the *open* interval: a draw equal to ``low`` (or, by floating-point
@@ -25,9 +25,12 @@ import math
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
 import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from fedgame.core.plugins import PluginConfig
 
 __all__ = [
     "BUDGET_KINDS",
@@ -239,3 +242,63 @@ def draw_budgets(spec: Mapping[str, Any] | Budget, n: int, rng: np.random.Genera
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng: must be a numpy.random.Generator, got {type(rng).__name__}")
     return budget.draw(n, rng)
+
+
+# -- the recipe models of the budget distributions (privacy.budgets of a PHS recipe) -----------
+class UniformBudgetCfg(PluginConfig):
+    """ε_k ~ U(low, high) on the open interval (PHS: U(0, 1), a draw of 0 is redrawn)."""
+
+    kind: Literal["uniform"] = "uniform"
+    low: float = Field(0.0, ge=0, allow_inf_nan=False)
+    high: float = Field(1.0, gt=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _order(self) -> Any:
+        if not self.low < self.high:
+            raise ValueError(f"high: must be > low ({self.low:g}), got {self.high:g}")
+        return self
+
+
+class MixtureComponentCfg(PluginConfig):
+    """One component N(mean, var) — ``var`` is the variance, not the std — picked with
+    probability ``weight``."""
+
+    weight: float = Field(gt=0, le=1)
+    mean: float = Field(gt=0, allow_inf_nan=False)
+    var: float = Field(ge=0, allow_inf_nan=False)
+
+
+class MixtureBudgetCfg(PluginConfig):
+    """ε_k ~ Σ weight_j N(mean_j, var_j), a draw ≤ 0 redrawn with its component (PHS Figs. 4-6)."""
+
+    kind: Literal["mixture"] = "mixture"
+    components: tuple[MixtureComponentCfg, ...] = Field(min_length=1, max_length=100)
+
+    @field_validator("components")
+    @classmethod
+    def _weights(cls, v: tuple[MixtureComponentCfg, ...]) -> tuple[MixtureComponentCfg, ...]:
+        total = math.fsum(c.weight for c in v)
+        if abs(total - 1.0) > 1e-9:
+            raise ValueError(f"weights must sum to 1 (to 1e-9); they sum to {total:.12g}")
+        return v
+
+
+class ConstantBudgetCfg(PluginConfig):
+    """Every client gets ``value``; ``inf`` (YAML ``.inf`` or ``"inf"``) = public data, no noise."""
+
+    kind: Literal["constant"] = "constant"
+    value: float = Field(gt=0)
+
+
+class ListBudgetCfg(PluginConfig):
+    """One ε per client in client order, each > 0; ``inf`` = public data (no noise)."""
+
+    kind: Literal["list"] = "list"
+    values: tuple[Annotated[float, Field(gt=0)], ...] = Field(min_length=1, max_length=100_000)
+
+
+#: Per-client privacy budgets ε_k (PHS Sec. VI). Not named ``BudgetCfg``: that is FedPCS's B_t.
+#: ``fedgame.privacy.budgets.draw_budgets`` takes its ``model_dump()``.
+PrivacyBudgetCfg = Annotated[
+    UniformBudgetCfg | MixtureBudgetCfg | ConstantBudgetCfg | ListBudgetCfg, Field(discriminator="kind")
+]

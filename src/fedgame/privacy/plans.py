@@ -19,9 +19,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from fedgame.core.plugins import PluginConfig
 
 from fedgame.core.registry import Registry
 from fedgame.privacy.analysis.phs import phs_epsilon_spent, phs_noise_multiplier
+from fedgame.privacy.budgets import PrivacyBudgetCfg, UniformBudgetCfg
 from fedgame.privacy.analysis.subsampled import dpsgd_epsilon, dpsgd_noise_multipliers
 from fedgame.privacy.events import PrivacyEvent
 from fedgame.privacy.mechanisms import GaussianMechanism
@@ -37,8 +41,6 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from fedgame.core.plugins import BuildContext
 
 log = logging.getLogger(__name__)
@@ -117,6 +119,9 @@ class NoPrivacy(ClientPrivacy):
 
     name = "none"
 
+    class Config(PluginConfig):
+        kind: Literal["none"] = "none"
+
     def events(self, client: int, t: int, n_examples: int, steps: int) -> list[tuple[PrivacyEvent, int]]:
         return []
 
@@ -134,6 +139,38 @@ class LocalDPSGD(ClientPrivacy):
     """
 
     name = "dpsgd"
+
+    class Config(PluginConfig):
+        kind: Literal["dpsgd"] = "dpsgd"
+        max_grad_norm: float = Field(1.0, gt=0, le=1e6)
+        noise_multiplier: float | None = Field(None, ge=0, le=1e6)
+        target_epsilon: float | None = Field(None, gt=0, le=1e4)
+        delta: float = Field(1e-5, gt=0, lt=1)
+        calibrate_over: Literal["all", "expected"] = Field(
+            "all", description="rounds a client is assumed to join when calibrating to target_epsilon"
+        )
+        sampling: Literal["poisson", "shuffle"] = "poisson"
+
+        @model_validator(mode="after")
+        def _one_noise(self) -> Any:
+            if (self.noise_multiplier is None) == (self.target_epsilon is None):
+                raise ValueError("give exactly one of privacy.noise_multiplier and privacy.target_epsilon")
+            return self
+
+    @classmethod
+    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> LocalDPSGD:
+        """DP-SGD on every client, calibrated over the rounds a client is assumed to join."""
+        c: Any = cfg
+        run, sizes = ctx.run, np.asarray(ctx.data.sizes)
+        local = run.train.local
+        spr = steps_per_round(sizes, batch_size=local.batch_size, epochs=local.epochs, steps=local.steps)
+        rounds = run.train.rounds
+        if c.calibrate_over == "expected":
+            rounds = max(1, int(np.ceil(rounds * run.train.clients_per_round / sizes.size)))
+        return cls(sizes=sizes, batch_size=local.batch_size, steps_per_round=spr, max_grad_norm=c.max_grad_norm,
+                   noise_multiplier=c.noise_multiplier, target_epsilon=c.target_epsilon, delta=c.delta,
+                   max_rounds=rounds, accountant="pld" if run.accountant.kind == "pld" else "rdp", sampling=c.sampling)
+
 
     def __init__(
         self,
@@ -203,6 +240,41 @@ class PHSDPSGD(ClientPrivacy):
     """
 
     name = "phs"
+
+    class Config(PluginConfig):
+        """DP-FedAvg of PHS (Algorithm 1, Eqs. 6-7): every client runs DP-SGD calibrated for its own
+        budget ε_k (drawn from ``budgets``) over the T_k T^l steps it will run, T_k fixed before
+        training by the selection (``phs``, or ``power_of_choice`` with ``cap: planned``).
+        ``calibration: paper`` is Eq. 6-7 (the tables), ``pld``/``rdp`` the smallest noise a tight
+        accountant certifies; ``batch: fixed_batch`` reads the paper's sampling as exactly B_k
+        examples without replacement and replace-one neighbours (σ doubled)."""
+
+        kind: Literal["phs"] = "phs"
+        provides: ClassVar[frozenset[str]] = frozenset({"client_budgets"})
+        budgets: PrivacyBudgetCfg = Field(default_factory=lambda: UniformBudgetCfg(low=0.0, high=1.0))
+        delta: float = Field(1e-5, gt=0, lt=1)
+        max_grad_norm: float = Field(1.0, gt=0, le=1e6)
+        calibration: Literal["paper", "pld", "rdp"] = "paper"
+        batch: Literal["poisson", "fixed_batch"] = "poisson"
+
+    @classmethod
+    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> PHSDPSGD:
+        """Each client's noise for its budget (``ctx.phs``) over the participation count the
+        selection fixed before training (``ctx.selection.participation_bound()``)."""
+        c: Any = cfg
+        run, sizes = ctx.run, np.asarray(ctx.data.sizes)
+        local = run.train.local
+        bound = None if ctx.selection is None else ctx.selection.participation_bound()
+        if ctx.phs is None or bound is None:
+            raise ValueError(
+                "privacy.kind: 'phs' calibrates for each client's participation count, fixed before training: use "
+                "selection.kind 'phs', or 'power_of_choice' with cap 'planned'"
+            )
+        steps = steps_per_round(sizes, batch_size=local.batch_size, epochs=local.epochs, steps=local.steps)
+        return cls(eps=ctx.phs.eps, delta=c.delta, sizes=sizes, batch_size=local.batch_size,
+                   local_steps=np.asarray(steps, dtype=np.int64), counts=bound, max_grad_norm=c.max_grad_norm,
+                   calibration=c.calibration, fixed_batch=c.batch == "fixed_batch")
+
 
     def __init__(
         self,
@@ -350,6 +422,50 @@ class ZCDPUpload(ClientPrivacy):
     """
 
     name = "zcdp_upload"
+
+    class Config(PluginConfig):
+        """ρ-zCDP Gaussian noise on each upload (FedPCS Prop. 1). ``rho: game`` takes ρ_i^t from the
+        FedPCS game. ``mode``: ``paper_update`` (E local epochs, pseudo-gradient clipped to
+        ``clip``, paper accounting) or ``exact`` (one full-batch step of per-example-clipped
+        gradients: needs ``train.local.steps: 1`` and a batch size >= every client's data)."""
+
+        kind: Literal["zcdp_upload"] = "zcdp_upload"
+        rho: float | Literal["game"] = Field(1.0, description="per-round zCDP level, or 'game'")
+        clip: float = Field(1.0, gt=0, le=1e6)
+        mode: Literal["paper_update", "exact"] = "paper_update"
+
+        @field_validator("rho")
+        @classmethod
+        def _rho_positive(cls, v: float | str) -> float | str:
+            if not isinstance(v, str) and not (0 < v <= 1e6):
+                raise ValueError(f"must be in (0, 1e6] or 'game', got {v}")
+            return v
+
+    @classmethod
+    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> ZCDPUpload:
+        """ρ from the recipe or the game's plan (``ctx.plan``); the update's scale from the local
+        learning rate and steps."""
+        c: Any = cfg
+        run, sizes = ctx.run, np.asarray(ctx.data.sizes)
+        local = run.train.local
+        if c.rho == "game":
+            if ctx.plan is None:
+                raise ValueError("privacy.rho: 'game' needs incentive.kind 'fedpcs' or 'qidpfl'")
+            rho: float | np.ndarray = ctx.plan.rho
+        else:
+            rho = float(c.rho)
+        if c.mode == "exact":
+            if local.batch_size < int(sizes.max()):
+                raise ValueError(
+                    f"train.local.batch_size: privacy.mode 'exact' takes one full-batch step, must be >= the "
+                    f"largest client's data ({int(sizes.max())}), got {local.batch_size}"
+                )
+            scale: float | np.ndarray = local.lr
+        else:
+            spr = steps_per_round(sizes, batch_size=local.batch_size, epochs=local.epochs, steps=local.steps)
+            scale = local.lr * np.asarray(spr, dtype=np.float64)
+        return cls(rho=rho, clip=c.clip, sizes=sizes, scale=scale, mode=c.mode)
+
 
     def __init__(
         self,
