@@ -360,124 +360,187 @@ class QIDPFLProblem(_Strict):
         return list(self.R) if isinstance(self.R, list) else [float(self.R)]
 
     @model_validator(mode="after")
-    def _ranges(self) -> QIDPFLProblem:  # noqa: C901 - one flat list of checks reads best
-        bad: list[str] = []
-        H = self.H
-
-        def finite(x: float) -> bool:
-            return math.isfinite(x)
-
-        if H < 2:
-            bad.append(f"nu: must list at least 2 clients (one privacy value each), got {H}")
-        for i, v in enumerate(self.nu):
-            if not (v > 0 and finite(v)):
-                bad.append(f"nu.{i}: must be > 0 and finite (privacy value), got {v!r}")
-        if not (self.phi1 > 0 and finite(self.phi1)):
-            bad.append(f"phi1: must be > 0 and finite, got {self.phi1!r}")
-        costs = self.fixed_cost if isinstance(self.fixed_cost, list) else [self.fixed_cost]
-        if isinstance(self.fixed_cost, list) and len(self.fixed_cost) != H:
-            bad.append(f"fixed_cost: a list must have one value per client (H = {H}, as nu), got {len(self.fixed_cost)}")
-        for i, c in enumerate(costs):
-            name = f"fixed_cost.{i}" if isinstance(self.fixed_cost, list) else "fixed_cost"
-            if not (c >= 0 and finite(c)):
-                bad.append(f"{name}: must be >= 0 and finite, got {c!r}")
-        if isinstance(self.R, list) and not self.R:
-            bad.append("R: must list at least one reward, got []")
-        for i, r in enumerate(self.rewards()):
-            name = f"R.{i}" if isinstance(self.R, list) else "R"
-            if not (r >= 0 and finite(r)):
-                bad.append(f"{name}: must be >= 0 and finite (a total reward), got {r!r}")
-        if len(self.sizes) != H:
-            bad.append(f"sizes: must have one value per client (H = {H}, as nu), got {len(self.sizes)}")
-        for i, m in enumerate(self.sizes):
-            if m <= 0:
-                bad.append(f"sizes.{i}: must be > 0 (examples held by client {i}), got {m}")
-        screening_fields = [n for n in ("theta_th", "keep_fraction") if getattr(self, n) is not None]
-        lc = self.label_counts
-        if lc is None:
-            for n in screening_fields + (["reference"] if self.reference != "pooled" else []):
-                bad.append(f"{n}: only used with label_counts (screening), got {getattr(self, n)!r}")
-        else:
-            P = len(lc[0]) if lc else 0
-            ref = self.reference if isinstance(self.reference, list) else None
-            ref_P = len(ref) if ref is not None else None
-            if len(lc) != H:
-                bad.append(f"label_counts: must have one histogram per client (H = {H}, as nu), got {len(lc)}")
-            if ref is not None:
-                if len(ref) < 2:
-                    bad.append(f"reference: must have at least 2 classes, got {ref_P}")
-                for j, q in enumerate(ref):
-                    if not (q >= 0 and finite(q)):
-                        bad.append(f"reference.{j}: must be >= 0 and finite, got {q!r}")
-                if all(q == 0 for q in ref):
-                    bad.append("reference: must have a positive total, got all zeros")
-            want = ref_P if ref_P is not None else P
-            like = "the reference" if ref_P is not None else "label_counts.0"
-            if want < 2:
-                bad.append(f"label_counts.0: must have at least 2 classes, got {P}")
-            for h, row in enumerate(lc):
-                if len(row) != want:
-                    bad.append(f"label_counts.{h}: must have P = {want} class counts (as {like}), got {len(row)}")
-                for j, m in enumerate(row):
-                    if m < 0:
-                        bad.append(f"label_counts.{h}.{j}: must be a count >= 0, got {m}")
-                if row and all(m == 0 for m in row):
-                    bad.append(f"label_counts.{h}: must have a positive total (|D_h| > 0), got all zeros")
-                elif h < len(self.sizes) and all(m >= 0 for m in row) and sum(row) != self.sizes[h]:
-                    bad.append(f"sizes.{h}: must equal the total of label_counts.{h} (|D_h| = {sum(row)}), got {self.sizes[h]}")
-            if len(screening_fields) != 1:
-                bad.append("theta_th, keep_fraction: with label_counts give exactly one of them")
-            if self.theta_th is not None and not self.theta_th >= 0:
-                bad.append(f"theta_th: must be >= 0 (inf keeps everyone), got {self.theta_th!r}")
-            if self.keep_fraction is not None and not 0 < self.keep_fraction <= 1:
-                bad.append(f"keep_fraction: must be in (0, 1], got {self.keep_fraction!r}")
+    def _ranges(self) -> QIDPFLProblem:
+        """Check every range at once and report every bad entry on its own line: the clients
+        (:func:`_client_errors`), the screening inputs (:func:`_screening_errors`), the accuracy
+        curve (:func:`_curve_errors`), the server (:func:`_server_errors`) and, only if all of
+        those are fine, whether the screening leaves a game to play
+        (:func:`_screening_outcome_errors`)."""
+        bad = _client_errors(self) + _screening_errors(self)
         if self.curve is not None:
-            cv = self.curve
-            for n in ("I1", "I2", "I3"):
-                x = getattr(cv, n)
-                if not (x > 0 and finite(x)):
-                    bad.append(f"curve.{n}: must be > 0 and finite, got {x!r}")
-            if not finite(cv.I4):
-                bad.append(f"curve.I4: must be finite, got {cv.I4!r}")
-            if finite(cv.I1):
-                for n in ("eps", "eps_max"):
-                    x = getattr(cv, n)
-                    if not (finite(x) and x < cv.I1):
-                        bad.append(f"curve.{n}: must be < I1 = {cv.I1:g} (the curve's ceiling), got {x!r}")
-            if cv.eps > cv.eps_max:
-                bad.append(f"curve.eps: must be <= eps_max = {cv.eps_max:g}, got {cv.eps!r}")
+            bad += _curve_errors(self.curve)
         if self.server is not None:
-            s = self.server
-            for n in ("gamma", "pi"):
-                x = getattr(s, n)
-                if not 0 < x < 1:
-                    bad.append(f"server.{n}: must be in (0, 1), got {x!r}")
-            for n in ("beta", "lam", "V", "C"):
-                x = getattr(s, n)
-                if not (x > 0 and finite(x)):
-                    bad.append(f"server.{n}: must be > 0 and finite, got {x!r}")
-            for n, hi in (("d", 10**12), ("T", 10**6)):
-                x = getattr(s, n)
-                if not 1 <= x <= hi:
-                    bad.append(f"server.{n}: must be an integer in [1, {hi}], got {x}")
-            if isinstance(s.acc_scale, float) and not (s.acc_scale > 0 and finite(s.acc_scale)):
-                bad.append(f'server.acc_scale: must be > 0 and finite (or "calibrate"), got {s.acc_scale!r}')
-            if s.acc_scale == "calibrate" and self.curve is None:
-                bad.append('server.acc_scale: "calibrate" needs a curve (R_min,1), got no curve')
-        if not bad and lc is not None:  # screening is cheap: refuse N < 2 before any game work
-            try:
-                screen(lc, reference=self.reference, theta_th=self.theta_th, keep_fraction=self.keep_fraction)
-            except ValueError as e:
-                if self.theta_th is not None:
-                    second = float(np.sort(label_emd(lc, self.reference))[1])
-                    bad.append(f"theta_th: {e} (allowed: theta_th >= {second:.10g}, the second smallest EMD), "
-                               f"got {self.theta_th!r}")
-                else:
-                    bad.append(f"keep_fraction: {e} (allowed: keep_fraction > {1 / H:.10g} with H = {H}), "
-                               f"got {self.keep_fraction!r}")
+            bad += _server_errors(self.server, has_curve=self.curve is not None)
+        if not bad and self.label_counts is not None:  # screening is cheap: refuse N < 2 before any game work
+            bad += _screening_outcome_errors(self, self.label_counts)
         if bad:
             raise ValueError("\n".join(bad))
         return self
+
+
+def _client_errors(p: QIDPFLProblem) -> list[str]:
+    """The clients' side of the game: privacy values ν_h > 0 for at least two clients (the
+    contest for the reward, QI-DPFL Eq. 16, has no equilibrium with one), φ_1 > 0 and fixed
+    costs ≥ 0 (the cost C_{h,t} of Eq. 17 is φ_1 ν_h ρ_h plus terms that do not depend on ρ),
+    total rewards R ≥ 0, and the dataset sizes |D_h| > 0 (|D_h| weighs client h in the
+    accuracy loss of Eq. 15); fixed costs and sizes given per client need one value each."""
+    bad: list[str] = []
+    H = p.H
+    if H < 2:
+        bad.append(f"nu: must list at least 2 clients (one privacy value each), got {H}")
+    for i, v in enumerate(p.nu):
+        if not (v > 0 and math.isfinite(v)):
+            bad.append(f"nu.{i}: must be > 0 and finite (privacy value), got {v!r}")
+    if not (p.phi1 > 0 and math.isfinite(p.phi1)):
+        bad.append(f"phi1: must be > 0 and finite, got {p.phi1!r}")
+    costs = p.fixed_cost if isinstance(p.fixed_cost, list) else [p.fixed_cost]
+    if isinstance(p.fixed_cost, list) and len(p.fixed_cost) != H:
+        bad.append(f"fixed_cost: a list must have one value per client (H = {H}, as nu), got {len(p.fixed_cost)}")
+    for i, c in enumerate(costs):
+        name = f"fixed_cost.{i}" if isinstance(p.fixed_cost, list) else "fixed_cost"
+        if not (c >= 0 and math.isfinite(c)):
+            bad.append(f"{name}: must be >= 0 and finite, got {c!r}")
+    if isinstance(p.R, list) and not p.R:
+        bad.append("R: must list at least one reward, got []")
+    for i, r in enumerate(p.rewards()):
+        name = f"R.{i}" if isinstance(p.R, list) else "R"
+        if not (r >= 0 and math.isfinite(r)):
+            bad.append(f"{name}: must be >= 0 and finite (a total reward), got {r!r}")
+    if len(p.sizes) != H:
+        bad.append(f"sizes: must have one value per client (H = {H}, as nu), got {len(p.sizes)}")
+    for i, m in enumerate(p.sizes):
+        if m <= 0:
+            bad.append(f"sizes.{i}: must be > 0 (examples held by client {i}), got {m}")
+    return bad
+
+
+def _screening_errors(p: QIDPFLProblem) -> list[str]:
+    """The inputs of the EMD screening (QI-DPFL Eq. 11, θ_h = Σ_j |P_h(y = j) − P_a(y = j)|
+    against a threshold θ_th). Without ``label_counts`` there is nothing to screen, so
+    ``theta_th``, ``keep_fraction`` and a non-default ``reference`` are refused as unused.
+    With them: one histogram per client (:func:`_histogram_errors`), a valid reference
+    distribution P_a when one is given (:func:`_reference_errors`), and exactly one of the
+    threshold θ_th ≥ 0 and the kept fraction in (0, 1]."""
+    bad: list[str] = []
+    screening_fields = [n for n in ("theta_th", "keep_fraction") if getattr(p, n) is not None]
+    lc = p.label_counts
+    if lc is None:
+        for n in screening_fields + (["reference"] if p.reference != "pooled" else []):
+            bad.append(f"{n}: only used with label_counts (screening), got {getattr(p, n)!r}")
+        return bad
+    ref = p.reference if isinstance(p.reference, list) else None
+    if len(lc) != p.H:
+        bad.append(f"label_counts: must have one histogram per client (H = {p.H}, as nu), got {len(lc)}")
+    if ref is not None:
+        bad += _reference_errors(ref)
+    bad += _histogram_errors(lc, p.sizes, None if ref is None else len(ref))
+    if len(screening_fields) != 1:
+        bad.append("theta_th, keep_fraction: with label_counts give exactly one of them")
+    if p.theta_th is not None and not p.theta_th >= 0:
+        bad.append(f"theta_th: must be >= 0 (inf keeps everyone), got {p.theta_th!r}")
+    if p.keep_fraction is not None and not 0 < p.keep_fraction <= 1:
+        bad.append(f"keep_fraction: must be in (0, 1], got {p.keep_fraction!r}")
+    return bad
+
+
+def _reference_errors(ref: list[float]) -> list[str]:
+    """A reference distribution P_a of Eq. 11 given as class weights: at least two classes,
+    every weight finite and ≥ 0, and a positive total (it is normalised)."""
+    bad: list[str] = []
+    if len(ref) < 2:
+        bad.append(f"reference: must have at least 2 classes, got {len(ref)}")
+    for j, q in enumerate(ref):
+        if not (q >= 0 and math.isfinite(q)):
+            bad.append(f"reference.{j}: must be >= 0 and finite, got {q!r}")
+    if all(q == 0 for q in ref):
+        bad.append("reference: must have a positive total, got all zeros")
+    return bad
+
+
+def _histogram_errors(lc: list[list[int]], sizes: list[int], ref_P: int | None) -> list[str]:
+    """The clients' label histograms, from which Eq. 11 takes P_h(y = j): P ≥ 2 classes each
+    (as many as the reference, when ``ref_P`` classes are given, else as the first
+    histogram), counts ≥ 0 with a positive total, and that total equal to the client's
+    dataset size |D_h|."""
+    bad: list[str] = []
+    P = len(lc[0]) if lc else 0
+    want = ref_P if ref_P is not None else P
+    like = "the reference" if ref_P is not None else "label_counts.0"
+    if want < 2:
+        bad.append(f"label_counts.0: must have at least 2 classes, got {P}")
+    for h, row in enumerate(lc):
+        if len(row) != want:
+            bad.append(f"label_counts.{h}: must have P = {want} class counts (as {like}), got {len(row)}")
+        for j, m in enumerate(row):
+            if m < 0:
+                bad.append(f"label_counts.{h}.{j}: must be a count >= 0, got {m}")
+        if row and all(m == 0 for m in row):
+            bad.append(f"label_counts.{h}: must have a positive total (|D_h| > 0), got all zeros")
+        elif h < len(sizes) and all(m >= 0 for m in row) and sum(row) != sizes[h]:
+            bad.append(f"sizes.{h}: must equal the total of label_counts.{h} (|D_h| = {sum(row)}), got {sizes[h]}")
+    return bad
+
+
+def _curve_errors(cv: QIDPFLCurve) -> list[str]:
+    """The accuracy curve ε = I(ρ) = I_1 − I_2 e^{−I_3 ρ − I_4} of QI-DPFL Sec. IV-B (Eq. 32):
+    I_1, I_2, I_3 > 0 and I_4 finite; the targets ε ≤ ε_max must stay below the ceiling I_1,
+    or the logarithms of the reward range (Eq. 33) are undefined."""
+    bad: list[str] = []
+    for n in ("I1", "I2", "I3"):
+        x = getattr(cv, n)
+        if not (x > 0 and math.isfinite(x)):
+            bad.append(f"curve.{n}: must be > 0 and finite, got {x!r}")
+    if not math.isfinite(cv.I4):
+        bad.append(f"curve.I4: must be finite, got {cv.I4!r}")
+    if math.isfinite(cv.I1):
+        for n in ("eps", "eps_max"):
+            x = getattr(cv, n)
+            if not (math.isfinite(x) and x < cv.I1):
+                bad.append(f"curve.{n}: must be < I1 = {cv.I1:g} (the curve's ceiling), got {x!r}")
+    if cv.eps > cv.eps_max:
+        bad.append(f"curve.eps: must be <= eps_max = {cv.eps_max:g}, got {cv.eps!r}")
+    return bad
+
+
+def _server_errors(s: QIDPFLServer, *, has_curve: bool) -> list[str]:
+    """The server's constants of QI-DPFL Eq. 15: the weight γ and the discount π in (0, 1),
+    β, λ, V, C > 0, the model dimension d and the horizon T positive integers (bounded), and
+    κ_acc > 0 — or ``"calibrate"``, which sets κ_acc from the curve's R_min (Eq. 33) and so
+    needs ``has_curve``."""
+    bad: list[str] = []
+    for n in ("gamma", "pi"):
+        x = getattr(s, n)
+        if not 0 < x < 1:
+            bad.append(f"server.{n}: must be in (0, 1), got {x!r}")
+    for n in ("beta", "lam", "V", "C"):
+        x = getattr(s, n)
+        if not (x > 0 and math.isfinite(x)):
+            bad.append(f"server.{n}: must be > 0 and finite, got {x!r}")
+    for n, hi in (("d", 10**12), ("T", 10**6)):
+        x = getattr(s, n)
+        if not 1 <= x <= hi:
+            bad.append(f"server.{n}: must be an integer in [1, {hi}], got {x}")
+    if isinstance(s.acc_scale, float) and not (s.acc_scale > 0 and math.isfinite(s.acc_scale)):
+        bad.append(f'server.acc_scale: must be > 0 and finite (or "calibrate"), got {s.acc_scale!r}')
+    if s.acc_scale == "calibrate" and not has_curve:
+        bad.append('server.acc_scale: "calibrate" needs a curve (R_min,1), got no curve')
+    return bad
+
+
+def _screening_outcome_errors(p: QIDPFLProblem, lc: list[list[int]]) -> list[str]:
+    """Run the screening of QI-DPFL Eq. 11 on valid inputs (it is cheap) and refuse a
+    threshold or kept fraction that leaves fewer than 2 clients, naming the smallest value
+    that would keep two: the second smallest EMD θ_h, or a fraction above 1/H."""
+    try:
+        screen(lc, reference=p.reference, theta_th=p.theta_th, keep_fraction=p.keep_fraction)
+    except ValueError as e:
+        if p.theta_th is not None:
+            second = float(np.sort(label_emd(lc, p.reference))[1])
+            return [(f"theta_th: {e} (allowed: theta_th >= {second:.10g}, the second smallest EMD), "
+                     f"got {p.theta_th!r}")]
+        return [(f"keep_fraction: {e} (allowed: keep_fraction > {1 / p.H:.10g} with H = {p.H}), "
+                 f"got {p.keep_fraction!r}")]
+    return []
 
 
 def parse_qidpfl_problem(raw: Any) -> QIDPFLProblem:

@@ -6,7 +6,7 @@ is solved by direct optimisation from several starts, with a KKT check."""
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -161,112 +161,259 @@ def _newton_stream(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: Fl
                    window: int = _STREAM) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Projected Newton from ``a0`` (T, m) for m independent problems; (α, U, KKT residual).
 
-    The iteration of each problem is that of ``_solvers.newton`` (Bertsekas' ε-active set
-    with ε = min(10⁻³, r, 10³ r²), the step of :func:`_riccati_step` capped at a unit move,
-    Armijo backtracking (10⁻⁴, ≤ 50 halvings) along the projection arc, a full step accepted
-    at the rounding floor of U if it lowers the KKT residual; a problem stops once
-    r_KKT ≤ ``tol``, when no step is accepted, or after ``max_iter`` + 1 steps). Only the
-    schedule differs: at most ``window`` problems are in flight, and a problem that stops
-    is replaced at once by the next one, so that every row operation runs on a full window
-    and the few slow problems of a large batch share one tail instead of one per chunk."""
+    Each problem maximises a client's utility U (Eq. 19) under the dynamics of Eq. 20 over
+    α ∈ [0, 1]^T: Theorem 1's best response, found numerically. The iteration of each problem
+    is that of ``_solvers.newton`` (Bertsekas' ε-active set with ε = min(10⁻³, r, 10³ r²),
+    the step of :func:`_riccati_step` capped at a unit move, Armijo backtracking (10⁻⁴, ≤ 50
+    halvings) along the projection arc, a full step accepted at the rounding floor of U if it
+    lowers the KKT residual; a problem stops once r_KKT ≤ ``tol``, when no step is accepted,
+    or after ``max_iter`` + 1 steps). Only the schedule differs: at most ``window`` problems
+    are in flight, and a problem that stops is replaced at once by the next one, so that
+    every row operation runs on a full window and the few slow problems of a large batch
+    share one tail instead of one per chunk.
+
+    Each step, one helper per phase: :meth:`_NewtonWindow.advance` (drop finished problems,
+    admit waiting ones), the evaluation and KKT residual at the current α and
+    :meth:`_NewtonWindow.retire_converged`, :func:`_search_direction` (the projected-Newton
+    direction), :func:`_line_search` (the projected Armijo search, moving α in place) and
+    :meth:`_NewtonWindow.retire_stalled` (problems with no acceptable step)."""
     a0 = np.asarray(a0, dtype=float)
-    T, m = a0.shape
-    out_a = np.array(a0, copy=True)
-    out_U = np.full(m, -np.inf)
-    out_k = np.full(m, np.inf)
-    ws_ev, ws_ls, ws_fl, ws_dir, ws = (_Workspace() for _ in range(5))
-    nxt = 0
-    idx = np.empty(0, dtype=np.intp)
-    A = np.empty((T, 0))
-    steps = np.empty(0, dtype=np.int64)
-    done = np.empty(0, dtype=bool)  # finished, still in the window (they no longer move)
-    while True:
-        n_done = int(done.sum())
-        if n_done and (n_done >= 0.1 * idx.size or (nxt < m and n_done >= 0.1 * window)):
-            keep = ~done
-            idx, A, steps, done = idx[keep], A[:, keep], steps[keep], done[keep]
-        if idx.size <= 0.9 * window and nxt < m:
-            new = np.arange(nxt, min(m, nxt + window - idx.size))
-            nxt = int(new[-1]) + 1
-            idx = np.concatenate([idx, new])
-            A = np.concatenate([A, a0[:, new]], axis=1)
-            steps = np.concatenate([steps, np.zeros(new.size, dtype=np.int64)])
-            done = np.concatenate([done, np.zeros(new.size, dtype=bool)])
-        n = idx.size
-        if n == 0 or done.all():
-            if nxt >= m:
-                break
-            idx, A, steps, done = idx[:0], A[:, :0], steps[:0], done[:0]
-            continue
-        r0, vp = rho0[idx], varphi[idx]
-        ev = evaluate(A, r0, vp, phi, R, N, K, second=True, ws=ws_ev)
-        r = _kkt(A, ev.grad)
-        fin = ~done & ((r <= tol) | (steps > max_iter))
-        if fin.any():
-            out_a[:, idx[fin]] = A[:, fin]
-            out_U[idx[fin]] = ev.U[fin]
-            out_k[idx[fin]] = r[fin]
-        fin |= done
-        done = fin.copy()
+    win = _NewtonWindow(a0, window)
+    game = _Game(phi, R, N, K)
+    ws = _NewtonWorkspaces()
+    while win.advance():
+        r0, vp = rho0[win.idx], varphi[win.idx]
+        ev = game.evaluate(win.A, r0, vp, ws.ev, second=True)
+        r = _kkt(win.A, ev.grad)
+        fin = win.retire_converged(ev.U, r, tol, max_iter)
         if fin.all():
             continue
-        gJ = np.negative(ev.grad, out=ws.get("gJ", T, n))
-        eps = np.minimum(np.minimum(1e-3, r), 1e3 * r * r)
-        bound = ((A <= eps) & (gJ > 0)) | ((A >= 1.0 - eps) & (gJ < 0))
-        d = _riccati_step(A, ev, phi, vp, gJ, bound, ws_dir)
-        d[:, fin] = 0.0
-        tmp = np.multiply(gJ, d, out=ws.get("tmp", T, n))
-        np.negative(tmp, out=tmp)
-        np.copyto(tmp, 0.0, where=bound)
-        pred = tmp.sum(axis=0)  # predicted decrease of J on the free variables
-        J0 = -ev.U
-        noise = 1e-13 * (1.0 + np.abs(J0))
-        np.abs(d, out=tmp)
-        np.copyto(tmp, 0.0, where=bound)
-        s = np.minimum(1.0, 1.0 / np.maximum(tmp.max(axis=0), 1e-300))
-        searching = np.arange(n)
-        accepted = fin.copy()
-        for h in range(_MAX_HALVINGS):
-            ns = searching.size
-            if ns == 0:
-                break
-            whole = ns == n
-            As = A if whole else A[:, searching]
-            ds = d if whole else d[:, searching]
-            trial = np.multiply(ds, s[searching], out=ws.get("trial", T, ns))
-            trial += As
-            np.clip(trial, 0.0, 1.0, out=trial)
-            Jt = -evaluate(trial, r0[searching], vp[searching], phi, R, N, K,
-                           need_grad=False, ws=ws_ls).U
-            dec = J0[searching] - Jt
-            moved = np.subtract(As, trial, out=ws.get("moved", T, ns))
-            moved *= gJ if whole else gJ[:, searching]
-            np.copyto(moved, 0.0, where=~(bound if whole else bound[:, searching]))
-            req = _ARMIJO * (s[searching] * pred[searching] + moved.sum(axis=0))
-            ok = dec >= req
-            if h == 0:
-                # at the rounding floor of U, function values cannot rank the trial: accept
-                # it if it does not increase −U beyond rounding and lowers the KKT residual
-                floor = ~ok & (req <= 1e3 * noise[searching]) & (dec >= -noise[searching])
-                if floor.any():
-                    fl = searching[floor]
-                    evt = evaluate(trial[:, floor], r0[fl], vp[fl], phi, R, N, K, ws=ws_fl)
-                    ok[floor] = _kkt(trial[:, floor], evt.grad) < r[fl]
-            if whole and ok.all():
-                A[...] = trial
-            else:
-                A[:, searching[ok]] = trial[:, ok]
-            accepted[searching[ok]] = True
-            searching = searching[~ok]
-            s[searching] *= 0.5
-        if not accepted.all():  # no ascent beyond rounding: these problems are done
+        it = _Iterate(win.A, r0, vp, ev, r, fin)
+        accepted = _line_search(it, _search_direction(it, phi, ws), game, ws)
+        win.retire_stalled(accepted, ev.U, r)
+        win.steps += 1
+    return win.out_a, win.out_U, win.out_k
+
+
+@dataclass(frozen=True)
+class _Game:
+    """What every problem of one streamed solve shares: the broadcast mean field φ and the
+    rewards R ((T+1,) each), the population N and the draws per round K (Eqs. 14, 19-20)."""
+
+    phi: FloatArray
+    R: FloatArray
+    N: int
+    K: int
+
+    def evaluate(self, a: FloatArray, rho0: FloatArray, varphi: FloatArray, ws: Workspace, *,
+                 second: bool = False, need_grad: bool = True) -> Evaluation:
+        """:func:`evaluate` (utility of Eq. 19, its adjoint gradient, optionally the second-order
+        terms) of the problems with decisions ``a`` (T, n) and types ``rho0``, ``varphi``."""
+        return evaluate(a, rho0, varphi, self.phi, self.R, self.N, self.K, second=second,
+                        need_grad=need_grad, ws=ws)
+
+
+@dataclass
+class _NewtonWorkspaces:
+    """The buffers of :func:`_newton_stream`, one workspace per use so that no result is
+    overwritten while it is still needed: the evaluation at the iterate (``ev``), at the
+    line-search trials (``ls``) and at the trials on the rounding floor (``fl``), the
+    Newton direction (``direction``) and the step's own arrays (``misc``)."""
+
+    ev: _Workspace = field(default_factory=_Workspace)
+    ls: _Workspace = field(default_factory=_Workspace)
+    fl: _Workspace = field(default_factory=_Workspace)
+    direction: _Workspace = field(default_factory=_Workspace)
+    misc: _Workspace = field(default_factory=_Workspace)
+
+
+class _NewtonWindow:
+    """The problems in flight in :func:`_newton_stream` and the results of those that have
+    stopped. ``idx``: which of the m problems are in the window (at most ``size``), with
+    their iterates ``A`` (T, n), step counts ``steps`` and ``done`` flags (a problem that has
+    stopped stays in the window, frozen, until enough have stopped to drop them together);
+    ``nxt``: the first problem not yet admitted; ``out_a``, ``out_U``, ``out_k``: α, U and the
+    KKT residual of each problem (α = ``a0``, U = −∞, r = ∞ until it stops)."""
+
+    def __init__(self, a0: FloatArray, size: int) -> None:
+        """An empty window of ``size`` problems over the starts ``a0`` (T, m)."""
+        T, m = a0.shape
+        self.a0, self.m, self.size = a0, m, size
+        self.out_a = np.array(a0, copy=True)
+        self.out_U = np.full(m, -np.inf)
+        self.out_k = np.full(m, np.inf)
+        self.nxt = 0
+        self.idx = np.empty(0, dtype=np.intp)
+        self.A = np.empty((T, 0))
+        self.steps = np.empty(0, dtype=np.int64)
+        self.done = np.empty(0, dtype=bool)  # stopped, still in the window (they no longer move)
+
+    def advance(self) -> bool:
+        """Make the window ready for the next step: drop the stopped problems once they are a
+        tenth of the window (or, while problems wait, of its capacity), admit waiting
+        problems while it is at most 90 % full. False once every problem has stopped."""
+        while True:
+            n_done = int(self.done.sum())
+            if n_done and (n_done >= 0.1 * self.idx.size
+                           or (self.nxt < self.m and n_done >= 0.1 * self.size)):
+                self._keep(~self.done)
+            if self.idx.size <= 0.9 * self.size and self.nxt < self.m:
+                self._admit()
+            if self.idx.size and not self.done.all():
+                return True
+            if self.nxt >= self.m:
+                return False
+            self._keep(slice(0, 0))
+
+    def _keep(self, keep: NDArray[np.bool_] | slice) -> None:
+        """Keep only the problems ``keep`` selects in the window."""
+        self.idx, self.A = self.idx[keep], self.A[:, keep]
+        self.steps, self.done = self.steps[keep], self.done[keep]
+
+    def _admit(self) -> None:
+        """Fill the window up to ``size`` with the next waiting problems, from their starts."""
+        new = np.arange(self.nxt, min(self.m, self.nxt + self.size - self.idx.size))
+        self.nxt = int(new[-1]) + 1
+        self.idx = np.concatenate([self.idx, new])
+        self.A = np.concatenate([self.A, self.a0[:, new]], axis=1)
+        self.steps = np.concatenate([self.steps, np.zeros(new.size, dtype=np.int64)])
+        self.done = np.concatenate([self.done, np.zeros(new.size, dtype=bool)])
+
+    def _record(self, stop: NDArray[np.bool_], U: FloatArray, r: FloatArray) -> None:
+        """Store the current α, utility ``U`` and KKT residual ``r`` of the problems ``stop``."""
+        self.out_a[:, self.idx[stop]] = self.A[:, stop]
+        self.out_U[self.idx[stop]] = U[stop]
+        self.out_k[self.idx[stop]] = r[stop]
+
+    def retire_converged(self, U: FloatArray, r: FloatArray, tol: float,
+                         max_iter: int) -> NDArray[np.bool_]:
+        """Stop the problems whose KKT residual ``r`` is at most ``tol`` or that have taken
+        more than ``max_iter`` steps, storing their results (``U`` at the current α); returns
+        which problems have stopped, these and the earlier ones."""
+        fin = ~self.done & ((r <= tol) | (self.steps > max_iter))
+        if fin.any():
+            self._record(fin, U, r)
+        fin |= self.done
+        self.done = fin.copy()
+        return fin
+
+    def retire_stalled(self, accepted: NDArray[np.bool_], U: FloatArray, r: FloatArray) -> None:
+        """Stop the problems whose line search accepted no step: no ascent beyond rounding,
+        so their α is final (``U``, ``r``: at the α before the search, which it did not move)."""
+        if not accepted.all():
             failed = ~accepted
-            out_a[:, idx[failed]] = A[:, failed]
-            out_U[idx[failed]] = ev.U[failed]
-            out_k[idx[failed]] = r[failed]
-            done |= failed
-        steps += 1
-    return out_a, out_U, out_k
+            self._record(failed, U, r)
+            self.done |= failed
+
+
+@dataclass(frozen=True)
+class _Iterate:
+    """The problems in the window at the start of a Newton step: their α (``A``, (T, n); the
+    window's array, moved in place by :func:`_line_search`), types (ρ^0, ϕ), evaluation at α
+    with the second-order terms (``ev``), KKT residuals ``r`` and which have stopped
+    (``fin``; they do not move)."""
+
+    A: FloatArray
+    rho0: FloatArray
+    varphi: FloatArray
+    ev: Evaluation
+    r: FloatArray
+    fin: NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class _Direction:
+    """A projected-Newton direction for J = −U: ``gJ`` = ∇J (T, n), ``bound`` the ε-active
+    set (T, n; variables at a bound that the gradient pushes outwards), ``d`` the direction
+    (0 for stopped problems) and ``pred`` (n,) the decrease of J it predicts on the free
+    variables, −∇J·d."""
+
+    gJ: FloatArray
+    bound: NDArray[np.bool_]
+    d: FloatArray
+    pred: FloatArray
+
+
+def _search_direction(it: _Iterate, phi: FloatArray, ws: _NewtonWorkspaces) -> _Direction:
+    """The direction of one projected-Newton step (Bertsekas 1982): the ε-active set with
+    ε = min(10⁻³, r, 10³ r²) — a variable within ε of a bound whose gradient pushes it out —
+    then the exact Newton step of :func:`_riccati_step` on the free variables and a scaled
+    gradient step on the active ones, and the decrease of J it predicts."""
+    A, ev, r = it.A, it.ev, it.r
+    T, n = A.shape
+    gJ = np.negative(ev.grad, out=ws.misc.get("gJ", T, n))
+    eps = np.minimum(np.minimum(1e-3, r), 1e3 * r * r)
+    bound = ((A <= eps) & (gJ > 0)) | ((A >= 1.0 - eps) & (gJ < 0))
+    d = _riccati_step(A, ev, phi, it.varphi, gJ, bound, ws.direction)
+    d[:, it.fin] = 0.0
+    tmp = np.multiply(gJ, d, out=ws.misc.get("tmp", T, n))
+    np.negative(tmp, out=tmp)
+    np.copyto(tmp, 0.0, where=bound)
+    pred = tmp.sum(axis=0)  # predicted decrease of J on the free variables
+    return _Direction(gJ, bound, d, pred)
+
+
+def _line_search(it: _Iterate, direction: _Direction, game: _Game,
+                 ws: _NewtonWorkspaces) -> NDArray[np.bool_]:
+    """Armijo backtracking along the projection arc α(s) = clip(α + s d, 0, 1): the step
+    length starts at the largest s ≤ 1 that moves no free variable by more than 1, and is
+    halved (at most 50 times) for each problem until :func:`_try_step` accepts it. Moves
+    ``it.A`` in place; returns which problems accepted a step (the stopped ones count)."""
+    A, d, bound = it.A, direction.d, direction.bound
+    T, n = A.shape
+    J0 = -it.ev.U
+    noise = 1e-13 * (1.0 + np.abs(J0))
+    tmp = np.abs(d, out=ws.misc.get("tmp", T, n))
+    np.copyto(tmp, 0.0, where=bound)
+    s = np.minimum(1.0, 1.0 / np.maximum(tmp.max(axis=0), 1e-300))
+    searching = np.arange(n)
+    accepted = it.fin.copy()
+    for h in range(_MAX_HALVINGS):
+        if searching.size == 0:
+            break
+        trial, ok = _try_step(it, direction, s, searching, J0, noise, h == 0, game, ws)
+        if searching.size == n and ok.all():
+            A[...] = trial
+        else:
+            A[:, searching[ok]] = trial[:, ok]
+        accepted[searching[ok]] = True
+        searching = searching[~ok]
+        s[searching] *= 0.5
+    return accepted
+
+
+def _try_step(it: _Iterate, direction: _Direction, s: FloatArray,
+              searching: NDArray[np.intp], J0: FloatArray, noise: FloatArray, first: bool,
+              game: _Game, ws: _NewtonWorkspaces) -> tuple[FloatArray, NDArray[np.bool_]]:
+    """The trial points α(s) of the problems still ``searching`` and which of them pass the
+    Armijo test for projected steps, J(α) − J(α(s)) ≥ 10⁻⁴ (s·pred + ∇J·(α − α(s)) on the
+    active set). At the ``first`` trial, a problem whose U is at its rounding floor (the
+    required decrease and any increase of J within ``noise``) cannot be ranked by J: its
+    trial passes if it lowers the KKT residual instead."""
+    A = it.A
+    T, n = A.shape
+    ns = searching.size
+    whole = ns == n
+    As = A if whole else A[:, searching]
+    ds = direction.d if whole else direction.d[:, searching]
+    trial = np.multiply(ds, s[searching], out=ws.misc.get("trial", T, ns))
+    trial += As
+    np.clip(trial, 0.0, 1.0, out=trial)
+    Jt = -game.evaluate(trial, it.rho0[searching], it.varphi[searching], ws.ls,
+                        need_grad=False).U
+    dec = J0[searching] - Jt
+    moved = np.subtract(As, trial, out=ws.misc.get("moved", T, ns))
+    moved *= direction.gJ if whole else direction.gJ[:, searching]
+    np.copyto(moved, 0.0, where=~(direction.bound if whole else direction.bound[:, searching]))
+    req = _ARMIJO * (s[searching] * direction.pred[searching] + moved.sum(axis=0))
+    ok = dec >= req
+    if first:
+        floor = ~ok & (req <= 1e3 * noise[searching]) & (dec >= -noise[searching])
+        if floor.any():
+            fl = searching[floor]
+            evt = game.evaluate(trial[:, floor], it.rho0[fl], it.varphi[fl], ws.fl)
+            ok[floor] = _kkt(trial[:, floor], evt.grad) < it.r[fl]
+    return trial, ok
 
 
 def _sweep_stream(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,

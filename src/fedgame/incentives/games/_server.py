@@ -729,7 +729,8 @@ def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
                           inclusion: Inclusion | None = None,  # consumed by @with_inclusion
                           ) -> StackelbergResult:
     """The server's Stackelberg problem on the true cost (docs/fedpcs.md, 'The accuracy scale
-    κ and the server's solve'): minimise J(R) = Σ_{t=1}^T U_t(R_t, ρ*[R]) over
+    κ and the server's solve'): minimise J(R) = Σ_{t=1}^T U_t(R_t, ρ*[R]) (the server's cost
+    of Eq. 13, Stage I of Eq. 16 taken over the whole schedule) over
     R_1..R_T ∈ [0, ``R_max``] (R_0 := R_1), with ρ*[R] the clients' mean-field equilibrium
     under the whole schedule (:func:`mean_field`) — the clients look ahead, so each budget ρ^t
     answers R_t and every later reward. J is evaluated by :func:`equilibrium_cost` (the mean
@@ -743,20 +744,21 @@ def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
     J is only piecewise smooth: α entering or leaving a bound makes kinks, and a client
     switching between two local optima of its own problem (with N = 100, one client moves
     φ enough to tip others) makes J jump, e.g. by 17 % between two constant rewards 0.005
-    apart. Hence a search that does not trust gradients far:
+    apart. Hence a search that does not trust gradients far, one helper per phase, all
+    pricing with one memoised J (:class:`_TrueCost`):
 
-    1. starts — the best constant schedule (a scan of ``scan_points`` values on [0, R_max],
-       refined by a bounded scalar search between the scan's neighbours), the Lemma-2 outer
-       loop's R (at most ``lemma2_max_outer`` iterations; ``lemma2_start=False`` skips it)
-       and ``R_start`` if given; the cheapest is kept;
-    2. projected gradient descent (forward differences with step ``fd_step``·max(1, R_t),
-       Barzilai-Borwein steps, Armijo backtracking on J; at most ``max_iter`` steps, stops at
-       the first failed line search);
-    3. polish: passes of one-round checks R_t ± s·max(R_t, floor), s in ``polish_steps``
-       (floor = 1 % of the mean reward, ≥ 1e-3). Candidates are first screened with a
-       warm-started equilibrium (about 3× cheaper than J; only those it finds cheaper are
-       priced by J), and once a screened pass finds nothing, a full pass prices every
-       candidate with J; the solve is converged when a full pass lowers J by at most
+    1. starts (:func:`_best_start`) — the best constant schedule (a scan of ``scan_points``
+       values on [0, R_max], refined by a bounded scalar search between the scan's
+       neighbours), the Lemma-2 outer loop's R (at most ``lemma2_max_outer`` iterations;
+       ``lemma2_start=False`` skips it) and ``R_start`` if given; the cheapest is kept;
+    2. projected gradient descent (:func:`_descend`; forward differences with step
+       ``fd_step``·max(1, R_t), Barzilai-Borwein steps, Armijo backtracking on J; at most
+       ``max_iter`` steps, stops at the first failed line search);
+    3. polish (:func:`_polish`): passes of one-round checks R_t ± s·max(R_t, floor), s in
+       ``polish_steps`` (floor = 1 % of the mean reward, ≥ 1e-3). Candidates are first
+       screened with a warm-started equilibrium (about 3× cheaper than J; only those it finds
+       cheaper are priced by J), and once a screened pass finds nothing, a full pass prices
+       every candidate with J; the solve is converged when a full pass lowers J by at most
        ``cost_tol`` relative (``max_polish`` passes in all) — the property the tests check
        by brute force, together with "no constant schedule is cheaper".
 
@@ -770,6 +772,29 @@ def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
     N, K = check_population(r0.size, K)
     gm = check_unit_open("gamma", gamma)
     Rmax = check_positive("R_max", R_max)
+    steps = _check_search_settings(fd_step=fd_step, cost_tol=cost_tol, scan_points=scan_points,
+                                   max_iter=max_iter, max_polish=max_polish,
+                                   lemma2_max_outer=lemma2_max_outer, polish_steps=polish_steps)
+    vv = _weights(v, N, T)
+    seed = _seed(rng)
+    J = _TrueCost(r0, vp, K, T, vv, gm, mf_tol, n_starts, seed, Rmax, fd_step)
+    x0, f0 = _best_start(J, scan_points=scan_points, lemma2_start=lemma2_start,
+                         lemma2_max_outer=lemma2_max_outer, rho_min=rho_min, rho_max=rho_max,
+                         R_start=R_start)
+    if not np.isfinite(f0):
+        log.warning("true-cost solve: no start is a pure-strategy equilibrium of the clients; "
+                    "returning the best constant schedule unconverged")
+        max_iter, max_polish = 0, 0
+    x, fx = _descend(J, x0, f0, max_iter)
+    return _true_cost_result(J, _polish(J, x, fx, steps, max_polish, cost_tol))
+
+
+def _check_search_settings(*, fd_step: float, cost_tol: float, scan_points: int,
+                           max_iter: int, max_polish: int, lemma2_max_outer: int,
+                           polish_steps: tuple[float, ...]) -> tuple[float, ...]:
+    """Refuse search settings of :func:`stackelberg_true_cost` it cannot run with, naming the
+    argument; returns the polish step sizes, largest first (the order
+    :func:`_one_round_checks` tries them in)."""
     check_positive("fd_step", fd_step)
     check_positive("cost_tol", cost_tol)
     for name, val, lo in (("scan_points", scan_points, 2), ("max_iter", max_iter, 0),
@@ -779,12 +804,37 @@ def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
     if not polish_steps or any(not (0 < s) for s in polish_steps):
         raise ValueError(f"polish_steps: must be a non-empty list of steps > 0, got "
                          f"{polish_steps!r}")
-    steps = tuple(sorted((float(s) for s in polish_steps), reverse=True))
-    vv = _weights(v, N, T)
-    seed = _seed(rng)
-    J = _TrueCost(r0, vp, K, T, vv, gm, mf_tol, n_starts, seed, Rmax, fd_step)
+    return tuple(sorted((float(s) for s in polish_steps), reverse=True))
 
-    # (1) starts: the best constant schedule ...
+
+def _best_start(J: _TrueCost, *, scan_points: int, lemma2_start: bool, lemma2_max_outer: int,
+                rho_min: float, rho_max: float, R_start: ArrayLike | None
+                ) -> tuple[FloatArray, float]:
+    """Phase 1 of :func:`stackelberg_true_cost`: the cheapest of the start schedules — the best
+    constant one (:func:`_best_constant`), the Lemma-2 outer loop's (:func:`_lemma2_rewards`;
+    unless ``lemma2_start`` is False) and the caller's ``R_start`` (T+1 values, R_0 dropped,
+    clipped to [0, R_max]) — as (x, J(x))."""
+    T = J.args[3]
+    c_best, f_best = _best_constant(J, scan_points)
+    candidates: list[tuple[float, FloatArray]] = [(f_best, np.full(T, c_best))]
+    if lemma2_start:
+        x_l = _lemma2_rewards(J, rho_min=rho_min, rho_max=rho_max, max_outer=lemma2_max_outer)
+        candidates.append((J(x_l), x_l))
+    if R_start is not None:
+        x_s = np.clip(as_rounds("R_start", R_start, T, lower=0.0)[1:], 0.0, J.R_max)
+        candidates.append((J(x_s), x_s))
+    f0, x0 = min(candidates, key=lambda c: c[0])
+    log.info("true-cost solve: start J = %.10g (best constant R = %.6g: %.10g; %d "
+             "evaluations)", f0, c_best, f_best, J.evaluations)
+    return x0, f0
+
+
+def _best_constant(J: _TrueCost, scan_points: int) -> tuple[float, float]:
+    """The cheapest constant schedule R_t ≡ c and its J: a scan of c = 0 and ``scan_points``
+    − 1 geometrically spaced values up to R_max, refined by a bounded scalar search between
+    the best value's two neighbours (a non-equilibrium's J = +∞ is capped at 1e300 there,
+    which the search needs finite)."""
+    T, Rmax = J.args[3], J.R_max
     grid = np.concatenate([[0.0], np.geomspace(min(1e-2, Rmax / 10.0), Rmax, scan_points - 1)])
     vals = [J(np.full(T, g)) for g in grid]
     i = int(np.argmin(vals))
@@ -796,41 +846,61 @@ def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
                               options={"xatol": 1e-6 * max(1.0, c_best)})
         if res.fun < f_best:
             c_best, f_best = float(res.x), float(res.fun)
-    candidates: list[tuple[float, FloatArray]] = [(f_best, np.full(T, c_best))]
-    # ... the Lemma-2 outer loop's schedule ...
-    if lemma2_start:
-        st = stackelberg_lemma2(r0, vp, K, T, v=vv, gamma=gm, rho_min=rho_min,
-                                rho_max=rho_max, R_max=Rmax, mf_tol=mf_tol, n_starts=n_starts,
-                                rng=seed, max_outer=lemma2_max_outer)
-        x_l = np.clip(np.asarray(st.reward[1:], dtype=float), 0.0, Rmax)
-        candidates.append((J(x_l), x_l))
-    # ... and the caller's
-    if R_start is not None:
-        x_s = np.clip(as_rounds("R_start", R_start, T, lower=0.0)[1:], 0.0, Rmax)
-        candidates.append((J(x_s), x_s))
-    f0, x0 = min(candidates, key=lambda c: c[0])
-    log.info("true-cost solve: start J = %.10g (best constant R = %.6g: %.10g; %d "
-             "evaluations)", f0, c_best, f_best, J.evaluations)
+    return c_best, f_best
 
-    if not np.isfinite(f0):
-        log.warning("true-cost solve: no start is a pure-strategy equilibrium of the clients; "
-                    "returning the best constant schedule unconverged")
-        max_iter, max_polish = 0, 0
-    # (2) projected gradient descent with Barzilai-Borwein steps and backtracking
-    x, fx = _projected_descent(J, x0, f0, Rmax, max_iter)
+
+def _lemma2_rewards(J: _TrueCost, *, rho_min: float, rho_max: float,
+                    max_outer: int) -> FloatArray:
+    """R_1..R_T of the paper's outer loop on the Lemma-2 surrogate (Eq. 22,
+    :func:`stackelberg_lemma2`, at most ``max_outer`` iterations) for the same clients,
+    weights and seed as J, clipped to [0, R_max]: a start that J then prices."""
+    r0, vp, K, T = J.args
+    st = stackelberg_lemma2(r0, vp, K, T, v=J.vv, gamma=J.gamma, rho_min=rho_min,
+                            rho_max=rho_max, R_max=J.R_max, mf_tol=J.mf_tol,
+                            n_starts=J.n_starts, rng=J.seed, max_outer=max_outer)
+    x_l: FloatArray = np.clip(np.asarray(st.reward[1:], dtype=float), 0.0, J.R_max)
+    return x_l
+
+
+def _descend(J: _TrueCost, x0: FloatArray, f0: float, max_iter: int) -> tuple[FloatArray, float]:
+    """Phase 2 of :func:`stackelberg_true_cost`: :func:`_projected_descent` from the start
+    (x0, f0); if J was lower at some point it priced on the way (a rejected line-search trial,
+    say), that point instead."""
+    x, fx = _projected_descent(J, x0, f0, J.R_max, max_iter)
     if J.best_f < fx:
         assert J.best_x is not None  # best_f drops below inf only where best_x is recorded
         x, fx = J.best_x.copy(), J.best_f
-
-    # (3) polish with one-round checks on the same J the tests use
     log.info("true-cost solve: descent J = %.10g (%d evaluations)", fx, J.evaluations)
+    return x, fx
+
+
+@dataclass(frozen=True)
+class _Polished:
+    """The outcome of :func:`_polish`: the rewards ``x`` = R_1..R_T, the largest relative
+    decrease of J the last pass's one-round moves gave (``gain``), the passes run and
+    whether a full pass certified ``x`` (``certified``)."""
+
+    x: FloatArray
+    gain: float
+    passes: int
+    certified: bool
+
+
+def _polish(J: _TrueCost, x: FloatArray, fx: float, steps: tuple[float, ...], max_polish: int,
+            cost_tol: float) -> _Polished:
+    """Phase 3 of :func:`stackelberg_true_cost`: passes of one-round checks
+    (:func:`_one_round_checks`, floor 1 % of the mean reward, at least 1e-3), screened with
+    warm-started equilibria (:meth:`_TrueCost.screen`) while they find decreases; once a
+    screened pass gains at most ``cost_tol``, an unscreened (full) pass prices every
+    candidate with J, and the answer is certified when that one gains at most ``cost_tol``
+    too. At most ``max_polish`` passes."""
     gain = np.inf
     passes = 0
     screened = True  # screened passes first (cheap), then one full pass certifies
     certified = False
     while passes < max_polish:
         floor = max(1e-2 * float(x.mean()), 1e-3)
-        x, fx, gain = _one_round_checks(J, x, fx, Rmax, steps, floor,
+        x, fx, gain = _one_round_checks(J, x, fx, J.R_max, steps, floor,
                                         screen=J.screen if screened else None)
         passes += 1
         log.info("true-cost solve: polish pass %d (%s) J = %.10g, largest one-round gain %.3g "
@@ -843,14 +913,24 @@ def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
             screened = False
         else:
             screened = True
-    f, mf = J.solution(x)
-    R = J.schedule(x)
-    cost = server_cost(mf.rho, R, N, K, vv, gamma=gm, phi=mf.phi)
+    return _Polished(x, gain, passes, certified)
+
+
+def _true_cost_result(J: _TrueCost, polished: _Polished) -> StackelbergResult:
+    """The answer at the polished rewards: the schedule R (R_0 := R_1), the clients'
+    equilibrium J priced there, its per-round cost U_t (Eq. 13) and the Lemma-2 coefficients
+    G, H (Eqs. 57-58) at it; converged if a full pass certified R and that equilibrium is
+    a converged, pure-strategy one (finite J)."""
+    r0, vp, K, _ = J.args
+    N = r0.size
+    f, mf = J.solution(polished.x)
+    R = J.schedule(polished.x)
+    cost = server_cost(mf.rho, R, N, K, J.vv, gamma=J.gamma, phi=mf.phi)
     aff = affine_response(mf.alpha, mf.rho, mf.phi, R, vp, N, K)
     return StackelbergResult(
         reward=_ro(R), mean_field=mf, G=aff.G, H=aff.H, cost=_ro(cost),
-        reward_residual=float(gain), outer_iterations=passes,
-        converged=bool(certified and np.isfinite(f) and mf.converged),
+        reward_residual=float(polished.gain), outer_iterations=polished.passes,
+        converged=bool(polished.certified and np.isfinite(f) and mf.converged),
         solver="true_cost", objective=float(cost[1:].sum()), evaluations=J.evaluations)
 
 
