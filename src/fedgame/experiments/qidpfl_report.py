@@ -48,7 +48,7 @@ from fedgame.experiments.claims import ordering, verdict
 from fedgame.pipeline.store import atomic_write_text
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
 from fedgame.incentives.games.qidpfl import fit_accuracy_curve
-from fedgame.pipeline.results import finished_runs, mean_std
+from fedgame.pipeline.results import finished_runs, flatten, mean_std
 
 __all__ = [
     "ClaimCheck",
@@ -107,13 +107,6 @@ def _dataset(run: dict[str, Any]) -> str:
     return str(run["cfg"]["data"].get("dataset", "?"))
 
 
-def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(d, dict):
-        return {prefix: d}
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
-    return out
 
 
 def _one_dataset(runs: list[dict[str, Any]], root: Path, what: str) -> None:
@@ -134,9 +127,9 @@ def collect(root: Path) -> Cells:
     _one_dataset([r for runs in cells.values() for r in runs], root, "comparison")
     for (kind, method), runs in cells.items():
         runs.sort(key=lambda r: r["seed"])
-        ref = _flat({k: v for k, v in runs[0]["cfg"].items() if k not in ("seed", "name")})
+        ref = flatten({k: v for k, v in runs[0]["cfg"].items() if k not in ("seed", "name")})
         for r in runs[1:]:
-            other = _flat({k: v for k, v in r["cfg"].items() if k not in ("seed", "name")})
+            other = flatten({k: v for k, v in r["cfg"].items() if k not in ("seed", "name")})
             diff = sorted(k for k in ref.keys() | other.keys() if ref.get(k) != other.get(k))
             if diff:
                 raise ValueError(

@@ -19,7 +19,7 @@ import yaml
 
 from fedgame.pipeline.store import atomic_write_bytes, read_metrics
 
-__all__ = ["EXPORTED", "FinishedRun", "export_runs", "finished_runs", "mean_std"]
+__all__ = ["EXPORTED", "FinishedRun", "export_runs", "finished_runs", "flatten", "mean_std"]
 
 
 @dataclass
@@ -102,3 +102,14 @@ def export_runs(src: Path, dest: Path, files: tuple[str, ...] = EXPORTED) -> lis
                 atomic_write_bytes(target / name, (run / name).read_bytes())
         written.append(target)
     return written
+
+
+def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping (a resolved recipe) as ``{"a.b.c": value}``: how MLflow params, config
+    differences and report rows name a recipe's fields."""
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out

@@ -28,7 +28,7 @@ from fedgame.pipeline.store import ResultStore
 from fedgame.incentives.qidpfl import QIDPFLPlan
 from fedgame.sim import RunResult
 from fedgame.privacy.analysis.jdp import jdp_totals
-from fedgame.pipeline.results import mean_std
+from fedgame.pipeline.results import flatten, mean_std
 
 __all__ = ["RunFolderMismatch", "run_one", "run_grid", "GridCell", "summarise_grid", "versions"]
 
@@ -94,18 +94,11 @@ class Execute(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
-def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(d, dict):
-        return {prefix: d}
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
-    return out
 
 
 def _differences(before: str, after: str, shown: int = 4) -> str:
     """``field: old → new`` for the fields two resolved configs (YAML) disagree on."""
-    a, b = _flat(yaml.safe_load(before) or {}), _flat(yaml.safe_load(after) or {})
+    a, b = flatten(yaml.safe_load(before) or {}), flatten(yaml.safe_load(after) or {})
     keys = [k for k in sorted(set(a) | set(b)) if a.get(k, "<unset>") != b.get(k, "<unset>")]
     parts = [f"{k}: {a.get(k, '<unset>')!r} there, {b.get(k, '<unset>')!r} here" for k in keys[:shown]]
     more = f" and {len(keys) - shown} more" if len(keys) > shown else ""

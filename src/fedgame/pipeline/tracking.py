@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from fedgame.pipeline.results import flatten
+
 __all__ = ["TRACKERS", "Tracker", "Trackers", "open_trackers", "TrackingUnavailable"]
 
 TRACKERS = ("tensorboard", "mlflow")
@@ -45,13 +47,6 @@ def _numbers(rec: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(d, dict):
-        return {prefix: d}
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
-    return out
 
 
 class Tracker:
@@ -104,7 +99,7 @@ class MLflowTracker(Tracker):
         exp_id = exp.experiment_id if exp is not None else self.client.create_experiment(name)
         run_name = f"{out.name} (seed {config.get('seed', 0)})"
         self.run_id = self.client.create_run(exp_id, run_name=run_name, tags={"fedgame.code": code, "fedgame.run_folder": str(out.resolve())}).info.run_id
-        params = {k: str(v)[:500] for k, v in _flat(config).items()}
+        params = {k: str(v)[:500] for k, v in flatten(config).items()}
         items = list(params.items())
         for i in range(0, len(items), 100):  # MLflow's batch limit
             self.client.log_batch(self.run_id, params=[mlflow.entities.Param(k, v) for k, v in items[i : i + 100]])
