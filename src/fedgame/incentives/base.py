@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
+from fedgame.core.plugins import PluginConfig
 from fedgame.core.registry import Registry
 from fedgame.core.types import Selection
 
@@ -58,3 +59,6 @@ class Incentive:
 @INCENTIVES.register("none")
 class NoIncentive(Incentive):
     """No payments (plain FL)."""
+
+    class Config(PluginConfig):
+        kind: Literal["none"] = "none"

@@ -22,6 +22,7 @@ Solved plans are cached on disk by the hash of their inputs (``FEDGAME_CACHE``, 
 
 from __future__ import annotations
 
+
 import hashlib
 import json
 import logging
@@ -29,9 +30,12 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import BaseModel, Field, model_validator
+
+from fedgame.core.plugins import BuildContext, PluginConfig
 from numpy.typing import NDArray
 
 from fedgame.core.types import Selection
@@ -281,12 +285,64 @@ def baseline_plan(game: FedPCSGame, rho: BaselineRho) -> FedPCSPlan:
     )
 
 
+class BudgetCfg(PluginConfig):
+    """B_t decreasing linearly from ``start`` to ``end`` over the run (FedPCS Alg. 3, Figs. 7-8)."""
+
+    start: float = Field(700.0, gt=0, le=1e9)
+    end: float = Field(300.0, gt=0, le=1e9)
+
+
 @INCENTIVES.register("fedpcs")
 class FedPCSIncentive(Incentive):
     """Pays R_t ρ_i^t to each distinct sampled client (Algorithm 2), sets K_t (Algorithm 3)
     and reports the round's game quantities (accuracy, cost, welfare, payments, budget use)."""
 
     name = "fedpcs"
+
+    class Config(PluginConfig):
+        """The FedPCS Stackelberg game solved before training (Eqs. 14-45; defaults from Table IV
+        and Sec. VIII-A). ``inclusion: uniform`` is the Random baseline's game. ``acc_scale``: the
+        scale κ of the accuracy term (docs/fedpcs.md, 'The accuracy scale κ and the server's
+        solve'), ``data`` = (Σ|D|)².
+
+        ``baseline_rho`` (docs/fedpcs.md, 'Baseline budgets'): the client budgets of a baseline, i.e.
+        of any selection other than ``privacy_aware``: ``initial`` (each client keeps ρ_i⁰ every
+        round, no reward, no game; the Table II default), ``low`` (every client at ``rho_min``, no
+        reward) or ``game`` (the clients play the game against ``inclusion`` and are paid).
+        FedPCS's own ``privacy_aware`` selection always uses the game, whatever this says."""
+
+        kind: Literal["fedpcs"] = "fedpcs"
+        provides: ClassVar[frozenset[str]] = frozenset({"fedpcs_game", "rho_schedule"})
+        gamma: float = Field(0.5, gt=0, lt=1)
+        rho_min: float = Field(0.01, gt=0, le=1e6)
+        rho_max: float = Field(12.0, gt=0, le=1e6)
+        varphi_clip: float = Field(1e-3, gt=0, lt=0.5)
+        inclusion: Literal["privacy", "uniform"] = "privacy"
+        acc_scale: float | Literal["data"] = "data"
+        budget: BudgetCfg | None = None
+        R_max: float = Field(100.0, gt=0, le=1e9)
+        mf_tol: float = Field(1e-7, gt=0, le=1)
+        n_starts: int = Field(8, ge=0, le=1000)
+        baseline_rho: Literal["initial", "low", "game"] = "initial"
+
+        @model_validator(mode="after")
+        def _ranges(self) -> Any:
+            if not self.rho_min < self.rho_max:
+                raise ValueError(f"incentive.rho_min must be < incentive.rho_max, got {self.rho_min} >= {self.rho_max}")
+            if self.budget is not None and min(self.budget.start, self.budget.end) < self.rho_max:
+                raise ValueError(
+                    f"incentive.budget: B_t must be >= rho_max ({self.rho_max}) so that one client fits, "
+                    f"got start {self.budget.start}, end {self.budget.end}"
+                )
+            return self
+
+    @classmethod
+    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> FedPCSIncentive:
+        """Pays R_t ρ_i^t from the FedPCS plan the pipeline solved (``ctx.plan``)."""
+        del cfg
+        if not isinstance(ctx.plan, FedPCSPlan):
+            raise ValueError("incentive.kind: 'fedpcs' needs its plan (the solved game)")
+        return cls(ctx.plan)
 
     def __init__(self, plan: FedPCSPlan) -> None:
         self.plan = plan

@@ -17,10 +17,15 @@ same game, reward policy and noise over all H candidates) are the same plan with
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import BaseModel, Field, model_validator
+
+from fedgame.core.plugins import BuildContext, PluginConfig
 
 from fedgame.core.types import Selection
 from fedgame.incentives.base import INCENTIVES, Incentive
@@ -150,12 +155,75 @@ def plan_qidpfl(
     )
 
 
+class QICurveCfg(PluginConfig):
+    """The fitted accuracy curve I(ρ) = I1 − B e^{−I3 ρ} (QI-DPFL Sec. IV-B) and the targets
+    ε = I1 − eps_drop·B, ε_max = I1 − eps_max_drop·B that bound the reward (Eq. 33)."""
+
+    I1: float = Field(gt=0, le=1)
+    B: float = Field(gt=0, le=10)
+    I3: float = Field(gt=0, le=1e6)
+    eps_drop: float = Field(0.10, gt=0, lt=1)
+    eps_max_drop: float = Field(0.01, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _order(self) -> Any:
+        if not self.eps_max_drop <= self.eps_drop:
+            raise ValueError(f"incentive.curve.eps_max_drop: must be <= eps_drop ({self.eps_drop}), got {self.eps_max_drop}")
+        return self
+
+
 @INCENTIVES.register("qidpfl")
 class QIDPFLIncentive(Incentive):
     """Pays each participant r_i^t = R_t ρ_i^t / Σ_{S_t} ρ^t (Σ r = R_t) and logs the round's
     reward, its range, Theorem 2's R_t* and the server cost u_t (Algorithm 1)."""
 
     name = "qidpfl"
+
+    class Config(PluginConfig):
+        """The QI-DPFL reward game solved before training (Eq. 11, Eqs. 15-33; defaults are
+        fedgame's, as the paper gives few):
+        label-EMD ``screening`` (``keep_fraction`` | ``theta_th`` | ``none`` = FedAvg-DP), privacy
+        values ν_i ~ U(``nu``) per candidate, reward ``policy`` qidpfl | max | random, server
+        constants (``discount`` π of Table I), κ_acc (``acc_scale``: a number or ``calibrate``,
+        which needs ``curve``)."""
+
+        kind: Literal["qidpfl"] = "qidpfl"
+        provides: ClassVar[frozenset[str]] = frozenset({"rho_schedule", "participant_sets"})
+        policy: Literal["qidpfl", "max", "random"] = "qidpfl"
+        screening: Literal["keep_fraction", "theta_th", "none"] = "keep_fraction"
+        keep_fraction: float = Field(0.5, gt=0, le=1)
+        theta_th: float | None = Field(None, ge=0)
+        reference: Literal["pooled", "uniform"] = "pooled"
+        phi1: float = Field(1.0, gt=0, le=1e6)
+        nu: tuple[float, float] = (0.9, 1.1)
+        discount: float = Field(0.9429, gt=0, lt=1)
+        gamma: float = Field(0.5, gt=0, lt=1)
+        beta: float = Field(1.0, gt=0, le=1e6)
+        lam: float = Field(1.0, gt=0, le=1e6)
+        grad_bound: float = Field(1.0, gt=0, le=1e6)
+        acc_scale: float | Literal["calibrate"] = 1.0
+        curve: QICurveCfg | None = None
+
+        @model_validator(mode="after")
+        def _consistent(self) -> Any:
+            lo, hi = self.nu
+            if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi):
+                raise ValueError(f"incentive.nu: must be [a, b] with 0 < a <= b, got {list(self.nu)}")
+            if self.screening == "theta_th" and self.theta_th is None:
+                raise ValueError("incentive.theta_th: screening 'theta_th' needs a threshold")
+            if self.acc_scale == "calibrate" and self.curve is None:
+                raise ValueError("incentive.acc_scale: 'calibrate' needs incentive.curve (R_min,1 comes from it)")
+            if not isinstance(self.acc_scale, str) and not 0 < self.acc_scale <= 1e12:
+                raise ValueError(f"incentive.acc_scale: must be in (0, 1e12] or 'calibrate', got {self.acc_scale}")
+            return self
+
+    @classmethod
+    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> QIDPFLIncentive:
+        """Pays the participants from the QI-DPFL plan the pipeline solved (``ctx.plan``)."""
+        del cfg
+        if not isinstance(ctx.plan, QIDPFLPlan):
+            raise ValueError("incentive.kind: 'qidpfl' needs its plan (the solved reward game)")
+        return cls(ctx.plan)
 
     def __init__(self, plan: QIDPFLPlan) -> None:
         self.plan = plan

@@ -30,10 +30,8 @@ from fedgame.pipeline.config import (
 from fedgame.incentives import (
     INCENTIVES,
     FedPCSGame,
-    FedPCSIncentive,
     FedPCSPlan,
     Incentive,
-    QIDPFLIncentive,
     QIDPFLPlan,
     baseline_plan,
     plan_qidpfl,
@@ -260,15 +258,6 @@ def build_qidpfl(
     )
 
 
-def _plugin(registry: Any, kind: str) -> Any:
-    """The registered class of a plug-in kind that declares its own ``Config`` (built through
-    its ``from_config``), or None for a built-in kind."""
-    if kind not in registry:
-        return None
-    factory = registry.get(kind)
-    return factory if getattr(factory, "Config", None) is not None else None
-
-
 def build_privacy(
     cfg: RunConfig,
     data: FederatedDataset,
@@ -309,14 +298,10 @@ def build_selection(
 
 def build_incentive(cfg: RunConfig, plan: FedPCSPlan | QIDPFLPlan | None = None,
                     data: FederatedDataset | None = None) -> Incentive:
-    plugin = _plugin(INCENTIVES, cfg.incentive.kind)
-    if plugin is not None:
-        return plugin.from_config(cfg.incentive, BuildContext(run=cfg, data=data, plan=plan))  # type: ignore[no-any-return]
-    if isinstance(plan, QIDPFLPlan):
-        return QIDPFLIncentive(plan)
-    if plan is not None:
-        return FedPCSIncentive(plan)
-    return INCENTIVES.create(cfg.incentive.kind)
+    """The recipe's incentive, built by its class from the plan the pipeline solved (FedPCS's game,
+    QI-DPFL's reward game) or from its own fields (a plug-in)."""
+    factory = INCENTIVES.get(cfg.incentive.kind)
+    return factory.from_config(cfg.incentive, BuildContext(run=cfg, data=data, plan=plan))  # type: ignore[attr-defined,no-any-return]
 
 
 def build_server_update(cfg: RunConfig) -> ServerUpdate:

@@ -24,6 +24,11 @@ from fedgame.privacy.budgets import (  # noqa: F401  (re-exported: recipes' budg
     PrivacyBudgetCfg,
     UniformBudgetCfg,
 )
+from fedgame.incentives.base import NoIncentive
+from fedgame.incentives.fedpcs import BudgetCfg as FedPCSBudgetCfg
+from fedgame.incentives.fedpcs import FedPCSIncentive
+from fedgame.incentives.qidpfl import QICurveCfg as QIDPFLCurveCfg
+from fedgame.incentives.qidpfl import QIDPFLIncentive
 from fedgame.privacy.plans import PHSDPSGD, LocalDPSGD, NoPrivacy, ZCDPUpload
 from fedgame.selection import AOCS, FedCBS, PHSSchedule, PowerOfChoice, PrivacyAware, SELECTIONS
 from fedgame.selection.base import DataSize, FullParticipation, Uniform
@@ -282,109 +287,12 @@ class AccountantCfg(_Frozen):
     delta: float = Field(1e-5, gt=0, lt=1)
 
 
-class NoIncentiveCfg(_Frozen):
-    kind: Literal["none"] = "none"
-
-
-class BudgetCfg(_Frozen):
-    """B_t decreasing linearly from ``start`` to ``end`` over the run (FedPCS Alg. 3, Figs. 7-8)."""
-
-    start: float = Field(700.0, gt=0, le=1e9)
-    end: float = Field(300.0, gt=0, le=1e9)
-
-
-class FedPCSCfg(_Frozen):
-    """The FedPCS Stackelberg game solved before training (Eqs. 14-45; defaults from Table IV
-    and Sec. VIII-A). ``inclusion: uniform`` is the Random baseline's game. ``acc_scale``: the
-    scale κ of the accuracy term (docs/fedpcs.md, 'The accuracy scale κ and the server's
-    solve'), ``data`` = (Σ|D|)².
-
-    ``baseline_rho`` (docs/fedpcs.md, 'Baseline budgets'): the client budgets of a baseline, i.e.
-    of any selection other than ``privacy_aware``: ``initial`` (each client keeps ρ_i⁰ every
-    round, no reward, no game; the Table II default), ``low`` (every client at ``rho_min``, no
-    reward) or ``game`` (the clients play the game against ``inclusion`` and are paid).
-    FedPCS's own ``privacy_aware`` selection always uses the game, whatever this says."""
-
-    kind: Literal["fedpcs"] = "fedpcs"
-    provides: ClassVar[frozenset[str]] = frozenset({"fedpcs_game", "rho_schedule"})
-    gamma: float = Field(0.5, gt=0, lt=1)
-    rho_min: float = Field(0.01, gt=0, le=1e6)
-    rho_max: float = Field(12.0, gt=0, le=1e6)
-    varphi_clip: float = Field(1e-3, gt=0, lt=0.5)
-    inclusion: Literal["privacy", "uniform"] = "privacy"
-    acc_scale: float | Literal["data"] = "data"
-    budget: BudgetCfg | None = None
-    R_max: float = Field(100.0, gt=0, le=1e9)
-    mf_tol: float = Field(1e-7, gt=0, le=1)
-    n_starts: int = Field(8, ge=0, le=1000)
-    baseline_rho: Literal["initial", "low", "game"] = "initial"
-
-    @model_validator(mode="after")
-    def _ranges(self) -> FedPCSCfg:
-        if not self.rho_min < self.rho_max:
-            raise ValueError(f"incentive.rho_min must be < incentive.rho_max, got {self.rho_min} >= {self.rho_max}")
-        if self.budget is not None and min(self.budget.start, self.budget.end) < self.rho_max:
-            raise ValueError(
-                f"incentive.budget: B_t must be >= rho_max ({self.rho_max}) so that one client fits, "
-                f"got start {self.budget.start}, end {self.budget.end}"
-            )
-        return self
-
-
-class QICurveCfg(_Frozen):
-    """The fitted accuracy curve I(ρ) = I1 − B e^{−I3 ρ} (QI-DPFL Sec. IV-B) and the targets
-    ε = I1 − eps_drop·B, ε_max = I1 − eps_max_drop·B that bound the reward (Eq. 33)."""
-
-    I1: float = Field(gt=0, le=1)
-    B: float = Field(gt=0, le=10)
-    I3: float = Field(gt=0, le=1e6)
-    eps_drop: float = Field(0.10, gt=0, lt=1)
-    eps_max_drop: float = Field(0.01, gt=0, lt=1)
-
-    @model_validator(mode="after")
-    def _order(self) -> QICurveCfg:
-        if not self.eps_max_drop <= self.eps_drop:
-            raise ValueError(f"incentive.curve.eps_max_drop: must be <= eps_drop ({self.eps_drop}), got {self.eps_max_drop}")
-        return self
-
-
-class QIDPFLCfg(_Frozen):
-    """The QI-DPFL reward game solved before training (Eq. 11, Eqs. 15-33; defaults are
-    fedgame's, as the paper gives few):
-    label-EMD ``screening`` (``keep_fraction`` | ``theta_th`` | ``none`` = FedAvg-DP), privacy
-    values ν_i ~ U(``nu``) per candidate, reward ``policy`` qidpfl | max | random, server
-    constants (``discount`` π of Table I), κ_acc (``acc_scale``: a number or ``calibrate``,
-    which needs ``curve``)."""
-
-    kind: Literal["qidpfl"] = "qidpfl"
-    provides: ClassVar[frozenset[str]] = frozenset({"rho_schedule", "participant_sets"})
-    policy: Literal["qidpfl", "max", "random"] = "qidpfl"
-    screening: Literal["keep_fraction", "theta_th", "none"] = "keep_fraction"
-    keep_fraction: float = Field(0.5, gt=0, le=1)
-    theta_th: float | None = Field(None, ge=0)
-    reference: Literal["pooled", "uniform"] = "pooled"
-    phi1: float = Field(1.0, gt=0, le=1e6)
-    nu: tuple[float, float] = (0.9, 1.1)
-    discount: float = Field(0.9429, gt=0, lt=1)
-    gamma: float = Field(0.5, gt=0, lt=1)
-    beta: float = Field(1.0, gt=0, le=1e6)
-    lam: float = Field(1.0, gt=0, le=1e6)
-    grad_bound: float = Field(1.0, gt=0, le=1e6)
-    acc_scale: float | Literal["calibrate"] = 1.0
-    curve: QICurveCfg | None = None
-
-    @model_validator(mode="after")
-    def _consistent(self) -> QIDPFLCfg:
-        lo, hi = self.nu
-        if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi):
-            raise ValueError(f"incentive.nu: must be [a, b] with 0 < a <= b, got {list(self.nu)}")
-        if self.screening == "theta_th" and self.theta_th is None:
-            raise ValueError("incentive.theta_th: screening 'theta_th' needs a threshold")
-        if self.acc_scale == "calibrate" and self.curve is None:
-            raise ValueError("incentive.acc_scale: 'calibrate' needs incentive.curve (R_min,1 comes from it)")
-        if not isinstance(self.acc_scale, str) and not 0 < self.acc_scale <= 1e12:
-            raise ValueError(f"incentive.acc_scale: must be in (0, 1e12] or 'calibrate', got {self.acc_scale}")
-        return self
+# -- incentives: each mechanism declares its recipe model on its class (``Config``) ----------
+NoIncentiveCfg = NoIncentive.Config
+BudgetCfg = FedPCSBudgetCfg
+FedPCSCfg = FedPCSIncentive.Config
+QICurveCfg = QIDPFLCurveCfg
+QIDPFLCfg = QIDPFLIncentive.Config
 
 
 IncentiveCfg = Annotated[NoIncentiveCfg | FedPCSCfg | QIDPFLCfg, Field(discriminator="kind")]
