@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from fedgame.core.plugins import BuildContext
 
-__all__ = ["INCENTIVES", "Incentive", "NoIncentive"]
+__all__ = ["INCENTIVES", "Incentive", "NoIncentive", "PlannedIncentive"]
 
 INCENTIVES: Registry["Incentive"] = Registry("incentive mechanism")
 
@@ -62,3 +62,21 @@ class NoIncentive(Incentive):
 
     class Config(PluginConfig):
         kind: Literal["none"] = "none"
+
+
+class PlannedIncentive(Incentive):
+    """An incentive that pays from a plan the pipeline solved before training (FedPCS's game,
+    QI-DPFL's reward game): built from ``ctx.plan``, which must be a ``plan_type``."""
+
+    plan_type: ClassVar[type]
+
+    def __init__(self, plan: Any) -> None:
+        self.plan = plan
+
+    @classmethod
+    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> Incentive:
+        """The incentive of the plan in ``ctx.plan``."""
+        del cfg
+        if not isinstance(ctx.plan, cls.plan_type):
+            raise ValueError(f"incentive.kind: {cls.name!r} needs its plan (the solved game)")
+        return cls(ctx.plan)

@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
-from fedgame.core.plugins import BuildContext, PluginConfig
+from fedgame.core.plugins import PluginConfig
 from numpy.typing import NDArray
 
 from fedgame.core.types import Selection
-from fedgame.incentives.base import INCENTIVES, Incentive
+from fedgame.incentives.base import INCENTIVES, PlannedIncentive
 from fedgame.incentives.games import (
     Inclusion,
     MeanFieldSolverOptions,
@@ -293,11 +293,13 @@ class BudgetCfg(PluginConfig):
 
 
 @INCENTIVES.register("fedpcs")
-class FedPCSIncentive(Incentive):
+class FedPCSIncentive(PlannedIncentive):
     """Pays R_t ρ_i^t to each distinct sampled client (Algorithm 2), sets K_t (Algorithm 3)
     and reports the round's game quantities (accuracy, cost, welfare, payments, budget use)."""
 
     name = "fedpcs"
+    plan_type = FedPCSPlan
+    plan: FedPCSPlan
 
     class Config(PluginConfig):
         """The FedPCS Stackelberg game solved before training (Eqs. 14-45; defaults from Table IV
@@ -335,17 +337,6 @@ class FedPCSIncentive(Incentive):
                     f"got start {self.budget.start}, end {self.budget.end}"
                 )
             return self
-
-    @classmethod
-    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> FedPCSIncentive:
-        """Pays R_t ρ_i^t from the FedPCS plan the pipeline solved (``ctx.plan``)."""
-        del cfg
-        if not isinstance(ctx.plan, FedPCSPlan):
-            raise ValueError("incentive.kind: 'fedpcs' needs its plan (the solved game)")
-        return cls(ctx.plan)
-
-    def __init__(self, plan: FedPCSPlan) -> None:
-        self.plan = plan
 
     def _t(self, t: int) -> int:
         return min(t, self.plan.reward.size - 1)

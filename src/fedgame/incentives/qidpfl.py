@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
-from fedgame.core.plugins import BuildContext, PluginConfig
+from fedgame.core.plugins import PluginConfig
 
 from fedgame.core.types import Selection
-from fedgame.incentives.base import INCENTIVES, Incentive
+from fedgame.incentives.base import INCENTIVES, PlannedIncentive
 from fedgame.incentives.games.qidpfl import (
     AccuracyCurve,
     ServerParams,
@@ -173,11 +173,13 @@ class QICurveCfg(PluginConfig):
 
 
 @INCENTIVES.register("qidpfl")
-class QIDPFLIncentive(Incentive):
+class QIDPFLIncentive(PlannedIncentive):
     """Pays each participant r_i^t = R_t ρ_i^t / Σ_{S_t} ρ^t (Σ r = R_t) and logs the round's
     reward, its range, Theorem 2's R_t* and the server cost u_t (Algorithm 1)."""
 
     name = "qidpfl"
+    plan_type = QIDPFLPlan
+    plan: QIDPFLPlan
 
     class Config(PluginConfig):
         """The QI-DPFL reward game solved before training (Eq. 11, Eqs. 15-33; defaults are
@@ -216,17 +218,6 @@ class QIDPFLIncentive(Incentive):
             if not isinstance(self.acc_scale, str) and not 0 < self.acc_scale <= 1e12:
                 raise ValueError(f"incentive.acc_scale: must be in (0, 1e12] or 'calibrate', got {self.acc_scale}")
             return self
-
-    @classmethod
-    def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> QIDPFLIncentive:
-        """Pays the participants from the QI-DPFL plan the pipeline solved (``ctx.plan``)."""
-        del cfg
-        if not isinstance(ctx.plan, QIDPFLPlan):
-            raise ValueError("incentive.kind: 'qidpfl' needs its plan (the solved reward game)")
-        return cls(ctx.plan)
-
-    def __init__(self, plan: QIDPFLPlan) -> None:
-        self.plan = plan
 
     def _t(self, t: int) -> int:
         return min(t, self.plan.reward.size - 1)
