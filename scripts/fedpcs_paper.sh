@@ -4,8 +4,10 @@
 # 3 seeds, in the order of priority of the reproduction:
 #   a  FedPCS and Random (clients outside the game: baseline_rho initial)
 #   b  the two sampling ablations (FedPCS's incentive with uniform draws; x ~ rho with FedAvg weights)
-#   c  Random with its clients in the game (baseline_rho game), AOCS, Fed-CBS, DELTA
-# STAGES="a b" (default) picks stages. Each (method, split) finishes its 3 seeds before the next
+#   c  AOCS, Fed-CBS, DELTA, and Random with its clients in the game (baseline_rho game; last, as each
+#      of its seeds first solves its own T = 29 game)
+# STAGES="a b" (default) picks stages; METHODS="aocs delta" picks methods within them.
+# Each (method, split) finishes its 3 seeds before the next
 # starts; after each, the finished runs' summary.json, metrics.csv and config.yaml are copied to
 # results/fedpcs_table2_paper/runs/<cell>/seed_<k>/ and table2.csv/.md regenerated from them.
 # Resumable: stop it any time; a second call skips finished runs and resumes the one it was in.
@@ -19,11 +21,11 @@ stages="${STAGES:-a b}"
 declare -A recipes=(
   [a]="fmnist random"
   [b]="ablation_uniform ablation_fedavg_weights"
-  [c]="random_game aocs fedcbs delta"
+  [c]="aocs fedcbs delta random_game"
 )
 for stage in $stages; do
   for split in iid dirichlet; do
-    for m in ${recipes[$stage]}; do
+    for m in ${METHODS:-${recipes[$stage]}}; do
       if [ "$m" = random_game ]; then
         r=(recipes/fedpcs/random.yaml --set name=random_game --set incentive.baseline_rho=game)
       else

@@ -5,14 +5,18 @@ is solved by direct optimisation from several starts, with a KKT check."""
 
 from __future__ import annotations
 
+import contextvars
+import os
 import warnings
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedgame.incentives.games import _solvers
+from fedgame.incentives.games import _kernels, _solvers
 from fedgame.incentives.games._dynamics import Evaluation, Inclusion, Workspace, evaluate, with_inclusion
 from fedgame.incentives.games._validation import (
     as_clients,
@@ -38,6 +42,57 @@ _STREAM = 8192
 
 _ARMIJO = 1e-4
 _MAX_HALVINGS = 50
+
+#: problems per thread below which a solve stays on fewer threads (a thread's share of a
+#: smaller batch costs more in start-up and shorter windows than it saves)
+_PER_THREAD = 2048
+
+_Out = TypeVar("_Out", FloatArray, tuple[FloatArray, FloatArray, FloatArray])
+
+
+def cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def _on_threads(solve: Callable[..., _Out], a0: FloatArray, rho0: FloatArray,
+                varphi: FloatArray, *args: object, threads: int | None,
+                **kwargs: object) -> _Out:
+    """``solve(a0, rho0, varphi, *args, **kwargs)`` for m independent problems (the columns
+    of ``a0``), split over ``threads`` threads (None: every core; at most one per
+    :data:`_PER_THREAD` problems). Each thread takes every n-th problem (a strided split, so
+    cold and warm starts are shared evenly) and the results are put back in column order.
+
+    The streamed engines solve each problem by itself — its iterates do not depend on which
+    problems share its window — so the answer is the same to the last bit whatever the
+    split; NumPy releases the GIL in the row operations on the (T+1, window) arrays, which is
+    where the time goes. Each thread runs in a copy of the caller's context (the sampling
+    rule of ``inclusion_rule`` is a context variable)."""
+    T, m = a0.shape
+    n = min(cores() if threads is None else threads, m // _PER_THREAD)
+    if n <= 1:
+        return solve(a0, rho0, varphi, *args, **kwargs)
+    parts = [np.arange(j, m, n) for j in range(n)]
+    contexts = [contextvars.copy_context() for _ in parts]
+
+    def part(j: int) -> _Out:
+        p = parts[j]
+        return contexts[j].run(lambda: solve(a0[:, p], rho0[p], varphi[p], *args, **kwargs))
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        results = list(pool.map(part, range(n)))
+
+    def gather(pieces: list[FloatArray]) -> FloatArray:
+        out = np.empty(pieces[0].shape[:-1] + (m,))
+        for p, piece in zip(parts, pieces, strict=True):
+            out[..., p] = piece
+        return out
+
+    if isinstance(results[0], tuple):
+        return tuple(gather([r[i] for r in results]) for i in range(3))  # type: ignore[return-value]
+    return gather(results)
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,52 +156,8 @@ def _riccati_step(a: FloatArray, ev: Evaluation, phi: FloatArray, varphi: FloatA
     k = ws.get("k", T, m)
     Kg = ws.get("Kg", T, m)
     curv = ws.get("curv", T, m)
-    row = ws.get("row", 6, m)
-    BV, Quu, fl, Qu, Qux, w1 = row
-    V = -f2[T]
-    v = -S[T]
-    for t in range(T - 1, -1, -1):
-        A = a[t]
-        B = B_all[t]
-        cP = cP_all[t]
-        np.multiply(B, V, out=BV)
-        np.multiply(B, BV, out=Quu)
-        Quu += cP
-        np.abs(BV, out=fl)
-        fl *= B
-        fl += cP
-        fl *= 1e-10
-        fl += 1e-300
-        np.abs(Quu, out=Quu)
-        Qm = np.maximum(Quu, fl, out=curv[t])
-        bt = bound[t]
-        np.multiply(cP, A, out=Qu)
-        np.multiply(B, v, out=w1)
-        Qu += w1
-        np.multiply(A, BV, out=Qux)
-        Qux += W_all[t]
-        kt = np.divide(Qu, Qm, out=k[t])
-        np.negative(kt, out=kt)
-        np.copyto(kt, 0.0, where=bt)
-        Kt = np.divide(Qux, Qm, out=Kg[t])
-        np.negative(Kt, out=Kt)
-        np.copyto(Kt, 0.0, where=bt)
-        v = A * v
-        v -= S[t]
-        np.multiply(Kt, Qu, out=w1)
-        v += w1
-        V = A * A * V
-        V -= f2[t]
-        np.multiply(Kt, Qux, out=w1)
-        V += w1
-    d = Kg  # the forward pass overwrites K row by row once it is used
-    dx = np.zeros(m)
-    for t in range(T):
-        du = np.multiply(Kg[t], dx, out=d[t])
-        du += k[t]
-        dx *= a[t]
-        np.multiply(B_all[t], du, out=w1)
-        dx += w1
+    _kernels.riccati(a, B_all, cP_all, W_all, S, f2, bound, k, Kg, curv)
+    d = Kg  # the forward pass wrote the step over K row by row once it was used
     if bound.any():
         scale = np.maximum(curv, cP_all, out=curv)
         np.maximum(scale, 1e-12, out=scale)
@@ -531,12 +542,13 @@ def _random_starts(rng: np.random.Generator | int | None, n_starts: int, T: int)
 
 def _run(engine: Solver, a0: FloatArray, rho0: FloatArray, varphi: FloatArray,
          phi: FloatArray, R: FloatArray, N: int, K: int, chunk: int,
-         kind: Engine = "reference") -> tuple[FloatArray, FloatArray, FloatArray]:
+         kind: Engine = "reference", threads: int | None = 1
+         ) -> tuple[FloatArray, FloatArray, FloatArray]:
     T, m = a0.shape
     if engine == "lbfgsb":
         return _solvers.lbfgsb(a0, rho0, varphi, phi, R, N, K, chunk=chunk)
     if kind == "streamed":
-        return _newton_stream(a0, rho0, varphi, phi, R, N, K)
+        return _on_threads(_newton_stream, a0, rho0, varphi, phi, R, N, K, threads=threads)
     step = max(1, _BATCH_CELLS // (T + 1))
     if m <= step:
         return _solvers.newton(a0, rho0, varphi, phi, R, N, K)
@@ -575,8 +587,8 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
                 solver: Solver, chunk: int, include_corners: bool = True,
                 polish_above: float = 1e-8, extra: tuple[FloatArray, NDArray[np.intp]] | None
                 = None, keep_all: bool = False, engine: Engine = "streamed",
-                corners_solved: tuple[FloatArray, FloatArray, FloatArray] | None = None
-                ) -> tuple[_Raw, Candidates | None]:
+                corners_solved: tuple[FloatArray, FloatArray, FloatArray] | None = None,
+                threads: int | None = None) -> tuple[_Raw, Candidates | None]:
     """Multi-start solve for m client types (no validation, no de-duplication).
 
     Starts: α ≡ 0, α ≡ 1, α ≡ 0.5 (``include_corners``), the damped sweeps of Eq. (21) started
@@ -590,7 +602,9 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
     chunked ``_solvers.newton`` and ``_solvers.damped_sweep`` (``"reference"``, the path
     before streaming). ``corners_solved`` = (α (T, 3m), U, kkt): the unpolished Newton
     solutions of the three corner starts at this very φ, R (from an earlier call with
-    ``keep_all``): they are used as they are instead of being solved again."""
+    ``keep_all``): they are used as they are instead of being solved again. ``threads``: the
+    streamed engines' problems are split over this many threads (None: every core;
+    :func:`_on_threads`; the answer does not depend on it)."""
     T = phi.size - 1
     m = rho0.size
     inits: list[FloatArray] = []
@@ -603,9 +617,13 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
         sweep_from = [np.zeros((T, m)), np.full((T, m), 0.5), np.ones((T, m))] + rand
         s0 = np.concatenate(sweep_from[:sweep_restarts], axis=1)
         k = s0.shape[1] // m
-        sweep = _sweep_stream if engine == "streamed" else _solvers.damped_sweep
-        swept = sweep(s0, np.tile(rho0, k), np.tile(varphi, k), phi, R, N, K,
-                      damping=sweep_damping, iters=sweep_iters)
+        if engine == "streamed":
+            swept = _on_threads(_sweep_stream, s0, np.tile(rho0, k), np.tile(varphi, k), phi,
+                                R, N, K, damping=sweep_damping, iters=sweep_iters,
+                                threads=threads)
+        else:
+            swept = _solvers.damped_sweep(s0, np.tile(rho0, k), np.tile(varphi, k), phi, R, N,
+                                          K, damping=sweep_damping, iters=sweep_iters)
         inits += [swept[:, j * m:(j + 1) * m] for j in range(k)]
     inits += rand
     n_inits = len(inits)
@@ -617,7 +635,7 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
     a0 = np.concatenate(parts, axis=1)
     skip = 3 * m if include_corners and corners_solved is not None else 0
     a, U, kkt = _run(solver, a0[:, skip:], rho0[owner[skip:]], varphi[owner[skip:]], phi, R,
-                     N, K, chunk, engine)
+                     N, K, chunk, engine, threads)
     if skip:
         a = np.concatenate([corners_solved[0], a], axis=1)  # type: ignore[index]
         U = np.concatenate([corners_solved[1], U])  # type: ignore[index]

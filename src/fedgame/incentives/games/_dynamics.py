@@ -20,6 +20,8 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fedgame.incentives.games import _kernels
+
 __all__ = [
     "Inclusion",
     "inclusion_rule",
@@ -220,11 +222,7 @@ def _trajectory_tm(a: FloatArray, rho0: FloatArray, phi: FloatArray,
                    out: FloatArray | None = None) -> FloatArray:
     T, m = a.shape
     rho = np.empty((T + 1, m)) if out is None else out
-    rho[0] = rho0
-    for t in range(T):
-        np.subtract(rho[t], phi[t], out=rho[t + 1])
-        rho[t + 1] *= a[t]
-        rho[t + 1] += phi[t]
+    _kernels.trajectory(a, rho0, phi, rho)
     return rho
 
 
@@ -304,10 +302,7 @@ def evaluate(a: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArra
     np.multiply(P, mr, out=tmp1)
     S += tmp1
     lam = w.get("lam", n1, m)
-    lam[T] = S[T]
-    for t in range(T - 1, -1, -1):
-        np.multiply(a[t], lam[t + 1], out=lam[t])
-        lam[t] += S[t]
+    _kernels.costate(a, S, lam)
     if costate_only:
         return Evaluation(rho, P, dP, g, S, lam, U, np.empty((0, m)))
     grad = np.subtract(rho[:T], phi[:T, None], out=w.get("grad", T, m))

@@ -120,7 +120,9 @@ class MeanFieldSolverOptions:
     and on N = 1000, T = 30 the lower cap leaves φ and every utility unchanged (to 1e-14)
     while saving ~15 % of the solve. ``kkt_tol``: the result is ``converged`` only if every
     client's KKT residual is at most this. ``vectorize=False`` solves client type by client
-    type instead of all at once (for checks)."""
+    type instead of all at once (for checks). ``threads``: the best responses of an iteration
+    are split over this many threads (None: every core the process may use); each client's
+    problem is solved by itself, so the answer is the same to the last bit whatever it is."""
 
     # the fixed-point iteration
     tol: float = 1e-7
@@ -139,6 +141,7 @@ class MeanFieldSolverOptions:
     sweep_damping: float = 0.05
     kkt_tol: float = 1e-7
     vectorize: bool = True
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         """Reject settings the iteration cannot run with, naming the field."""
@@ -161,6 +164,11 @@ class MeanFieldSolverOptions:
                 or self.anderson_memory < 1:
             raise ValueError(f"anderson_memory: must be an integer >= 1, got "
                              f"{self.anderson_memory!r}")
+        if self.threads is not None and (isinstance(self.threads, bool)
+                                         or not isinstance(self.threads, int)
+                                         or not 1 <= self.threads <= 256):
+            raise ValueError(f"threads: must be None or an integer in [1, 256], got "
+                             f"{self.threads!r}")
 
 
 _DEFAULT_OPTIONS = MeanFieldSolverOptions()
@@ -185,6 +193,7 @@ class _OptionKeywords(TypedDict, total=False):
     sweep_damping: float
     kkt_tol: float
     vectorize: bool
+    threads: int | None
 
 
 def _resolve_options(options: MeanFieldSolverOptions | None,
@@ -578,7 +587,7 @@ class _ClientResponses:
                                 solver=o.solver, chunk=1,
                                 include_corners=mode != "warm" or self.archive.extra is None,
                                 extra=extra, keep_all=True, engine=self.engine,
-                                corners_solved=corners_solved)
+                                corners_solved=corners_solved, threads=o.threads)
         assert cand is not None
         return raw, cand
 
