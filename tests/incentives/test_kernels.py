@@ -75,3 +75,25 @@ def test_threaded_mean_field_is_bit_identical(monkeypatch: pytest.MonkeyPatch) -
 def test_threads_out_of_range_is_refused(bad: object) -> None:
     with pytest.raises(ValueError, match=r"threads: must be None or an integer in \[1, 256\]"):
         MeanFieldSolverOptions(threads=bad)  # type: ignore[arg-type]
+
+
+def test_the_equilibria_of_the_solver_before_the_speed_work() -> None:
+    """N ≤ 10³, T = 20-30, random rewards, both sampling rules: φ and every client's utility
+    as the solver gave them before it was compiled and threaded (written by that solver, at
+    commit 7069ab5, into tests/incentives/data/mean_field_before.json; today's solver gives
+    the same bits), to 1e-6. These instances have ties (up to
+    85 of 1000 clients pinned, an ε-Nash equilibrium), so the answer depends on the path of
+    the iteration: a change of path, not only of arithmetic, fails this test."""
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).parent / "data" / "mean_field_before.json").read_text())
+    for case in data["cases"]:
+        n, T = case["n"], case["T"]
+        rng = np.random.default_rng(case["seed"])
+        rho0, varphi = rng.uniform(0.01, 12.0, n), np.clip(rng.uniform(0, 1, n), 1e-3, 1 - 1e-3)
+        R = rng.uniform(0.2, 2.0, T + 1)
+        mf = mean_field(rho0, varphi, R, max(1, n // 5), T, rng=0, inclusion=case["inclusion"])
+        assert mf.converged
+        np.testing.assert_allclose(mf.phi, case["phi"], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(mf.utility, case["utility"], rtol=0, atol=1e-6)
