@@ -151,3 +151,30 @@ def test_equilibrium_cost_refuses_negative_rewards() -> None:
         equilibrium_cost([1.0, 1.0, -1.0], [1.0, 2.0], [0.5, 0.5], 1, 2, v=1.0)
     with pytest.raises(ValueError, match=re.escape("polish_steps: must be a non-empty list of steps > 0")):
         stackelberg_true_cost([1.0, 2.0], [0.5, 0.5], 1, 2, v=1.0, polish_steps=())
+
+
+@pytest.mark.parametrize("inclusion", ["privacy", "uniform"])
+def test_workers_do_not_change_the_answer(inclusion: str) -> None:
+    """The gradient's perturbations and the scan of constants priced on 2 forked worker
+    processes give the in-process solve's schedule, equilibrium and evaluation count to the
+    last bit, under either sampling rule (the rule reaches the workers)."""
+    from fedgame.incentives.games import stackelberg_true_cost
+
+    rng = np.random.default_rng(4)
+    N, K, T = 12, 3, 4
+    rho0, varphi = rng.uniform(0.5, 12.0, N), rng.uniform(0.05, 0.95, N)
+    v = accuracy_weights(T, gamma=GAMMA, acc_scale=KAPPA)
+    one = stackelberg_true_cost(rho0, varphi, K, T, v=v, gamma=GAMMA, rng=0, workers=1,
+                                inclusion=inclusion)  # type: ignore[arg-type]
+    two = stackelberg_true_cost(rho0, varphi, K, T, v=v, gamma=GAMMA, rng=0, workers=2,
+                                inclusion=inclusion)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(two.reward, one.reward)
+    np.testing.assert_array_equal(two.mean_field.rho, one.mean_field.rho)
+    assert two.evaluations == one.evaluations and two.converged == one.converged
+
+
+def test_workers_out_of_range_is_refused() -> None:
+    from fedgame.incentives.games import stackelberg_true_cost
+
+    with pytest.raises(ValueError, match=r"workers: must be None or an integer in \[1, 256\]"):
+        stackelberg_true_cost([1.0, 2.0], [0.5, 0.5], 1, 2, v=1.0, workers=0)

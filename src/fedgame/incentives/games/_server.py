@@ -14,8 +14,10 @@ method: it sets G = 0 for clients whose α sits on a bound, so R = 0 can reinfor
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import numbers
 from collections.abc import Callable
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -23,8 +25,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import minimize_scalar
 
+from fedgame.incentives.games._best_response import cores
 from fedgame.incentives.games._dynamics import (
+    _INCLUSION,
     Inclusion,
+    inclusion_rule,
     with_inclusion,
     _split_alpha,
     costate,
@@ -546,6 +551,50 @@ def _is_equilibrium(mf: MeanFieldResult) -> bool:
     return bool(mf.converged and float(np.max(mf.regret, initial=0.0)) <= REGRET_TOL)
 
 
+@dataclass(frozen=True)
+class _Pricing:
+    """What pricing one schedule needs (the clients, the weights, the solver settings, the
+    seed and the sampling rule): small, so that a worker process receives it with each
+    task."""
+
+    r0: FloatArray
+    vp: FloatArray
+    K: int
+    T: int
+    vv: FloatArray
+    gamma: float
+    mf_tol: float
+    n_starts: int
+    seed: int
+    inclusion: str
+
+    def price(self, x: FloatArray, start: tuple[FloatArray, FloatArray] | None,
+              threads: int | None = None) -> tuple[float, MeanFieldResult]:
+        """J(x) = Σ_{t≥1} U_t at the clients' mean field under R = (x_1, x_1..x_T): from
+        scratch with the complete multi-start (``start`` None; +∞ unless a pure-strategy
+        equilibrium), or warm-started from ``start`` = (φ, α) of a nearby solution with
+        ``restarts="none"``."""
+        R = _TrueCost.schedule(x)
+        options = MeanFieldSolverOptions(tol=self.mf_tol,
+                                         restarts="final" if start is None else "none",
+                                         n_starts=self.n_starts, threads=threads)
+        with inclusion_rule(cast(Inclusion, self.inclusion)):
+            mf = mean_field(self.r0, self.vp, R, self.K, self.T, options=options,
+                            rng=self.seed, phi_init=None if start is None else start[0],
+                            alpha_init=None if start is None else start[1])
+            cost = server_cost(mf.rho, R, self.r0.size, self.K, self.vv, gamma=self.gamma,
+                               phi=mf.phi)
+        ok = start is not None or _is_equilibrium(mf)
+        return (float(cost[1:].sum()) if ok else np.inf), mf
+
+
+def _price_in_worker(pricing: _Pricing, x: FloatArray,
+                     start: tuple[FloatArray, FloatArray] | None
+                     ) -> tuple[float, MeanFieldResult]:
+    """:meth:`_Pricing.price` in a worker process, one thread (the workers share the cores)."""
+    return pricing.price(x, start, threads=1)
+
+
 class _TrueCost:
     """J(x) = Σ_{t=1}^T U_t as a function of x = (R_1..R_T) (R_0 := R_1), memoised.
 
@@ -554,19 +603,28 @@ class _TrueCost:
     can have several ε-equilibria, and a warm start would follow whichever it came from);
     +∞ where that is no equilibrium (:attr:`EquilibriumCost.equilibrium`).
     Finite-difference gradients perturb one reward at a time around such a solution with
-    cheap warm solves (``restarts="none"``) that follow the same equilibrium."""
+    cheap warm solves (``restarts="none"``) that follow the same equilibrium.
+
+    Independent solves — a gradient's T perturbations, the scan of constant schedules — run
+    on ``workers`` processes (forked once per solve, on first use; 1: in this process). Each
+    is the same deterministic function of its inputs wherever it runs, so the answer does
+    not depend on ``workers``."""
 
     def __init__(self, r0: FloatArray, vp: FloatArray, K: int, T: int, vv: FloatArray,
                  gamma: float, mf_tol: float, n_starts: int, seed: int, R_max: float,
-                 fd_step: float) -> None:
+                 fd_step: float, workers: int = 1) -> None:
         self.args = (r0, vp, K, T)
         self.vv, self.gamma, self.mf_tol, self.n_starts, self.seed = (vv, gamma, mf_tol,
                                                                       n_starts, seed)
+        self.pricing = _Pricing(r0, vp, K, T, vv, gamma, mf_tol, n_starts, seed,
+                                _INCLUSION.get())
         self.R_max, self.fd_step = R_max, fd_step
         self.memo: dict[bytes, tuple[float, MeanFieldResult]] = {}
         self.evaluations = 0
         self.best_x: FloatArray | None = None
         self.best_f = np.inf
+        self.workers = workers if "fork" in multiprocessing.get_all_start_methods() else 1
+        self._pool: Executor | None = None
 
     @staticmethod
     def schedule(x: FloatArray) -> FloatArray:
@@ -574,18 +632,39 @@ class _TrueCost:
 
     def _solve(self, x: FloatArray, start: MeanFieldResult | None
                ) -> tuple[float, MeanFieldResult]:
-        r0, vp, K, T = self.args
-        R = self.schedule(x)
-        options = MeanFieldSolverOptions(tol=self.mf_tol,
-                                         restarts="final" if start is None else "none",
-                                         n_starts=self.n_starts)
-        mf = mean_field(r0, vp, R, K, T, options=options, rng=self.seed,
-                        phi_init=None if start is None else start.phi,
-                        alpha_init=None if start is None else start.alpha)
-        cost = server_cost(mf.rho, R, r0.size, K, self.vv, gamma=self.gamma, phi=mf.phi)
         self.evaluations += 1
-        ok = start is not None or _is_equilibrium(mf)
-        return (float(cost[1:].sum()) if ok else np.inf), mf
+        return self.pricing.price(x, None if start is None else (start.phi, start.alpha))
+
+    def _solve_many(self, xs: list[FloatArray], start: MeanFieldResult | None
+                    ) -> list[tuple[float, MeanFieldResult]]:
+        """:meth:`_solve` of each of ``xs`` (all from ``start``), on the worker processes."""
+        if self.workers <= 1 or len(xs) <= 1:
+            return [self._solve(x, start) for x in xs]
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.workers,
+                                             mp_context=multiprocessing.get_context("fork"))
+        warm = None if start is None else (start.phi, start.alpha)
+        self.evaluations += len(xs)
+        futures = [self._pool.submit(_price_in_worker, self.pricing, x, warm) for x in xs]
+        return [f.result() for f in futures]
+
+    def prefetch(self, xs: list[FloatArray]) -> None:
+        """Price the schedules ``xs`` not yet in the memo, on the workers, so that the calls
+        of J that follow (in their own order, which the record of the best point follows)
+        find them there."""
+        todo = [x for x in dict.fromkeys(np.asarray(x, dtype=float).tobytes() for x in xs)
+                if x not in self.memo]
+        if len(self.memo) + len(todo) > 4096:
+            return
+        arrays = [np.frombuffer(k) for k in todo]
+        for key, value in zip(todo, self._solve_many(arrays, None), strict=True):
+            self.memo[key] = value
+
+    def close(self) -> None:
+        """Stop the worker processes (if any were started)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
     def solution(self, x: ArrayLike) -> tuple[float, MeanFieldResult]:
         """J(x) and the equilibrium it prices."""
@@ -603,23 +682,26 @@ class _TrueCost:
     def __call__(self, x: ArrayLike) -> float:
         return self.solution(x)[0]
 
-    def screen(self, z: FloatArray, x: FloatArray) -> float:
-        """A cheap estimate of J(z) for z near x: the clients' equilibrium warm-started
-        from x's (``restarts="none"``), about a third of a full solve. Used only to decide
-        which candidates J itself prices (:func:`_one_round_checks`)."""
+    def screen(self, zs: list[FloatArray], x: FloatArray) -> list[float]:
+        """Cheap estimates of J(z) for each z of ``zs`` near x: the clients' equilibrium
+        warm-started from x's (``restarts="none"``), about a third of a full solve, priced
+        on the workers. Used only to decide which candidates J itself prices
+        (:func:`_one_round_checks`)."""
         _, base = self.solution(x)
-        return self._solve(np.asarray(z, dtype=float), base)[0]
+        return [f for f, _ in self._solve_many([np.asarray(z, dtype=float) for z in zs], base)]
 
     def gradient(self, x: ArrayLike) -> FloatArray:
         """Forward differences, step ``fd_step``·max(1, R_t) (backward at R_max)."""
         xx = np.asarray(x, dtype=float)
         fx, base = self.solution(xx)
-        g = np.empty(xx.size)
+        zs = []
         for t in range(xx.size):
             h = self.fd_step * max(1.0, abs(xx[t]))
             z = xx.copy()
             z[t] = xx[t] + h if xx[t] + h <= self.R_max else xx[t] - h
-            fz, _ = self._solve(z, base)
+            zs.append(z)
+        g = np.empty(xx.size)
+        for t, (z, (fz, _)) in enumerate(zip(zs, self._solve_many(zs, base), strict=True)):
             g[t] = (fz - fx) / (z[t] - xx[t])
         return g
 
@@ -664,37 +746,39 @@ def _projected_descent(J: _TrueCost, x: FloatArray, fx: float, R_max: float, max
 
 def _one_round_checks(f: Callable[[FloatArray], float], x: FloatArray, fx: float,
                       R_max: float, steps: tuple[float, ...], floor: float,
-                      screen: Callable[[FloatArray, FloatArray], float] | None = None
-                      ) -> tuple[FloatArray, float, float]:
+                      screen: Callable[[list[FloatArray], FloatArray], list[float]] | None
+                      = None) -> tuple[FloatArray, float, float]:
     """One pass of one-round perturbations over t = 1..T: R_t ± s·max(R_t, ``floor``) for s
     in ``steps`` (largest first); the first step size that lowers J moves R_t to the better
     of its two signs, then the move is doubled while it keeps lowering J. Returns the new
     point, its value and the largest relative decrease one move gave (0: none did).
 
-    ``screen(z, x)``, when given, is a cheap estimate of J(z) near the current point x (the
-    equilibrium warm-started from x's): a candidate is priced by ``f`` only when the screen
-    says it is cheaper, so every accepted move is still a decrease of ``f`` itself. A pass
-    with a screen can miss a decrease the screen does not see; the caller certifies the
-    answer with a pass without one."""
+    ``screen(zs, x)``, when given, gives cheap estimates of J at the candidates ``zs`` near
+    the current point x (the equilibrium warm-started from x's; a step size's two signs are
+    screened together, so that they can run side by side): a candidate is priced by ``f``
+    only when the screen says it is cheaper than the best so far, so every accepted move is
+    still a decrease of ``f`` itself. A pass with a screen can miss a decrease the screen
+    does not see; the caller certifies the answer with a pass without one."""
     x = x.copy()
     gain = 0.0
 
-    def price(z: FloatArray, best: float) -> float:
-        if screen is not None and screen(z, x) >= best:
-            return np.inf
-        return f(z)
+    def moved(t: int, y: float) -> FloatArray:
+        z = x.copy()
+        z[t] = y
+        return z
 
     for t in range(x.size):
         scale = max(x[t], floor)
         best_y, best_f = x[t], fx
         for s in steps:
-            for sign in (1.0, -1.0):
-                y = float(np.clip(x[t] + sign * s * scale, 0.0, R_max))
-                if y == x[t]:
+            ys = [y for y in (float(np.clip(x[t] + sign * s * scale, 0.0, R_max))
+                              for sign in (1.0, -1.0)) if y != x[t]]
+            zs = [moved(t, y) for y in ys]
+            estimates = screen(zs, x) if screen is not None and zs else [-np.inf] * len(zs)
+            for y, z, estimate in zip(ys, zs, estimates, strict=True):
+                if estimate >= best_f:  # the screen says no cheaper: not priced
                     continue
-                z = x.copy()
-                z[t] = y
-                fz = price(z, best_f)
+                fz = f(z)
                 if fz < best_f:
                     best_y, best_f = y, fz
             if best_f < fx:
@@ -705,9 +789,10 @@ def _one_round_checks(f: Callable[[FloatArray], float], x: FloatArray, fx: float
                 y = float(np.clip(best_y + move, 0.0, R_max))
                 if y == best_y:
                     break
-                z = x.copy()
-                z[t] = y
-                fz = price(z, best_f)
+                z = moved(t, y)
+                if screen is not None and screen([z], x)[0] >= best_f:
+                    break
+                fz = f(z)
                 if fz >= best_f:
                     break
                 best_y, best_f, move = y, fz, 2.0 * move
@@ -725,7 +810,7 @@ def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
                           lemma2_max_outer: int = 30, scan_points: int = 24,
                           fd_step: float = 1e-4, max_iter: int = 30, cost_tol: float = 1e-7,
                           polish_steps: tuple[float, ...] = POLISH_STEPS,
-                          max_polish: int = 20,
+                          max_polish: int = 20, workers: int | None = None,
                           inclusion: Inclusion | None = None,  # consumed by @with_inclusion
                           ) -> StackelbergResult:
     """The server's Stackelberg problem on the true cost (docs/fedpcs.md, 'The accuracy scale
@@ -763,6 +848,8 @@ def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
        by brute force, together with "no constant schedule is cheaper".
 
     The answer is a local minimum of J in that sense, not a certified global one.
+    ``workers``: processes for the independent solves (a gradient's T perturbations, the
+    scan of constants; None: every core, 1: none); the answer does not depend on it.
     ``rng`` seeds the clients' random best-response starts (one seed for every solve, so
     J is a deterministic function of R). ``rho_min``/``rho_max`` only bound the Lemma-2
     start's rewards: the equilibrium budgets stay in [min(ρ^0, φ), max(ρ^0, φ)] ⊂ [ρ_L, ρ_H]
@@ -777,16 +864,23 @@ def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
                                    lemma2_max_outer=lemma2_max_outer, polish_steps=polish_steps)
     vv = _weights(v, N, T)
     seed = _seed(rng)
-    J = _TrueCost(r0, vp, K, T, vv, gm, mf_tol, n_starts, seed, Rmax, fd_step)
-    x0, f0 = _best_start(J, scan_points=scan_points, lemma2_start=lemma2_start,
-                         lemma2_max_outer=lemma2_max_outer, rho_min=rho_min, rho_max=rho_max,
-                         R_start=R_start)
-    if not np.isfinite(f0):
-        log.warning("true-cost solve: no start is a pure-strategy equilibrium of the clients; "
-                    "returning the best constant schedule unconverged")
-        max_iter, max_polish = 0, 0
-    x, fx = _descend(J, x0, f0, max_iter)
-    return _true_cost_result(J, _polish(J, x, fx, steps, max_polish, cost_tol))
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or not 1 <= workers <= 256):
+        raise ValueError(f"workers: must be None or an integer in [1, 256], got {workers!r}")
+    J = _TrueCost(r0, vp, K, T, vv, gm, mf_tol, n_starts, seed, Rmax, fd_step,
+                  cores() if workers is None else workers)
+    try:
+        x0, f0 = _best_start(J, scan_points=scan_points, lemma2_start=lemma2_start,
+                             lemma2_max_outer=lemma2_max_outer, rho_min=rho_min,
+                             rho_max=rho_max, R_start=R_start)
+        if not np.isfinite(f0):
+            log.warning("true-cost solve: no start is a pure-strategy equilibrium of the "
+                        "clients; returning the best constant schedule unconverged")
+            max_iter, max_polish = 0, 0
+        x, fx = _descend(J, x0, f0, max_iter)
+        return _true_cost_result(J, _polish(J, x, fx, steps, max_polish, cost_tol))
+    finally:
+        J.close()
 
 
 def _check_search_settings(*, fd_step: float, cost_tol: float, scan_points: int,
@@ -836,6 +930,7 @@ def _best_constant(J: _TrueCost, scan_points: int) -> tuple[float, float]:
     which the search needs finite)."""
     T, Rmax = J.args[3], J.R_max
     grid = np.concatenate([[0.0], np.geomspace(min(1e-2, Rmax / 10.0), Rmax, scan_points - 1)])
+    J.prefetch([np.full(T, g) for g in grid])
     vals = [J(np.full(T, g)) for g in grid]
     i = int(np.argmin(vals))
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
