@@ -884,6 +884,44 @@ def bench_speed_round(quick: bool) -> dict[str, object]:
     return out
 
 
+def bench_speed_game(quick: bool) -> dict[str, object]:
+    """The game parts of :func:`bench_speed` alone (``--only speed_game``), merged into
+    ``bench/results/speed.json``: ``mean_field_1e5_s`` (target < 60) and
+    ``paper_budget_game_solve_s``, the FedPCS Stackelberg solve of the paper-budget run (T =
+    29, N = 100, K = 20, κ = 10⁴ (Σ|D|)², recipes/fedpcs/fmnist.yaml at seed 1) from an empty
+    cache: the set-up part of ``paper_budget_fedpcs_run_s`` that a grid pays once per seed.
+    ``--quick``: N = 10⁴ and the main job's game (T = 5) instead."""
+    from fedgame.incentives.fedpcs import solve_plan
+    from fedgame.incentives.games._best_response import cores
+    from fedgame.pipeline.build import fedpcs_game
+    from fedgame.pipeline.config import load_recipe
+
+    path = RESULTS / "speed.json"
+    out = json.loads(path.read_text()) if path.exists() else {}
+    out.pop("machine", None)
+    n = 10**4 if quick else 10**5
+    t_mf = mean_field_seconds(n, 30)
+    print(f"mean field N={n}, T=30 on {cores()} cores: {t_mf:.1f} s (target < 60 at N = 10^5)")
+    recipe, sets = (("recipes/main/fedpcs.yaml", []) if quick else
+                    ("recipes/fedpcs/fmnist.yaml", ["seed=1"]))
+    game = fedpcs_game(load_recipe(ROOT / recipe, sets))
+    assert game is not None
+    with tempfile.TemporaryDirectory() as d:
+        tic = time.perf_counter()
+        plan = solve_plan(game, cache=Path(d))
+        t_game = time.perf_counter() - tic
+    print(f"FedPCS game solve ({recipe} {' '.join(sets)}; T={game.rounds - 1}, "
+          f"{plan.extras.get('evaluations')} mean-field evaluations): {t_game:.1f} s")
+    if not quick:
+        out["mean_field_1e5_s"] = t_mf
+        out["paper_budget_game_solve_s"] = t_game
+        out["paper_budget_game_solve_detail"] = {
+            "recipe": recipe, "sets": sets, "evaluations": plan.extras.get("evaluations"),
+            "cores": cores(), "measured": time.strftime("%Y-%m-%d")}
+        save("speed", out)
+    return out
+
+
 def bench_speed(quick: bool) -> dict[str, object]:
     """Issue 17's targets, measured in one run, alone on the machine (see ``docs/speed.md``):
 
@@ -1040,7 +1078,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke check of the bench itself)")
     ap.add_argument("--main", action="store_true", help="also time the main job (about 4 minutes)")
-    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl, auctions, jdp, flower, flower_jdp, speed")
+    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl, auctions, jdp, flower, flower_jdp, speed, speed_round, speed_game")
     args = ap.parse_args()
     torch.manual_seed(0)
     np.random.seed(0)
@@ -1069,6 +1107,8 @@ def main() -> None:
         bench_flower_jdp(args.quick)
     if "speed_round" in only:
         bench_speed_round(args.quick)
+    if "speed_game" in only:
+        bench_speed_game(args.quick)
     if "speed" in only:  # issue 17's targets; the Flower part needs the flower extra
         bench_speed(args.quick)
         bench_speed_flower(args.quick)
