@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -18,6 +19,7 @@ from fedgame.data import FederatedDataset, load_dataset, partition
 from fedgame.pipeline.config import (
     FedCBSSel,
     FedPCSCfg,
+    JDPCfg,
     JDPPrivacyCfg,
     PHSPrivacyCfg,
     PHSSel,
@@ -557,13 +559,76 @@ def jdp_poisoned_labels(cfg: RunConfig, data: FederatedDataset, y: torch.Tensor,
     return out
 
 
+def _jdp_mechanisms(cfg: RunConfig, winners: np.ndarray, sizes: np.ndarray) -> list[GaussianMechanism | None]:
+    """M3 for each winner (JDP-FL Sec. 4.2): the Gaussian perturbation of its update at
+    (ε_L, δ) for its own record-level sensitivity; None for every winner when the recipe's
+    privacy is not JDP-FL's. The classic calibration's "ε ≥ 1 is not certified" warning is
+    logged once per run, not once per winner."""
+    p = cfg.privacy
+    if not isinstance(p, JDPPrivacyCfg):
+        return [None] * int(np.asarray(winners).size)
+    mechs: list[GaussianMechanism | None] = []
+    gauss_log = logging.getLogger("fedgame.privacy.analysis.gaussian")
+    level = gauss_log.level
+    try:
+        for k, i in enumerate(winners):
+            if k == 1:
+                gauss_log.setLevel(logging.ERROR)
+            mechs.append(local_perturbation(
+                epsilon=p.epsilon, delta=p.delta, clip=p.clip, n_examples=int(sizes[i]), sensitivity=p.sensitivity, calibrator=p.calibrator,
+            ))
+    finally:
+        gauss_log.setLevel(level)
+    return mechs
+
+
+def _jdp_rule(j: JDPCfg, m: int, eps_exp: float) -> ServerRule:
+    """The server rule of a JDP-FL run with m winners: leave-one-out M4 + M5 or random
+    groups (the exponential mechanism at ε_E = ``eps_exp``), or a robust aggregator of the
+    perturbed models (Krum, coordinate median, trimmed mean, FedAvg); the group size and
+    Krum's f are checked against m here, naming the field."""
+    if j.aggregator == "random_groups" and j.group_size is not None and (j.group_size > m or m % j.group_size):
+        raise ValueError(f"jdp.group_size: must divide the number of winners m = {m} (1 <= s <= m, m % s == 0), got {j.group_size}")
+    if j.aggregator == "krum" and not 2 * j.krum_byzantine + 2 < m:
+        raise ValueError(f"jdp.krum_byzantine: Krum needs 2f + 2 < m = {m}, got f = {j.krum_byzantine}")
+    if j.aggregator == "leave_one_out":
+        return LeaveOneOut(epsilon=eps_exp, sensitivity=j.score_sensitivity)
+    if j.aggregator == "random_groups":
+        assert j.group_size is not None
+        return RandomGroups(epsilon=eps_exp, group_size=j.group_size, sensitivity=j.score_sensitivity)
+    return global_rule(j.aggregator, krum_byzantine=j.krum_byzantine, trim_beta=j.trim_beta)
+
+
+def _jdp_events(
+    cfg: RunConfig, winners: np.ndarray, mechs: list[GaussianMechanism | None], rule: ServerRule, eps_exp: float
+) -> Callable[[int], list[tuple[PrivacyEvent, int]]]:
+    """Each winner's privacy events per round for its ledger: M3's Gaussian release (or, with
+    ``privacy.accounting: paper``, the (ε_L, δ) the paper states) and, when the server rule
+    is personal (M4/M5), the exponential mechanism at ε_E (pure ε_E-DP under ``paper``)."""
+    p = cfg.privacy
+    mech_of = {int(i): m for i, m in zip(winners, mechs)}
+    paper = isinstance(p, JDPPrivacyCfg) and p.accounting == "paper"
+
+    def events(client: int) -> list[tuple[PrivacyEvent, int]]:
+        m = mech_of[client]
+        out: list[tuple[PrivacyEvent, int]] = []
+        if m is not None:
+            assert isinstance(p, JDPPrivacyCfg)
+            out.append((PrivacyEvent.approx_dp(p.epsilon, p.delta), 1) if paper else (m.event(), 1))
+        if rule.personal:
+            out.append((PrivacyEvent.approx_dp(eps_exp, 0.0) if paper else PrivacyEvent.exponential(eps_exp), 1))
+        return out
+
+    return events
+
+
 def build_jdp(
     cfg: RunConfig, *, data: FederatedDataset | None = None, bids: np.ndarray | None = None, parallel: bool = False, cores: int | None = None
 ) -> BuiltJDP:
     """Everything a JDP-FL run needs (JDP-FL Sec. 4.1), seeded from ``cfg.seed``: the
     auction (or every client; on ``bids`` when the clients were asked over the network), the
-    adversary and its dirty labels, M3 per winner, the server rule and each winner's per-round
-    privacy events."""
+    adversary and its dirty labels, M3 per winner (:func:`_jdp_mechanisms`), the server rule
+    (:func:`_jdp_rule`) and each winner's per-round privacy events (:func:`_jdp_events`)."""
     j = cfg.jdp
     if j is None:
         raise ValueError("jdp: this recipe has no jdp section")
@@ -591,51 +656,9 @@ def build_jdp(
         device=cfg.train.device,
     )
     p = cfg.privacy
-    private = isinstance(p, JDPPrivacyCfg)
     eps_exp = (p.epsilon if isinstance(p, JDPPrivacyCfg) else 1.0) if j.epsilon_exp == "same" else float(j.epsilon_exp)
-    sizes = np.asarray(data.sizes)
-    mechs: list[GaussianMechanism | None] = []
-    gauss_log = logging.getLogger("fedgame.privacy.analysis.gaussian")
-    level = gauss_log.level
-    try:
-        for k, i in enumerate(winners):
-            if not private:
-                mechs.append(None)
-                continue
-            assert isinstance(p, JDPPrivacyCfg)
-            if k == 1:  # the eps_L >= 1 warning of the classic calibration once per run, not once per winner
-                gauss_log.setLevel(logging.ERROR)
-            mechs.append(local_perturbation(
-                epsilon=p.epsilon, delta=p.delta, clip=p.clip, n_examples=int(sizes[i]), sensitivity=p.sensitivity, calibrator=p.calibrator,
-            ))
-    finally:
-        gauss_log.setLevel(level)
-    m = int(winners.size)
-    if j.aggregator == "random_groups" and j.group_size is not None and (j.group_size > m or m % j.group_size):
-        raise ValueError(f"jdp.group_size: must divide the number of winners m = {m} (1 <= s <= m, m % s == 0), got {j.group_size}")
-    if j.aggregator == "krum" and not 2 * j.krum_byzantine + 2 < m:
-        raise ValueError(f"jdp.krum_byzantine: Krum needs 2f + 2 < m = {m}, got f = {j.krum_byzantine}")
-    rule: ServerRule
-    if j.aggregator == "leave_one_out":
-        rule = LeaveOneOut(epsilon=eps_exp, sensitivity=j.score_sensitivity)
-    elif j.aggregator == "random_groups":
-        assert j.group_size is not None
-        rule = RandomGroups(epsilon=eps_exp, group_size=j.group_size, sensitivity=j.score_sensitivity)
-    else:
-        rule = global_rule(j.aggregator, krum_byzantine=j.krum_byzantine, trim_beta=j.trim_beta)
-    mech_of = {int(i): m for i, m in zip(winners, mechs)}
-
-    def events(client: int) -> list[tuple[PrivacyEvent, int]]:
-        m = mech_of[client]
-        out: list[tuple[PrivacyEvent, int]] = []
-        if m is not None:
-            assert isinstance(p, JDPPrivacyCfg)
-            out.append((m.event(), 1) if p.accounting == "mechanisms" else (PrivacyEvent.approx_dp(p.epsilon, p.delta), 1))
-        if rule.personal:
-            paper = private and isinstance(p, JDPPrivacyCfg) and p.accounting == "paper"
-            out.append((PrivacyEvent.approx_dp(eps_exp, 0.0) if paper else PrivacyEvent.exponential(eps_exp), 1))
-        return out
-
+    mechs = _jdp_mechanisms(cfg, winners, np.asarray(data.sizes))
+    rule = _jdp_rule(j, int(winners.size), eps_exp)
     # the winners' trainings (each winner's state travels with its job) and the test evaluation
     # in a pool of processes that inherit the trainer, the poisoned labels and the winners' parts
     parts = [torch.as_tensor(data.parts[int(i)], dtype=torch.long) for i in np.asarray(winners, dtype=np.int64)]
@@ -647,7 +670,7 @@ def build_jdp(
         winners=winners,
         mechanisms=mechs,
         rule=rule,
-        events=events,
+        events=_jdp_events(cfg, winners, mechs, rule, eps_exp),
         accountant=make_accountant(cfg.accountant.kind, n_clients=data.n_clients),
         streams=streams,
         self_weighting=j.self_weighting,
