@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("flwr", reason="the flower extra is not installed (pip install -e '.[flower]')")
 
 from fedgame.deploy.flower.jdp import FlowerJDPClients  # noqa: E402
-from fedgame.deploy.flower.strategy import attach_flower  # noqa: E402
+from fedgame.deploy.flower.strategy import FedgameStrategy, attach_flower  # noqa: E402
 from fedgame.pipeline.build import BuiltJDP  # noqa: E402
 from fedgame.pipeline.config import RunConfig, parse_recipe  # noqa: E402
 from fedgame.pipeline.runner import run_one  # noqa: E402
@@ -56,6 +56,7 @@ class FakeFlower:
         self.grid = FakeGrid(cfg, cfg.data.partition.n_clients)
         ex = attach_flower(self.grid, built, cfg, round_timeout=None, register_timeout=1)  # type: ignore[arg-type]
         assert isinstance(built.engine.clients, FlowerJDPClients)
+        assert isinstance(built.engine.driver, FedgameStrategy)  # the one strategy drives JDP-FL's rounds too
         self.clients = built.engine.clients
         with pytest.raises(AttributeError, match="live on their nodes"):
             built.engine.thetas  # noqa: B018 - the server holds no winner's model
@@ -84,7 +85,8 @@ def test_jdp_on_flower_nodes_equals_in_process(aggregator: str, tmp_path: Path) 
     assert _rows(tmp_path / "flower" / "metrics.csv") == _rows(tmp_path / "inprocess" / "metrics.csv")
     assert _rows(tmp_path / "flower" / "privacy.csv") == _rows(tmp_path / "inprocess" / "privacy.csv")
     assert b["final_accuracy"] == a["final_accuracy"] and b["epsilon_per_client"] == a["epsilon_per_client"]
-    assert hook.grid is not None
+    assert hook.grid is not None and hook.clients is not None
+    assert hook.clients.executor.errors == []
     winners = set(ja["winners"])
     kept = {hook.grid.pids[node - 100] for node, ctx in hook.grid.contexts.items() if "fedgame-jdp" in ctx.state}
     assert kept == winners  # every winner's model is in its node's state, nobody else trained
@@ -127,3 +129,30 @@ def test_fedgame_run_jdp_on_flower_simulation_equals_in_process(tmp_path: Path) 
     assert b["final_accuracy"] == a["final_accuracy"] and b["epsilon_per_client"] == a["epsilon_per_client"]
     assert json.loads((tmp_path / "flower" / "jdp.json").read_text()) == json.loads((tmp_path / "inprocess" / "jdp.json").read_text())
     assert _rows(tmp_path / "flower" / "metrics.csv") == _rows(tmp_path / "inprocess" / "metrics.csv")
+
+
+def test_the_flower_strategy_in_a_users_server_app_runs_jdp_fl(tmp_path: Path) -> None:
+    """``FedgameStrategy(build_jdp(cfg), cfg)`` put in one's own ServerApp (Flower's
+    ``Strategy.start`` loop): the auction on the nodes' bids, then per round the train.jdp
+    messages and the publications; the same model, records and ledgers as in process."""
+    import torch
+    from flwr.serverapp.strategy import Strategy
+
+    from fedgame.deploy.flower._messages import decode_params
+    from fedgame.pipeline.build import build_jdp
+    from fedgame.pipeline.store import ResultStore
+
+    cfg = parse_recipe(jdp_recipe())
+    ref = build_jdp(cfg).engine.run(cfg.train.rounds)
+    built = build_jdp(cfg)
+    grid = FakeGrid(cfg, cfg.data.partition.n_clients)
+    strategy = FedgameStrategy(built, cfg, register_timeout=1, sink=ResultStore(tmp_path))
+    assert isinstance(strategy, Strategy)
+    result = strategy.start(grid, strategy.initial_arrays(), num_rounds=cfg.train.rounds)  # type: ignore[arg-type]
+    assert torch.equal(decode_params(result.arrays), ref.params)
+    assert [r["chosen"] for r in built.engine.records] == [r["chosen"] for r in ref.records]
+    assert [r["test_acc"] for r in built.engine.records] == [r["test_acc"] for r in ref.records]
+    assert (built.engine.accountant.epsilons(1e-5) == ref.epsilons).all()
+    assert sorted(result.train_metrics_clientapp) == [1, 2]
+    with (tmp_path / "metrics.csv").open() as f:
+        assert [row["round"] for row in csv.DictReader(f)] == ["0", "1"]

@@ -32,7 +32,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Broadcast", "ServerRule", "LeaveOneOut", "RandomGroups", "GlobalRule", "global_rule", "JDPEngine",
-    "JDPJob", "JDPReply", "JDPPublish", "JDPClientState", "JDPClients", "InProcessJDPClients", "jdp_client_train", "jdp_client_update",
+    "JDPJob", "JDPReply", "JDPPublish", "JDPClientState", "JDPClients", "InProcessJDPClients", "JDPPending", "jdp_client_train", "jdp_client_update",
 ]
 
 log = logging.getLogger(__name__)
@@ -431,19 +431,33 @@ class JDPEngine(RoundLoop):
         return evaluate(self.model, params, *self._val)[0]
 
     def round(self, t: int) -> dict[str, Any]:
-        tic = time.perf_counter()
+        """One round in process (or over any :class:`JDPClients`): :meth:`begin_round`, the
+        winners' trainings, :meth:`aggregate`, the publication, :meth:`finish_round`. A
+        Flower strategy runs the same three steps around its own messages."""
+        pending = self.begin_round(t)
+        self.aggregate(pending, self.clients.train(pending.jobs))
+        self.finish_round(pending, self.clients.publish(pending.publications))
+        return pending.record
+
+    def begin_round(self, t: int) -> "JDPPending":
+        """Round t's jobs: one per winner, with its M3 (and θ⁰ in round 0)."""
         jobs = [
             JDPJob(t=t, client=int(c), mechanism=self.mechanisms[pos], start=self.params if t == 0 else None)
             for pos, c in enumerate(self.winners)
         ]
-        replies = self.clients.train(jobs)
+        return JDPPending(t=t, jobs=jobs, tic=time.perf_counter())
+
+    def aggregate(self, pending: "JDPPending", replies: Sequence[JDPReply | None]) -> None:
+        """The server's side of the round on the winners' uploads: the server rule (M4's
+        exponential mechanism, or a global rule), the winners' privacy events, and the
+        publications to send back (M5's signal, or the new model). Every winner must have
+        replied (JDP-FL's groups need every upload): else :class:`MissingReplies`."""
+        t, jobs, tic = pending.t, pending.jobs, pending.tic
         lost = [j.client for j, r in zip(jobs, replies, strict=True) if r is None]
         if lost:
             raise MissingReplies(f"round {t}: no upload from winner(s) {lost}; JDP-FL's groups need every winner's upload")
         got = [r for r in replies if r is not None]
         uploads = [r.upload for r in got]
-        clip_active = [r.clip_active for r in got]
-        losses = [r.train_loss for r in got]
         train_time = time.perf_counter() - tic
         b = self.rule(uploads, self.sizes, self._score, self.streams.numpy("server", t))
         server_time = time.perf_counter() - tic - train_time
@@ -451,24 +465,19 @@ class JDPEngine(RoundLoop):
             for event, count in self.events(int(client)):
                 self.accountant.record([int(client)], event, count)
         sig = b.signal
-        pubs = [
+        pending.publications = [
             JDPPublish(t=t, client=int(c), model=b.model)
             if sig is None
             else JDPPublish(t=t, client=int(c), agg=sig.agg, total=float(sig.total), member=sig.contains(pos))
             for pos, c in enumerate(self.winners)
         ]
-        acked = self.clients.publish(pubs)
-        if not all(acked):
-            lost = [p.client for p, ok in zip(pubs, acked, strict=True) if not ok]
-            raise MissingReplies(f"round {t}: winner(s) {lost} did not confirm the server's publication; their models are unknown")
-        self.params = b.model.clone()
-        self.selected_counts[self.winners] += 1
+        pending.broadcast = b
         adv = self.adversary_position
-        record: dict[str, Any] = {
+        pending.record = {
             "round": t,
             "n_selected": int(self.winners.size),
-            "train_loss": float(np.mean(losses)),
-            "clipped_fraction": float(np.mean(clip_active)),
+            "train_loss": float(np.mean([r.train_loss for r in got])),
+            "clipped_fraction": float(np.mean([r.clip_active for r in got])),
             "aggregator": self.rule.name,
             "used": json.dumps(self.winners[b.used].tolist()),
             "chosen": -1 if sig is None else int(sig.chosen),
@@ -478,6 +487,32 @@ class JDPEngine(RoundLoop):
             "train_time": train_time,
             "server_time": server_time,
         }
+
+    def finish_round(self, pending: "JDPPending", acked: Sequence[bool]) -> dict[str, Any]:
+        """After the publication: every winner must have confirmed it (else its model is
+        unknown: :class:`MissingReplies`); the server's model moves on, the round is
+        evaluated and its record returned."""
+        t, pubs, b = pending.t, pending.publications, pending.broadcast
+        assert b is not None, "finish_round: aggregate() was not called"
+        if not all(acked):
+            lost = [p.client for p, ok in zip(pubs, acked, strict=True) if not ok]
+            raise MissingReplies(f"round {t}: winner(s) {lost} did not confirm the server's publication; their models are unknown")
+        self.params = b.model.clone()
+        self.selected_counts[self.winners] += 1
+        record = pending.record
         self._evaluate_into(record, t, self.winners)
-        record["round_time"] = time.perf_counter() - tic
+        record["round_time"] = time.perf_counter() - pending.tic
         return record
+
+
+@dataclass
+class JDPPending:
+    """A JDP-FL round in flight: its jobs, then (after :meth:`JDPEngine.aggregate`) the
+    server rule's outcome, the publications for the winners and the round's record so far."""
+
+    t: int
+    jobs: list[JDPJob]
+    tic: float
+    publications: list[JDPPublish] = field(default_factory=list)
+    broadcast: Broadcast | None = None
+    record: dict[str, Any] = field(default_factory=dict)

@@ -17,8 +17,11 @@ the node. So on Flower the winners' state is the nodes' (Flower keeps a node's
 
 Before training, the auction runs on the candidates' ``query.bid`` answers
 (:func:`connect_jdp`), so who trains is decided by what the nodes bid. The server (scores,
-exponential mechanism, ledger, evaluation) is the in-process :class:`~fedgame.sim.jdp.JDPEngine`;
-the same seed gives the same uploads, draws, ledgers and metrics as in process.
+exponential mechanism, ledger, evaluation) is the in-process :class:`~fedgame.sim.jdp.JDPEngine`,
+driven round by round by the same Flower strategy as every other protocol
+(:class:`~fedgame.deploy.flower.strategy.FedgameStrategy`: ``configure_train`` sends the
+``train.jdp`` messages, ``aggregate_train`` runs the server rule on the uploads and sends the
+publications); the same seed gives the same uploads, draws, ledgers and metrics as in process.
 
 A winner that does not reply stops the run (JDP-FL's groups need every upload). A run cannot
 resume from the server's checkpoint: the winners' models are on their nodes, not in it.
@@ -27,7 +30,7 @@ resume from the server's checkpoint: the winners' models are on their nodes, not
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -147,12 +150,17 @@ class FlowerJDPClients:
         self.executor = executor
         self.adversary = adversary
 
-    def _send(self, kind: str, items: Sequence[JDPJob | JDPPublish], contents: list[RecordDict]) -> dict[int, Message]:
+    def _messages(self, kind: str, items: Sequence[JDPJob | JDPPublish], contents: list[RecordDict]) -> list[Message]:
         ex = self.executor
-        msgs = [Message(c, dst_node_id=ex._node(it.client), message_type=kind, group_id=str(it.t)) for it, c in zip(items, contents, strict=True)]
+        return [Message(c, dst_node_id=ex._node(it.client), message_type=kind, group_id=str(it.t)) for it, c in zip(items, contents, strict=True)]
+
+    def _match(self, kind: str, items: Sequence[JDPJob | JDPPublish], msgs: Sequence[Message], replies: Iterable[Message]) -> dict[int, Message]:
+        """The reply of each partition among ``replies`` to ``msgs``; an error reply is logged
+        in the executor's ``errors`` and counts as none."""
+        ex = self.executor
         sent = {m.metadata.message_id: it.client for m, it in zip(msgs, items, strict=True) if m.metadata.message_id}
         out: dict[int, Message] = {}
-        for r in ex.grid.send_and_receive(msgs, timeout=ex.round_timeout):
+        for r in replies:
             if r.has_error():
                 who = sent.get(r.metadata.reply_to_message_id, "?")
                 text = f"{kind}, round {items[0].t}, partition {who}: {_error_text(r)}"
@@ -163,8 +171,19 @@ class FlowerJDPClients:
             out[int(cfg["partition-id"])] = r
         return out
 
-    def train(self, jobs: Sequence[JDPJob]) -> list[JDPReply | None]:
-        got = self._send(JDP_TRAIN, jobs, [encode_jdp_job(j, adversary=j.client == self.adversary) for j in jobs])
+    def _send(self, kind: str, items: Sequence[JDPJob | JDPPublish], contents: list[RecordDict]) -> dict[int, Message]:
+        msgs = self._messages(kind, items, contents)
+        return self._match(kind, items, msgs, self.executor.grid.send_and_receive(msgs, timeout=self.executor.round_timeout))
+
+    def train_messages(self, jobs: Sequence[JDPJob]) -> list[Message]:
+        """The ``train.jdp`` message of each job, addressed to its winner's node (what a Flower
+        strategy's ``configure_train`` returns)."""
+        return self._messages(JDP_TRAIN, jobs, [encode_jdp_job(j, adversary=j.client == self.adversary) for j in jobs])
+
+    def train_replies(self, jobs: Sequence[JDPJob], msgs: Sequence[Message], replies: Iterable[Message]) -> list[JDPReply | None]:
+        """Each job's upload from ``replies`` to ``msgs``; None where none (or one of another
+        round) came back."""
+        got = self._match(JDP_TRAIN, jobs, msgs, replies)
         out: list[JDPReply | None] = []
         for j in jobs:
             r = got.get(j.client)
@@ -174,6 +193,10 @@ class FlowerJDPClients:
             t, reply = decode_jdp_reply(r.content)
             out.append(reply if t == j.t else None)
         return out
+
+    def train(self, jobs: Sequence[JDPJob]) -> list[JDPReply | None]:
+        msgs = self.train_messages(jobs)
+        return self.train_replies(jobs, msgs, self.executor.grid.send_and_receive(msgs, timeout=self.executor.round_timeout))
 
     def publish(self, pubs: Sequence[JDPPublish]) -> list[bool]:
         got = self._send(JDP_PUBLISH, pubs, [encode_publish(p) for p in pubs])

@@ -27,6 +27,12 @@ and server update of the recipe; Flower's :meth:`Strategy.start` loop calls it e
 So the same recipe and seed give the same selections, noise scales, ledgers and metrics as the
 in-process engine: the rounds differ only in who carries the messages.
 
+A JDP-FL recipe (``build_jdp``) is driven by the same strategy: node discovery also holds the
+auction on the nodes' bids, ``configure_train`` returns the winners' ``train.jdp`` messages and
+``aggregate_train`` runs the server rule (M4) on their uploads, charges the ledgers, sends the
+publications (``train.jdp_publish``, M5 on the nodes) and commits the round
+(:mod:`fedgame.deploy.flower.jdp`).
+
 Use it in your own ServerApp::
 
     built = build_engine(cfg)
@@ -58,8 +64,10 @@ from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
 from fedgame.deploy.flower.jdp import connect_jdp  # noqa: E402
 from fedgame.pipeline.build import Built, BuiltJDP, attach_executor  # noqa: E402
 from fedgame.pipeline.config import RunConfig  # noqa: E402
+from fedgame.deploy.flower.jdp import FlowerJDPClients  # noqa: E402
 from fedgame.sim import ClientJob  # noqa: E402
 from fedgame.sim.engine import Engine, OnMissing, PendingRound, RoundLoop, RunSink  # noqa: E402
+from fedgame.sim.jdp import JDPEngine, JDPJob, JDPPending  # noqa: E402
 
 __all__ = ["FedgameStrategy", "attach_flower", "connect_engine", "job_info", "round_metrics"]
 
@@ -113,7 +121,7 @@ class FedgameStrategy(Strategy):
 
     def __init__(
         self,
-        built: Built,
+        built: Built | BuiltJDP,
         cfg: RunConfig,
         *,
         round_timeout: float | None = None,
@@ -137,20 +145,25 @@ class FedgameStrategy(Strategy):
         self.result: Result | None = None
         self._grid: Grid | None = None
         self._pending: tuple[PendingRound, list[ClientJob], list[Message]] | None = None
+        self._pending_jdp: tuple[JDPPending, list[JDPJob], list[Message]] | None = None
         self._commit: Callable[[dict[str, Any]], None] | None = None
 
     @property
-    def engine(self) -> Engine:
-        """The engine (node discovery may rebuild it from the nodes' answers)."""
+    def engine(self) -> Engine | JDPEngine:
+        """The engine of either protocol (node discovery may rebuild it from the nodes'
+        answers: QI-DPFL's screening, JDP-FL's auction on their bids)."""
         return self.built.engine
 
     # -- set-up -------------------------------------------------------------------------
     def connect(self, grid: Grid) -> FlowerExecutor:
         """Node discovery on ``grid`` (once per grid): see :func:`connect_engine`."""
         if self.executor is None or self.executor.grid is not grid:
-            self.executor = connect_engine(
-                grid, self.built, self.cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout, on_missing=self.on_missing
-            )
+            if isinstance(self.built, BuiltJDP):  # every winner must reply: no on_missing
+                self.executor = connect_jdp(grid, self.built, self.cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout)
+            else:
+                self.executor = connect_engine(
+                    grid, self.built, self.cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout, on_missing=self.on_missing
+                )
         return self.executor
 
     def initial_arrays(self) -> ArrayRecord:
@@ -181,9 +194,18 @@ class FedgameStrategy(Strategy):
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
         """Select (seeded, over partition ids) and return one train message per chosen node."""
         executor = self.connect(grid)
-        if self._pending is not None:
-            raise RuntimeError(f"configure_train: round {self._pending[0].t} was configured but its replies were never aggregated")
-        pending = self.engine.begin_round(self.engine.t_next)
+        for inflight in (self._pending, self._pending_jdp):
+            if inflight is not None:
+                raise RuntimeError(f"configure_train: round {inflight[0].t} was configured but its replies were never aggregated")
+        engine = self.engine
+        if isinstance(engine, JDPEngine):  # JDP-FL: the winners' train.jdp messages
+            jdp = self._jdp_clients(engine)
+            pending_jdp = engine.begin_round(engine.t_next)
+            msgs = jdp.train_messages(pending_jdp.jobs)
+            self._pending_jdp = (pending_jdp, pending_jdp.jobs, msgs)
+            log.info("round %d (Flower round %d): %d train.jdp messages", pending_jdp.t, server_round, len(msgs))
+            return msgs
+        pending = engine.begin_round(engine.t_next)
         jobs = pending.jobs()
         msgs = executor.messages(jobs)
         self._pending = (pending, jobs, msgs)
@@ -191,18 +213,37 @@ class FedgameStrategy(Strategy):
         return msgs
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Charge the clients that replied, aggregate, evaluate, commit the round."""
-        if self._pending is None or self.executor is None:
-            raise RuntimeError("aggregate_train: no round was configured")
-        pending, jobs, msgs = self._pending
-        self._pending = None
-        pending.deliver(jobs, self.executor.collect(jobs, msgs, replies))
-        record = self.engine.finish_round(pending)
+        """Charge the clients that replied, aggregate, evaluate, commit the round. JDP-FL: the
+        server rule on the winners' uploads, then the publications (a second exchange with the
+        winners' nodes, each applying M5), then evaluate and commit."""
+        engine = self.engine
+        if isinstance(engine, JDPEngine):
+            if self._pending_jdp is None:
+                raise RuntimeError("aggregate_train: no round was configured")
+            pending_jdp, jdp_jobs, jdp_msgs = self._pending_jdp
+            self._pending_jdp = None
+            jdp = self._jdp_clients(engine)
+            engine.aggregate(pending_jdp, jdp.train_replies(jdp_jobs, jdp_msgs, replies))
+            record = engine.finish_round(pending_jdp, jdp.publish(pending_jdp.publications))
+        else:
+            if self._pending is None or self.executor is None:
+                raise RuntimeError("aggregate_train: no round was configured")
+            pending, jobs, msgs = self._pending
+            self._pending = None
+            pending.deliver(jobs, self.executor.collect(jobs, msgs, replies))
+            record = engine.finish_round(pending)
         if self._commit is not None:
             self._commit(record)
         else:
-            self.engine.commit(record, sink=self.sink, on_round=self.on_round)
-        return encode_params(self.engine.params), round_metrics(record)
+            engine.commit(record, sink=self.sink, on_round=self.on_round)
+        return encode_params(engine.params), round_metrics(record)
+
+    @staticmethod
+    def _jdp_clients(engine: JDPEngine) -> FlowerJDPClients:
+        """The JDP engine's link to its winners' nodes (set by node discovery)."""
+        if not isinstance(engine.clients, FlowerJDPClients):
+            raise RuntimeError("FedgameStrategy: the JDP-FL engine is not connected to Flower nodes; call connect(grid) first")
+        return engine.clients
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
         """No client-side evaluation: the server evaluates on its test split."""
@@ -214,6 +255,9 @@ class FedgameStrategy(Strategy):
     def summary(self) -> None:
         """What Flower logs at the start: the recipe's mechanisms."""
         e = self.engine
+        if isinstance(e, JDPEngine):
+            log.info("fedgame strategy: recipe %s (JDP-FL), %d winners, server rule %s", self.cfg.name, e.winners.size, e.rule.name)
+            return
         log.info(
             "fedgame strategy: recipe %s, %d clients, selection %s, privacy %s, server update %s, on_missing %s",
             self.cfg.name, e.sizes.size, type(e.selection).__name__, e.privacy.name, type(e.server_update).__name__, e.on_missing,
@@ -222,11 +266,9 @@ class FedgameStrategy(Strategy):
 
 def attach_flower(grid: Grid, built: Built | BuiltJDP, cfg: RunConfig, *, round_timeout: float | None, register_timeout: float) -> FlowerExecutor:
     """Point a built run at the Flower nodes behind ``grid`` — the one start-up of the
-    simulation and the deployed ServerApp: a fedgame engine is driven by a
-    :class:`FedgameStrategy`; a JDP-FL engine keeps its own loop and reaches its winners'
-    nodes through :func:`~fedgame.deploy.flower.jdp.connect_jdp` (auction on their bids)."""
-    if isinstance(built, BuiltJDP):
-        return connect_jdp(grid, built, cfg, round_timeout=round_timeout, register_timeout=register_timeout)
+    simulation and the deployed ServerApp: the engine of either protocol is driven by a
+    :class:`FedgameStrategy` (a JDP-FL run first holds its auction on the nodes' bids,
+    :func:`~fedgame.deploy.flower.jdp.connect_jdp`)."""
     strategy = FedgameStrategy(built, cfg, round_timeout=round_timeout, register_timeout=register_timeout)
     strategy.drive(grid)
     assert strategy.executor is not None
