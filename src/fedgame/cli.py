@@ -608,10 +608,8 @@ _PROTOCOLS = {
 
 def _list_groups(long: bool) -> dict[str, list[tuple[str, str]]]:
     """Everything a recipe can name, by recipe field, from the recipe schema itself."""
-    from typing import get_args as _args
-
     from fedgame.data import describe_datasets
-    from fedgame.pipeline.config import AccountantCfg, AggregationCfg, DataCfg, _models, schema
+    from fedgame.pipeline.config import DataCfg, _models, schema
     from fedgame.incentives import INCENTIVES
     from fedgame.models import MODELS
     from fedgame.privacy.accountants import ACCOUNTANTS
@@ -633,9 +631,9 @@ def _list_groups(long: bool) -> dict[str, list[tuple[str, str]]]:
         "data.partition.kind": members(_models(DataCfg.model_fields["partition"].annotation)),
         "model.name": list(MODELS.describe().items()),
         "selection.kind": members(_models(run.model_fields["selection"].annotation), SELECTIONS.describe()),
-        "aggregation.kind": [(k, aggs.get(k, "")) for k in _args(AggregationCfg.model_fields["kind"].annotation)],
+        "aggregation.kind": list(aggs.items()),
         "privacy.kind": members(_models(run.model_fields["privacy"].annotation), PRIVACY_PLANS.describe()),
-        "accountant.kind": [(k, _doc(ACCOUNTANTS[k], long)) for k in _args(AccountantCfg.model_fields["kind"].annotation)],
+        "accountant.kind": [(k, _doc(ACCOUNTANTS[k], long)) for k in sorted(ACCOUNTANTS)],
         "incentive.kind": members(_models(run.model_fields["incentive"].annotation), INCENTIVES.describe()),
         "protocol": list(_PROTOCOLS.items()),
         "jdp.auction.mechanism": list(_AUCTIONS.items()),

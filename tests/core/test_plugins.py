@@ -210,3 +210,45 @@ def test_a_plugin_declares_what_it_needs_from_another_section(clean_registries: 
     strat = build_selection(cfg, plan)
     assert isinstance(strat, RhoGreedy)
     np.testing.assert_array_equal(strat.rho, plan.rho)
+
+
+def test_aggregator_and_accountant_plugins_are_named_by_recipes(tmp_path: Path) -> None:
+    """``aggregation.kind`` and ``accountant.kind`` accept any registered name: a user's
+    aggregator (the coordinate median of the uploads, one function) and a user's accountant
+    (the built-in RDP one under another name) run from a recipe; an unregistered name is one
+    line naming the field and the registered names."""
+    import torch
+
+    from fedgame.core.server_update import ServerUpdate
+    from fedgame.pipeline.config import RecipeError, parse_recipe
+    from fedgame.pipeline.runner import run_one
+    from fedgame.privacy.accountants import ACCOUNTANTS, RDPAccountant
+    from fedgame.sim import AGGREGATORS
+
+    saved = dict(AGGREGATORS._items), dict(AGGREGATORS._docs), dict(ACCOUNTANTS)
+    seen: list[int] = []
+    try:
+        @AGGREGATORS.register("my_median")
+        def my_median() -> ServerUpdate:
+            """The coordinate median of the uploads."""
+            def update(updates, state, ctx):  # type: ignore[no-untyped-def]
+                seen.append(len(updates))
+                return [torch.stack(list(updates)).median(dim=0).values], state
+            return ServerUpdate(lambda params: (), update)
+
+        ACCOUNTANTS["my_rdp"] = RDPAccountant
+        raw = {"name": "plugged", "data": {"dataset": "fashion_mnist", "max_train": 1000, "max_test": 200,
+                                           "partition": {"kind": "iid", "n_clients": 5}},
+               "model": {"name": "logreg"}, "train": {"rounds": 2, "clients_per_round": 3, "local": {"epochs": 1}},
+               "selection": {"kind": "uniform", "replace": False}, "aggregation": {"kind": "my_median"}, "accountant": {"kind": "my_rdp"},
+               "privacy": {"kind": "dpsgd", "noise_multiplier": 1.0, "max_grad_norm": 1.0}}
+        summary = run_one(parse_recipe(raw), tmp_path / "run")
+        assert seen == [3, 3] and summary["accountant"] == "my_rdp" and summary["epsilon_max"] > 0
+        with pytest.raises(RecipeError) as err:
+            parse_recipe({**raw, "aggregation": {"kind": "my_mediam"}})
+        assert str(err.value) == ("aggregation.kind: unknown aggregator 'my_mediam'; did you mean 'my_median'? "
+                                  "choose from fedavg, importance, mean, my_median")
+    finally:
+        AGGREGATORS._items, AGGREGATORS._docs = saved[0], saved[1]
+        ACCOUNTANTS.clear()
+        ACCOUNTANTS.update(saved[2])

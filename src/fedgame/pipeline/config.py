@@ -247,7 +247,17 @@ Selection = Annotated[
 
 
 class AggregationCfg(_Frozen):
-    kind: Literal["fedavg", "importance", "mean"] = "fedavg"
+    """The server's aggregation: any name registered in ``fedgame.sim.AGGREGATORS`` (the
+    built-ins ``fedavg``, ``importance``, ``mean``, or a plug-in's; ``fedgame list``)."""
+
+    kind: str = Field("fedavg", description="a registered aggregator (fedgame list)")
+
+    @field_validator("kind")
+    @classmethod
+    def _known_aggregator(cls, v: str) -> str:
+        from fedgame.sim import AGGREGATORS
+
+        return _known("aggregator", v, AGGREGATORS.names())
 
 
 class ServerCfg(_Frozen):
@@ -283,8 +293,18 @@ Privacy = Annotated[NoPrivacyCfg | DPSGDCfg | ZCDPUploadCfg | PHSPrivacyCfg | JD
 
 
 class AccountantCfg(_Frozen):
-    kind: Literal["rdp", "pld", "zcdp"] = "rdp"
+    """The privacy accountant: any name in ``fedgame.privacy.accountants.ACCOUNTANTS`` (the
+    built-ins ``rdp``, ``pld``, ``zcdp``, or a plug-in's) and the δ at which it reports ε."""
+
+    kind: str = Field("rdp", description="a registered accountant (fedgame list)")
     delta: float = Field(1e-5, gt=0, lt=1)
+
+    @field_validator("kind")
+    @classmethod
+    def _known_accountant(cls, v: str) -> str:
+        from fedgame.privacy.accountants import ACCOUNTANTS
+
+        return _known("accountant", v, sorted(ACCOUNTANTS))
 
 
 # -- incentives: each mechanism declares its recipe model on its class (``Config``) ----------
