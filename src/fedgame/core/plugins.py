@@ -56,7 +56,8 @@ class BuildContext:
     falls back to the partition's); ``streams`` the run's seeded streams (a built-in that draws
     before training names its own stream, e.g. PHS's ``schedule``); ``phs`` PHS's set-up (the
     clients' budgets and Problem 1's p^s) when the recipe has one; ``selection`` the run's
-    selection strategy, for a privacy plan that calibrates to its participation bound.
+    selection strategy, for a privacy plan that calibrates to its participation bound; ``dim``
+    the model's number of parameters (for an incentive's plan that prices it).
     """
 
     run: Any
@@ -67,6 +68,7 @@ class BuildContext:
     streams: Any = None
     phs: Any = None
     selection: Any = None
+    dim: int | None = None
 
     def counts(self) -> Any:
         """The clients' label histograms: as queried, else the server's copy of the partition."""

@@ -55,6 +55,16 @@ class Incentive:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         del state
 
+    @classmethod
+    def build_plan(cls, cfg: BaseModel, ctx: BuildContext) -> Any:
+        """What this incentive solves before training from its recipe section ``cfg`` and the
+        run (``ctx``: the recipe, the server's data, the seeded streams, the clients' label
+        counts when queried, the model size ``dim``), or None (the default: nothing to solve).
+        The pipeline calls it once per run and hands the result to every plug-in as
+        ``ctx.plan``."""
+        del cfg, ctx
+        return None
+
 
 @INCENTIVES.register("none")
 class NoIncentive(Incentive):

@@ -292,6 +292,42 @@ class BudgetCfg(PluginConfig):
     end: float = Field(300.0, gt=0, le=1e9)
 
 
+def fedpcs_game(run: Any) -> FedPCSGame | None:
+    """The FedPCS game a recipe (a ``RunConfig``) asks for (``incentive.kind: fedpcs``), or
+    None: N, K, the rounds and the seed from the recipe, the rest from its incentive section."""
+    ic = run.incentive
+    if getattr(ic, "kind", None) != "fedpcs":
+        return None
+    return FedPCSGame(
+        n_clients=run.data.partition.n_clients,
+        clients_per_round=run.train.clients_per_round,
+        rounds=run.train.rounds,
+        gamma=ic.gamma,
+        rho_min=ic.rho_min,
+        rho_max=ic.rho_max,
+        varphi_clip=ic.varphi_clip,
+        inclusion=ic.inclusion,
+        acc_scale=None if ic.acc_scale == "data" else float(ic.acc_scale),
+        budget=None if ic.budget is None else (ic.budget.start, ic.budget.end),
+        R_max=ic.R_max,
+        mf_tol=ic.mf_tol,
+        n_starts=ic.n_starts,
+        seed=run.seed,
+    )
+
+
+def rho_source(run: Any) -> Literal["initial", "low", "game"] | None:
+    """Where the clients' ρ_i^t come from (docs/fedpcs.md, 'Baseline budgets'): ``"game"`` for
+    FedPCS itself (``selection.kind: privacy_aware``) and for baselines with
+    ``incentive.baseline_rho: game``; ``"initial"``/``"low"`` for baselines outside the game;
+    None without a FedPCS game."""
+    ic = run.incentive
+    if getattr(ic, "kind", None) != "fedpcs":
+        return None
+    source: Literal["initial", "low", "game"] = "game" if getattr(run.selection, "kind", None) == "privacy_aware" else ic.baseline_rho
+    return source
+
+
 @INCENTIVES.register("fedpcs")
 class FedPCSIncentive(PlannedIncentive):
     """Pays R_t ρ_i^t to each distinct sampled client (Algorithm 2), sets K_t (Algorithm 3)
@@ -300,6 +336,18 @@ class FedPCSIncentive(PlannedIncentive):
     name = "fedpcs"
     plan_type = FedPCSPlan
     plan: FedPCSPlan
+
+    @classmethod
+    def build_plan(cls, cfg: Any, ctx: Any) -> FedPCSPlan | None:
+        """The recipe's FedPCS plan: the game solved (or read from the cache), or for a
+        baseline outside the game (:func:`rho_source`) the fixed budgets of
+        :func:`baseline_plan`."""
+        del cfg
+        game = fedpcs_game(ctx.run)
+        if game is None:
+            return None
+        source = rho_source(ctx.run)
+        return solve_plan(game) if source == "game" else baseline_plan(game, "low" if source == "low" else "initial")
 
     class Config(PluginConfig):
         """The FedPCS Stackelberg game solved before training (Eqs. 14-45; defaults from Table IV

@@ -181,6 +181,29 @@ class QIDPFLIncentive(PlannedIncentive):
     plan_type = QIDPFLPlan
     plan: QIDPFLPlan
 
+    @classmethod
+    def build_plan(cls, cfg: Any, ctx: Any) -> QIDPFLPlan:
+        """Screen the candidates and solve the reward game for every round (Algorithm 1):
+        ν_i ~ U(``nu``) from the ``nu`` stream, C = the upload clip of ``privacy`` (1 without
+        one), d = ``ctx.dim``, the candidates' label histograms as they answered the
+        ``label_counts`` query (``ctx.counts()``: else the server's copy of the partition)."""
+        run, data, streams = ctx.run, ctx.data, ctx.streams
+        sizes = np.asarray(data.sizes, dtype=np.float64)
+        nu = streams.numpy("nu").uniform(cfg.nu[0], cfg.nu[1], sizes.size)
+        clip = float(getattr(run.privacy, "clip", 1.0)) if getattr(run.privacy, "kind", None) == "zcdp_upload" else 1.0
+        curve = eps = eps_max = None
+        if cfg.curve is not None:
+            c = cfg.curve
+            curve = AccuracyCurve(I1=c.I1, B=c.B, I3=c.I3)
+            eps, eps_max = c.I1 - c.eps_drop * c.B, c.I1 - c.eps_max_drop * c.B
+        return plan_qidpfl(
+            sizes=sizes, label_counts=ctx.counts(), nu=nu, dim=int(ctx.dim), rounds=run.train.rounds,
+            discount=cfg.discount, clip=clip, screening=cfg.screening, keep_fraction=cfg.keep_fraction,
+            theta_th=cfg.theta_th, reference=cfg.reference, phi1=cfg.phi1, gamma=cfg.gamma, beta=cfg.beta,
+            lam=cfg.lam, grad_bound=cfg.grad_bound, acc_scale=cfg.acc_scale, curve=curve, eps=eps, eps_max=eps_max,
+            policy=cfg.policy, rng=streams.numpy("reward_policy"),
+        )
+
     class Config(PluginConfig):
         """The QI-DPFL reward game solved before training (Eq. 11, Eqs. 15-33; defaults are
         fedgame's, as the paper gives few):

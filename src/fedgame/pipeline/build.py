@@ -7,7 +7,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,29 +18,24 @@ from fedgame.core.server_update import ServerUpdate, chain
 from fedgame.data import FederatedDataset, load_dataset, partition
 from fedgame.pipeline.config import (
     FedCBSSel,
-    FedPCSCfg,
     JDPCfg,
     JDPPrivacyCfg,
     PHSPrivacyCfg,
     PHSSel,
     QIDPFLCfg,
     ScreenedSel,
-    PrivacyAwareSel,
     RunConfig,
-    ZCDPUploadCfg,
 )
 from fedgame.incentives import (
     INCENTIVES,
-    FedPCSGame,
     FedPCSPlan,
     Incentive,
     QIDPFLPlan,
-    baseline_plan,
-    plan_qidpfl,
-    solve_plan,
 )
 from fedgame.incentives.auctions import AuctionOutcome, KnapsackAuction, UnitPriceAuction
-from fedgame.incentives.games.qidpfl import AccuracyCurve
+from fedgame.incentives.fedpcs import FedPCSIncentive, fedpcs_game
+from fedgame.incentives.fedpcs import rho_source as baseline_rho
+from fedgame.incentives.qidpfl import QIDPFLIncentive
 from fedgame.models import build_model, count_params
 from fedgame.privacy.analysis.phs import phs_V
 from fedgame.privacy.budgets import draw_budgets
@@ -68,6 +63,8 @@ __all__ = [
     "build_engine",
     "build_game",
     "build_jdp",
+    "build_plan",
+    "build_qidpfl",
     "build_trainer",
     "fedpcs_game",
     "needs_label_counts",
@@ -188,76 +185,25 @@ def build_data(cfg: RunConfig, streams: Streams) -> FederatedDataset:
     return FederatedDataset(train=train, test=test, parts=tuple(pool[q] for q in parts), validation=val)
 
 
-def fedpcs_game(cfg: RunConfig) -> FedPCSGame | None:
-    """The FedPCS game a recipe asks for (``incentive.kind: fedpcs``), or None."""
-    ic = cfg.incentive
-    if not isinstance(ic, FedPCSCfg):
-        return None
-    return FedPCSGame(
-        n_clients=cfg.data.partition.n_clients,
-        clients_per_round=cfg.train.clients_per_round,
-        rounds=cfg.train.rounds,
-        gamma=ic.gamma,
-        rho_min=ic.rho_min,
-        rho_max=ic.rho_max,
-        varphi_clip=ic.varphi_clip,
-        inclusion=ic.inclusion,
-        acc_scale=None if ic.acc_scale == "data" else float(ic.acc_scale),
-        budget=None if ic.budget is None else (ic.budget.start, ic.budget.end),
-        R_max=ic.R_max,
-        mf_tol=ic.mf_tol,
-        n_starts=ic.n_starts,
-        seed=cfg.seed,
-    )
-
-
-def baseline_rho(cfg: RunConfig) -> Literal["initial", "low", "game"] | None:
-    """Where the clients' ρ_i^t come from (docs/fedpcs.md, 'Baseline budgets'): ``"game"`` for
-    FedPCS itself (``selection.kind: privacy_aware``) and for baselines with
-    ``incentive.baseline_rho: game``; ``"initial"``/``"low"`` for baselines outside the game;
-    None without a FedPCS game."""
-    ic = cfg.incentive
-    if not isinstance(ic, FedPCSCfg):
-        return None
-    return "game" if isinstance(cfg.selection, PrivacyAwareSel) else ic.baseline_rho
-
-
 def build_game(cfg: RunConfig) -> FedPCSPlan | None:
-    """The recipe's FedPCS plan: the game solved (or read from the cache), or for a baseline
-    outside the game (:func:`baseline_rho`) the fixed budgets of :func:`baseline_plan`; None
-    without ``incentive.kind: fedpcs``."""
-    game = fedpcs_game(cfg)
-    if game is None:
-        return None
-    source = baseline_rho(cfg)
-    return solve_plan(game) if source == "game" else baseline_plan(game, "low" if source == "low" else "initial")
+    """The recipe's FedPCS plan (:meth:`FedPCSIncentive.build_plan`), None without
+    ``incentive.kind: fedpcs``: what the contract tests and the figures build alone."""
+    return FedPCSIncentive.build_plan(cfg.incentive, BuildContext(run=cfg))
 
 
 def build_qidpfl(
     cfg: RunConfig, data: FederatedDataset, streams: Streams, dim: int, *, label_counts: np.ndarray | None = None
 ) -> QIDPFLPlan | None:
-    """Screen the partition's candidates and solve the QI-DPFL reward game for every round
-    (ν_i ~ U(incentive.nu) from the ``nu`` stream, C = privacy.clip, d = model size); None
-    without ``incentive.kind: qidpfl``. ``label_counts`` are the candidates' histograms as
-    they answered the ``label_counts`` query (None: the server's copy of the partition)."""
-    ic = cfg.incentive
-    if not isinstance(ic, QIDPFLCfg):
+    """The recipe's QI-DPFL plan (:meth:`QIDPFLIncentive.build_plan`), None without
+    ``incentive.kind: qidpfl``."""
+    if not isinstance(cfg.incentive, QIDPFLCfg):
         return None
-    sizes = np.asarray(data.sizes, dtype=np.float64)
-    nu = streams.numpy("nu").uniform(ic.nu[0], ic.nu[1], sizes.size)
-    clip = cfg.privacy.clip if isinstance(cfg.privacy, ZCDPUploadCfg) else 1.0
-    curve = eps = eps_max = None
-    if ic.curve is not None:
-        c = ic.curve
-        curve = AccuracyCurve(I1=c.I1, B=c.B, I3=c.I3)
-        eps, eps_max = c.I1 - c.eps_drop * c.B, c.I1 - c.eps_max_drop * c.B
-    return plan_qidpfl(
-        sizes=sizes, label_counts=data.label_counts() if label_counts is None else label_counts, nu=nu, dim=dim,
-        rounds=cfg.train.rounds, discount=ic.discount,
-        clip=clip, screening=ic.screening, keep_fraction=ic.keep_fraction, theta_th=ic.theta_th, reference=ic.reference,
-        phi1=ic.phi1, gamma=ic.gamma, beta=ic.beta, lam=ic.lam, grad_bound=ic.grad_bound, acc_scale=ic.acc_scale,
-        curve=curve, eps=eps, eps_max=eps_max, policy=ic.policy, rng=streams.numpy("reward_policy"),
-    )
+    return QIDPFLIncentive.build_plan(cfg.incentive, BuildContext(run=cfg, data=data, streams=streams, label_counts=label_counts, dim=dim))
+
+
+def build_plan(cfg: RunConfig, ctx: BuildContext) -> Any:
+    """What the recipe's incentive solves before training (its ``build_plan``; None for most)."""
+    return INCENTIVES.get(cfg.incentive.kind).build_plan(cfg.incentive, ctx)  # type: ignore[attr-defined]
 
 
 def build_privacy(
@@ -428,7 +374,6 @@ def build_engine(
     set_threads(cfg, workers, cores)
     streams = Streams(seed=cfg.seed)
     data = data if data is not None else build_data(cfg, streams)
-    plan: FedPCSPlan | QIDPFLPlan | None = build_game(cfg)
     trainer = build_trainer(cfg, data, streams)
     model = trainer.model
     pool: WorkerPool | None = None
@@ -442,7 +387,7 @@ def build_engine(
     counts = query_label_counts(executor, data.n_clients) if needs_label_counts(cfg) else None
     dim = count_params(model)
     phs = build_phs(cfg, data, streams, dim)
-    plan = plan if plan is not None else build_qidpfl(cfg, data, streams, dim, label_counts=counts)
+    plan = build_plan(cfg, BuildContext(run=cfg, data=data, streams=streams, label_counts=counts, dim=dim))
     selection = build_selection(cfg, plan, data, phs=phs, streams=streams, label_counts=counts)
     engine = Engine(
         model=model,
