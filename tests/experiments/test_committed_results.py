@@ -50,3 +50,14 @@ def test_kappa_sweep_table_regenerates(tmp_path: Path) -> None:
     assert chosen == data["chosen_acc_scale"]
     for name in ("sweep.md", "sweep.csv"):
         assert (tmp_path / name).read_text() == (here / name).read_text(), name
+
+
+def test_jdp_auction_figure_regenerates(tmp_path: Path) -> None:
+    """JDP-FL Fig. 2 has no training runs: its numbers are the auctions' on seeded instances
+    (100 per point), recomputed here in full and compared byte for byte."""
+    from fedgame.experiments.jdp_auction_figs import write_auction_figures
+
+    here = RESULTS / "jdp_auction"
+    write_auction_figures(tmp_path)
+    for name in ("fig2.csv", "fig2.json", "fig2.md"):
+        assert (tmp_path / name).read_text() == (here / name).read_text(), name
