@@ -173,6 +173,43 @@ RETIRED: dict[str, str] = {
 }
 
 
+#: result folders with no training runs: their numbers are recomputed in full from code and
+#: seeds by ``tests/experiments/test_committed_results.py``
+REGENERATED: dict[str, str] = {
+    "jdp_auction": "no training: the auctions on 100 seeded instances per point, recomputed in full and compared byte for byte",
+    "fedpcs_kappa_sweep": "game solves only: `sweep.json` holds every row, the tables are regenerated from it",
+    "fedpcs_figures": "game solves only: `figures.json` holds every plotted number (`python -m fedgame.experiments.fedpcs_figures`)",
+}
+
+#: the script that reruns a folder whose per-seed files are not committed yet
+RERUN: dict[str, str] = {
+    "jdp_fig3_reduced": "scripts/jdp_fig3.sh", "jdp_fig4_reduced": "scripts/jdp_fig4.sh",
+    "jdp_fig5_reduced": "scripts/jdp_fig5.sh", "phs_fig5_reduced": "scripts/phs_fig5.sh",
+    "phs_table4_reduced": "scripts/phs_table4.sh",
+    "qidpfl_fmnist": "scripts/qidpfl_compare.sh",
+}
+
+
+def _recomputability(results: Path) -> list[str]:
+    """For every result folder, from what it holds: how many per-seed runs (``summary.json``
+    beside ``metrics.csv`` and ``config.yaml``) are committed, or that its numbers are
+    regenerated from code (:data:`REGENERATED`), or that only its table is committed (and the
+    script that reruns it, :data:`RERUN`)."""
+    out = ["## What each result folder can be recomputed from", "",
+           "Counted from the committed files when this page was generated.", ""]
+    for folder in sorted(p for p in results.iterdir() if p.is_dir()):
+        runs = [s for s in folder.rglob("summary.json") if (s.parent / "metrics.csv").exists() and (s.parent / "config.yaml").exists()]
+        if runs:
+            what = f"per-seed files committed ({len(runs)} runs: `summary.json`, `metrics.csv`, `config.yaml`)"
+        elif folder.name in REGENERATED:
+            what = REGENERATED[folder.name]
+        else:
+            script = RERUN.get(folder.name)
+            what = "only the tables are committed (run before per-seed files were kept)" + (f"; `{script}` reruns it" if script else "")
+        out.append(f"- `results/{folder.name}`: {what}")
+    return out + [""]
+
+
 def write_reproduction(results: Path, dest: Path) -> Path:
     """Write the reproduction page for the result folders under ``results``; return its path."""
     if not results.is_dir():
@@ -208,6 +245,7 @@ def write_reproduction(results: Path, dest: Path) -> Path:
     retired = [(name, why) for name, why in RETIRED.items() if not (results / name).exists()]
     if retired:
         lines += ["## Retired result folders", ""] + [f"- `results/{name}`: {why}" for name, why in retired] + [""]
+    lines += _recomputability(results)
     dest.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(dest, "\n".join(lines).rstrip() + "\n")
     return dest
