@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from fedgame.incentives.problems import ProblemError, validate_problem
+from fedgame.incentives.problems import ProblemError, size_errors, validate_problem
 from fedgame.privacy.analysis.phs import phs_V
 from fedgame.selection.phs_problem import P1Solution, solve_p1
 
@@ -106,11 +106,7 @@ class PHSProblem(_Strict):
         for i, e in enumerate(self.eps):
             if e is not None and not e > 0:  # inf is public data
                 bad.append(f'eps.{i}: must be > 0 (or "inf" for public data), got {e:g}')
-        if len(self.sizes) != n:
-            bad.append(f"sizes: must have one value per client (N = {n}, as eps), got {len(self.sizes)}")
-        for i, m in enumerate(self.sizes):
-            if m <= 0:
-                bad.append(f"sizes.{i}: must be > 0 (examples held by client {i}), got {m}")
+        bad += size_errors(self.sizes, n, f"N = {n}, as eps")
         for name, x in entries("delta", self.delta):
             if not (0 < x <= 1):
                 bad.append(f"{name}: must be in (0, 1] (and delta/r <= 1), got {x:g}")

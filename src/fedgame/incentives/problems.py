@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -287,6 +288,18 @@ _TYPE_TAG = re.compile(r"^(float|int|bool|str|none|list\[.*\]|literal\[.*\])$")
 _M = TypeVar("_M", bound=BaseModel)
 
 
+def size_errors(sizes: Sequence[int], n: int, count: str) -> list[str]:
+    """The messages for a problem's ``sizes`` (examples per client): one per client (``n`` of
+    them, described as ``count`` in the message, e.g. ``"H = 5, as nu"``), each > 0."""
+    bad = []
+    if len(sizes) != n:
+        bad.append(f"sizes: must have one value per client ({count}), got {len(sizes)}")
+    for i, m in enumerate(sizes):
+        if m <= 0:
+            bad.append(f"sizes.{i}: must be > 0 (examples held by client {i}), got {m}")
+    return bad
+
+
 def validate_problem(model: type[_M], raw: Any) -> _M:
     """``model.model_validate(raw)``, or :class:`ProblemError` with one line per bad field:
     the field's path (without pydantic's union-member tags such as ``float``), the message and
@@ -406,11 +419,7 @@ def _client_errors(p: QIDPFLProblem) -> list[str]:
         name = f"R.{i}" if isinstance(p.R, list) else "R"
         if not (r >= 0 and math.isfinite(r)):
             bad.append(f"{name}: must be >= 0 and finite (a total reward), got {r!r}")
-    if len(p.sizes) != H:
-        bad.append(f"sizes: must have one value per client (H = {H}, as nu), got {len(p.sizes)}")
-    for i, m in enumerate(p.sizes):
-        if m <= 0:
-            bad.append(f"sizes.{i}: must be > 0 (examples held by client {i}), got {m}")
+    bad += size_errors(p.sizes, H, f"H = {H}, as nu")
     return bad
 
 
