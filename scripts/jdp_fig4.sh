@@ -18,4 +18,6 @@ out="runs/jdp_fig4_${budget}"
   --grid "data.partition.n_clients=${MS_C:-5,10,20,30,40,50,60}" --grid "privacy.epsilon=1" --no-report
 .venv/bin/fedgame compare recipes/jdp/fig3.yaml --seeds "${SEEDS:-3}" --out "$out" "${sets[@]}" \
   --grid "data.partition.n_clients=${MS_A:-10,20,40}" --grid "privacy.epsilon=${EPS:-0.5,1,5}" --no-report
-.venv/bin/fedgame report "$out" --kind jdp-fig4 --budget "$budget" --out "results/jdp_fig4_${budget}"
+dest="results/jdp_fig4_${budget}"
+.venv/bin/fedgame export "$out" "$dest/runs"
+.venv/bin/fedgame report "$dest/runs" --kind jdp-fig4 --budget "$budget" --out "$dest"

@@ -16,4 +16,6 @@ out="runs/jdp_fig5_${budget}"
   --grid "jdp.aggregator=random_groups" --grid "jdp.group_size=${SIZES:-5,10,15,20,30}" --no-report
 .venv/bin/fedgame compare recipes/jdp/fig3.yaml --seeds "${SEEDS:-3}" --out "$out" "${sets[@]}" \
   --grid "jdp.aggregator=leave_one_out" --no-report
-.venv/bin/fedgame report "$out" --kind jdp-fig5 --budget "$budget" --out "results/jdp_fig5_${budget}"
+dest="results/jdp_fig5_${budget}"
+.venv/bin/fedgame export "$out" "$dest/runs"
+.venv/bin/fedgame report "$dest/runs" --kind jdp-fig5 --budget "$budget" --out "$dest"

@@ -35,4 +35,6 @@ methods="${METHODS:-fmnist unbiased biased}"
 recipes=(); for m in $methods; do recipes+=("recipes/phs/$m.yaml"); done
 .venv/bin/fedgame compare "${recipes[@]}" --seeds "${SEEDS:-3}" --out "$out" \
   "${sets[@]}" --grid train.local.batch_size=32,64,128,256 --no-report
-.venv/bin/fedgame report "$out" --kind phs-fig5 --budget "$budget" --out "results/phs_fig5_${tag}"
+dest="results/phs_fig5_${tag}"
+.venv/bin/fedgame export "$out" "$dest/runs"
+.venv/bin/fedgame report "$dest/runs" --kind phs-fig5 --budget "$budget" --out "$dest"

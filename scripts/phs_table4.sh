@@ -31,4 +31,6 @@ methods="${METHODS:-fmnist unbiased biased}"
 recipes=(); for m in $methods; do recipes+=("recipes/phs/$m.yaml"); done
 .venv/bin/fedgame compare "${recipes[@]}" --seeds "${SEEDS:-3}" --out "$out" \
   "${sets[@]}" --grid data.partition.s=100,70,30,0 --no-report
-.venv/bin/fedgame report "$out" --kind table4 --budget "$budget" --out "results/phs_${table}_${budget}"
+dest="results/phs_${table}_${budget}"
+.venv/bin/fedgame export "$out" "$dest/runs"
+.venv/bin/fedgame report "$dest/runs" --kind table4 --budget "$budget" --out "$dest"

@@ -23,7 +23,8 @@ for part in iid dirichlet; do
   .venv/bin/fedgame compare recipes/qidpfl/sweep.yaml --seeds 1 --out "runs/qidpfl_sweep/$part" \
     --set "$(partition "$part")" --grid "privacy.rho=$rhos" --no-report
 done
-.venv/bin/fedgame report runs/qidpfl_sweep --kind qidpfl-curve --out "$dest"
+.venv/bin/fedgame export runs/qidpfl_sweep "$dest/runs/sweep"
+.venv/bin/fedgame report "$dest/runs/sweep" --kind qidpfl-curve --out "$dest"
 for part in iid dirichlet; do
   curve=$(.venv/bin/python -c "import json; c = json.load(open('$dest/curve.json'))['$part']; print('{I1: %r, B: %r, I3: %r}' % (c['I1'], c['B'], c['I3']))")
   .venv/bin/fedgame compare recipes/qidpfl/fmnist.yaml recipes/qidpfl/max.yaml recipes/qidpfl/random.yaml \
@@ -32,4 +33,5 @@ for part in iid dirichlet; do
   .venv/bin/fedgame compare recipes/qidpfl/fedavg.yaml recipes/qidpfl/fedavg_select.yaml --seeds "$seeds" \
     --out "runs/qidpfl/$part" --set "$(partition "$part")" --no-report
 done
-.venv/bin/fedgame report runs/qidpfl --kind qidpfl --budget paper --out "$dest"
+.venv/bin/fedgame export runs/qidpfl "$dest/runs/compare"
+.venv/bin/fedgame report "$dest/runs/compare" --kind qidpfl --budget paper --out "$dest"

@@ -227,3 +227,61 @@ def test_fig5_refuses_runs_at_several_s(tmp_path: Path) -> None:
     _run(runs / "b", "P", 70, 0, 0.6, batch=64)
     with pytest.raises(ValueError, match="mix fashion_mnist s=30, fashion_mnist s=70"):
         write_fig5(runs, tmp_path / "out", budget="test")
+
+
+def _tight_tree(root: Path, accs: dict[str, tuple[float, ...]]) -> None:
+    """Finished runs of the paper-calibrated (fmnist.yaml) and tight (tight.yaml) recipes at s = 30."""
+    for name, per_seed in accs.items():
+        for seed, acc in enumerate(per_seed):
+            d = root / name / f"seed_{seed}"
+            d.mkdir(parents=True)
+            cfg = {"name": name, "seed": seed, "data": {"dataset": "fashion_mnist", "partition": {"kind": "similarity", "n_clients": 5, "s": 30.0}},
+                   "train": {"rounds": 30, "clients_per_round": 2, "local": {"steps": 5, "batch_size": 128}}}
+            (d / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+            pld = 1.0 if name.endswith("pld") else 0.2 + 0.01 * seed
+            (d / "summary.json").write_text(json.dumps({
+                "name": name, "seed": seed, "rounds": 30, "final_accuracy": acc,
+                "eps_pld_over_budget_mean": pld, "eps_pld_over_budget_max": pld + 0.05 * (pld < 1),
+                "eps_paper_over_budget_mean": 9.0 if name.endswith("pld") else 1.0}))
+
+
+def test_tight_vs_paper_cells_spent_and_verdict(tmp_path: Path) -> None:
+    from fedgame.experiments.table4 import write_tight
+
+    _tight_tree(tmp_path / "runs", {"phs_privacy_aware": (0.20, 0.22, 0.21), "phs_privacy_aware_pld": (0.30, 0.31, 0.32)})
+    rows = write_tight(tmp_path / "runs", tmp_path / "out", budget="reduced")
+    paper, tight = rows
+    assert paper["calibration"].startswith("paper") and tight["calibration"].startswith("tight")
+    assert paper["acc_mean"] == pytest.approx(21.0) and paper["acc_std"] == pytest.approx(1.0)
+    assert paper["eps_pld_over_budget_mean"] == pytest.approx(0.21) and paper["eps_pld_over_budget_max"] == pytest.approx(0.26)
+    assert tight["eps_pld_over_budget_mean"] == 1.0 and tight["eps_paper_over_budget_mean"] == 9.0
+    md = (tmp_path / "out" / "tight_vs_paper.md").read_text()
+    assert "+10.00 points, holds" in md and "s = 30" in md and "30 rounds" in md
+    # the other way round the verdict is computed, not typed
+    _tight_tree(tmp_path / "runs2", {"phs_privacy_aware": (0.30, 0.10, 0.20), "phs_privacy_aware_pld": (0.21, 0.19, 0.23)})
+    write_tight(tmp_path / "runs2", tmp_path / "out2", budget="reduced")
+    assert "within two standard errors" in (tmp_path / "out2" / "tight_vs_paper.md").read_text()
+    with pytest.raises(ValueError, match="no finished run"):
+        write_tight(tmp_path / "out", tmp_path / "out3", budget="reduced")
+
+
+def test_a_report_records_its_runs_and_regenerates_from_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fedgame.experiments.reports import PROVENANCE, regenerate, write
+
+    monkeypatch.chdir(tmp_path)
+    folder = Path("results/tight")
+    _tight_tree(folder / "runs", {"phs_privacy_aware": (0.20, 0.22, 0.21), "phs_privacy_aware_pld": (0.30, 0.31, 0.32)})
+    write("phs-tight", [folder / "runs"], folder, budget="reduced")
+    assert json.loads((folder / PROVENANCE).read_text()) == {
+        "reports": [{"kind": "phs-tight", "runs": ["results/tight/runs"], "budget": "reduced"}]}
+    names = regenerate(folder, tmp_path / "again")
+    assert "tight_vs_paper.md" in names and "tight_vs_paper.csv" in names
+    for name in names:
+        assert (tmp_path / "again" / name).read_text() == (folder / name).read_text(), name
+    # a table recorded from runs outside its folder cannot count as recomputable from it
+    _tight_tree(Path("elsewhere"), {"phs_privacy_aware": (0.2, 0.3)})
+    write("phs-tight", [Path("elsewhere")], folder, budget="reduced")
+    with pytest.raises(ValueError, match="runs outside the results folder: elsewhere"):
+        regenerate(folder, tmp_path / "third")
+    with pytest.raises(FileNotFoundError, match="no report.json"):
+        regenerate(Path("elsewhere"), tmp_path / "fourth")

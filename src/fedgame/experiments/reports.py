@@ -7,13 +7,19 @@ and picks the kind; ``--kind`` names it. Each kind's writer returns the one line
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from fedgame.pipeline.results import finished_runs
+from fedgame.pipeline.store import atomic_write_text
 
-__all__ = ["KINDS", "ReportKind", "detect", "write"]
+__all__ = ["KINDS", "PROVENANCE", "ReportKind", "detect", "regenerate", "write"]
+
+#: written beside a report's tables: which kind made them, from which run folders, at which budget
+#: label, so that :func:`regenerate` can remake every committed table from its per-seed files
+PROVENANCE = "report.json"
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,13 @@ def _phs_fig5(dirs: list[Path], out: Path | None, budget: str) -> str:
     return f"fig5: {len(write_fig5(dirs[0], dest, budget=budget))} cells → {dest / 'fig5.md'}"
 
 
+def _phs_tight(dirs: list[Path], out: Path | None, budget: str) -> str:
+    from fedgame.experiments.table4 import write_tight
+
+    dest = out or dirs[0]
+    return f"tight: {len(write_tight(dirs[0], dest, budget=budget))} cells → {dest / 'tight_vs_paper.md'}"
+
+
 def _qidpfl(dirs: list[Path], out: Path | None, budget: str) -> str:
     from fedgame.experiments.qidpfl_report import write_comparison
 
@@ -89,6 +102,7 @@ KINDS: dict[str, ReportKind] = {k.name: k for k in (
     ReportKind("table2", "FedPCS Table II beside the paper's, with ordering verdicts", _table2),
     ReportKind("table4", "PHS Tables III/IV: privacy-aware, unbiased, biased per similarity s", _table4),
     ReportKind("phs-fig5", "PHS Fig. 5: accuracy against the local batch size", _phs_fig5),
+    ReportKind("phs-tight", "PHS privacy-aware: the paper's noise calibration against the tight (PLD) one", _phs_tight),
     ReportKind("qidpfl", "QI-DPFL against its five baselines: accuracy, reward, cost, claims C1-C4", _qidpfl),
     ReportKind("qidpfl-curve", "QI-DPFL's accuracy-vs-ρ sweep: the fitted curve (Fig. 2)", _qidpfl_curve),
     ReportKind("jdp-fig3", "JDP-FL Fig. 3: accuracy against ε per server rule, with and without the attack", _jdp("fig3")),
@@ -129,4 +143,36 @@ def write(kind: str | None, dirs: list[Path], out: Path | None = None, *, budget
     chosen = kind or detect(dirs[0])
     if chosen not in KINDS:
         raise ValueError(f"--kind: must be one of {', '.join(KINDS)}, got {chosen!r}")
-    return KINDS[chosen].write(dirs, out, budget)
+    line = KINDS[chosen].write(dirs, out, budget)
+    if out is not None and chosen != "reproduction":
+        _record(out, chosen, dirs, budget)
+    return line
+
+
+def _record(out: Path, kind: str, dirs: list[Path], budget: str) -> None:
+    """Add (or replace) ``kind``'s entry in ``out``/:data:`PROVENANCE`."""
+    path = out / PROVENANCE
+    entries = json.loads(path.read_text())["reports"] if path.exists() else []
+    entries = [e for e in entries if e["kind"] != kind]
+    entries.append({"kind": kind, "runs": [d.as_posix() for d in dirs], "budget": budget})
+    atomic_write_text(path, json.dumps({"reports": sorted(entries, key=lambda e: e["kind"])}, indent=2) + "\n")
+
+
+def regenerate(folder: Path, dest: Path) -> list[str]:
+    """Remake the reports recorded in ``folder``/:data:`PROVENANCE` into ``dest`` (run folder paths
+    are read relative to the working directory, as the scripts that wrote them ran from the
+    repository's root); the names of the files written, figures excluded, for comparison with the
+    committed ones. Refuses a record whose runs are not inside ``folder``: a committed table must be
+    remade from committed per-seed files."""
+    record = folder / PROVENANCE
+    if not record.exists():
+        raise FileNotFoundError(f"{record}: no {PROVENANCE} (tables written before their provenance was kept)")
+    inside = folder.resolve()
+    for entry in json.loads(record.read_text())["reports"]:
+        runs = [Path(r) for r in entry["runs"]]
+        outside = [r.as_posix() for r in runs if inside not in r.resolve().parents]
+        if outside:
+            raise ValueError(f"{record}: runs outside the results folder: {', '.join(outside)}")
+        KINDS[entry["kind"]].write(runs, dest, entry["budget"])
+    return sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*")
+                  if p.is_file() and p.suffix != ".png" and p.name != PROVENANCE)

@@ -78,10 +78,13 @@ def mean_std(xs: Iterable[float | None]) -> tuple[float, float]:
     return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
 
 
-#: the files of a finished run that a results folder keeps (never checkpoints, partitions or
-#: datasets): the summary, the per-round log, the resolved recipe, ε per client, and a FedPCS run's
-#: solved game (kilobytes; the realised-ρ figure is computed from it)
-EXPORTED = ("summary.json", "metrics.csv", "config.yaml", "privacy.csv", "game.json", "game.npz")
+#: the files of a finished run that a results folder keeps (never checkpoints, partition index
+#: arrays or datasets): the summary, the per-round log, the resolved recipe, ε per client, the
+#: partition's sizes and label counts, a FedPCS run's solved game (the realised-ρ figure is computed
+#: from it) and the plans the paper reports read (PHS Problem 1's p*, JDP-FL's auction winners and
+#: adversary, QI-DPFL's screened set and rewards): kilobytes each
+EXPORTED = ("summary.json", "metrics.csv", "config.yaml", "privacy.csv", "partition.json", "game.json", "game.npz",
+            "phs.json", "jdp.json", "qidpfl.json")
 
 
 def export_runs(src: Path, dest: Path, files: tuple[str, ...] = EXPORTED) -> list[Path]:
