@@ -34,7 +34,7 @@ for stage in $stages; do
       .venv/bin/fedgame compare "${r[@]}" --seeds 3 --out "$out" --grid train.clients_per_round=20 \
         --grid "data.partition.kind=$split" --no-report
       .venv/bin/fedgame export "$out" "$dest/runs"
-      .venv/bin/fedgame table2 "$dest/runs" --budget paper --dest "$dest" >/dev/null
+      .venv/bin/fedgame report "$dest/runs" --kind table2 --budget paper --out "$dest" >/dev/null
     done
   done
 done

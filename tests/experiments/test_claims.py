@@ -76,6 +76,24 @@ def test_versions_name_the_commit_and_the_cpu() -> None:
     assert v["cpu"] and v["cpu"] != "unknown"
 
 
+def test_a_table_says_when_its_runs_mix_code_versions(tmp_path: Path) -> None:
+    from fedgame.pipeline.results import code_note
+
+    sha_a, sha_b = "a" * 40, "b" * 40
+    dirs = []
+    for i, code in enumerate([sha_a, sha_a, sha_b + "+dirty"]):
+        d = tmp_path / f"seed_{i}"
+        d.mkdir()
+        (d / "summary.json").write_text(json.dumps({"versions": {"code": code, "cpu": "AMD EPYC"}}))
+        dirs.append(d)
+    assert code_note(dirs[:2]) == "Code: all 2 runs from code aaaaaaaaaaaa; CPU: AMD EPYC (from each run's summary.json)."
+    note = code_note(dirs)
+    assert "mix 2 code versions: aaaaaaaaaaaa (2 runs), bbbbbbbbbbbb+dirty (1 run)" in note
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "summary.json").write_text("{}")
+    assert "not recorded (1 run)" in code_note([*dirs, tmp_path / "old"])
+
+
 def test_table2_orderings_carry_computed_verdicts() -> None:
     from fedgame.experiments.table2 import claims_markdown
 

@@ -10,17 +10,40 @@ import pytest
 
 from fedgame.experiments.claims import gap, read_runs
 from fedgame.experiments.kappa_sweep import KappaRow, write_sweep
-from fedgame.experiments.table2 import write_table2
+from fedgame.experiments.reports import PROVENANCE, regenerate
+from fedgame.experiments.reproduction import REGENERATED, RERUN
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 
-@pytest.mark.skipif(not (RESULTS / "fedpcs_table2_paper" / "runs").is_dir(), reason="no per-seed Table II runs committed")
-def test_fedpcs_table2_paper_regenerates(tmp_path: Path) -> None:
-    here = RESULTS / "fedpcs_table2_paper"
-    write_table2(here / "runs", tmp_path, budget="paper")
-    assert (tmp_path / "table2.csv").read_text() == (here / "table2.csv").read_text()
-    assert (tmp_path / "table2.md").read_text() == (here / "table2.md").read_text()
+REPORTED = sorted(RESULTS.glob(f"*/{PROVENANCE}"))
+
+
+@pytest.mark.parametrize("record", REPORTED, ids=[p.parent.name for p in REPORTED])
+def test_every_committed_report_regenerates_from_its_per_seed_files(
+    record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report kinds recorded in ``report.json``, run again on the per-seed files committed
+    in the same folder, write the committed tables and pages byte for byte (figures aside)."""
+    monkeypatch.chdir(RESULTS.parent)
+    folder = record.parent.relative_to(RESULTS.parent)
+    names = regenerate(folder, tmp_path)
+    assert any(n.endswith(".md") for n in names)
+    for name in names:
+        assert (tmp_path / name).read_text() == (folder / name).read_text(), name
+
+
+def test_every_results_folder_is_recomputable_or_listed_for_a_rerun() -> None:
+    """A folder with a table regenerates from its committed per-seed runs (``report.json``), is
+    regenerated from code by its own test (:data:`REGENERATED`), or is listed with the script that
+    reruns it (:data:`RERUN`, said on the reproduction page); a rerun folder leaves that list."""
+    for folder in sorted(p for p in RESULTS.iterdir() if p.is_dir()):
+        tables = [p for p in folder.iterdir() if p.suffix in (".md", ".csv") and p.name != "README.md"]
+        recorded = (folder / PROVENANCE).exists()
+        if recorded:
+            assert folder.name not in RERUN, f"{folder.name}: rerun already, drop it from RERUN"
+        elif tables and not (folder / "claim.json").exists():
+            assert folder.name in REGENERATED or folder.name in RERUN, folder.name
 
 
 CLAIMS = sorted(RESULTS.rglob("claim.json"))

@@ -28,7 +28,7 @@ import numpy as np
 
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
 from fedgame.pipeline.store import atomic_write_text
-from fedgame.pipeline.results import finished_runs, mean_std
+from fedgame.pipeline.results import code_note, finished_runs, mean_std
 
 __all__ = ["METHODS", "PAPER_ATTACK_COST", "collect_fig3", "collect_fig4", "collect_fig5", "write_fig3", "write_fig4", "write_fig5"]
 
@@ -300,7 +300,8 @@ def write_fig3(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "fig3.csv", rows, empty_header=["method"])
     drawn = _plot(rows, dest / "fig3.png")
-    atomic_write_text(dest / "fig3.md", _markdown(rows, budget, drawn, [r["cfg"] for runs in cells.values() for r in runs]))
+    md = _markdown(rows, budget, drawn, [r["cfg"] for runs in cells.values() for r in runs])
+    atomic_write_text(dest / "fig3.md", md + "\n" + code_note(r["dir"] for runs in cells.values() for r in runs) + "\n")
     copy_configs(cells.values(), dest, root=root)
     return rows
 
@@ -339,7 +340,8 @@ def _finish(fig: Any, dest: Path, name: str, title: str, lines: list[str], cells
     fig.tight_layout()
     fig.savefig(dest / f"{name}.png", dpi=110)
     plt.close(fig)
-    atomic_write_text(dest / f"{name}.md", "\n".join([*lines, "", f"![{title}]({name}.png)"]) + "\n")
+    note = code_note(r["dir"] for runs in cells for r in runs)
+    atomic_write_text(dest / f"{name}.md", "\n".join([*lines, "", note, "", f"![{title}]({name}.png)"]) + "\n")
     copy_configs(cells, dest, root=root)
 
 

@@ -48,7 +48,7 @@ from fedgame.experiments.claims import ordering, verdict
 from fedgame.pipeline.store import atomic_write_text
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
 from fedgame.incentives.games.qidpfl import fit_accuracy_curve
-from fedgame.pipeline.results import finished_runs, flatten, mean_std
+from fedgame.pipeline.results import code_note, finished_runs, flatten, mean_std
 
 __all__ = [
     "ClaimCheck",
@@ -319,7 +319,8 @@ def write_comparison(root: Path, dest: Path, *, budget: str) -> list[dict[str, A
     checks = evaluate_claims(rows, cells)
     kinds = _partitions(k for k, _ in cells)
     figures = [(kind, f"fig_{kind}.png") for kind in kinds if _fig_partition(cells, kind, dest / f"fig_{kind}.png")]
-    atomic_write_text(dest / "comparison.md", _markdown(rows, checks, figures, budget, cells))
+    md = _markdown(rows, checks, figures, budget, cells)
+    atomic_write_text(dest / "comparison.md", md + "\n" + code_note(r["dir"] for runs in cells.values() for r in runs) + "\n")
     copy_configs(cells.values(), dest, root=root)
     return rows
 

@@ -24,7 +24,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from fedgame.pipeline.store import atomic_write_text, read_metrics  # noqa: E402
+from fedgame.pipeline.results import code_note  # noqa: E402
+from fedgame.pipeline.runner import markdown_table, summarise_grid  # noqa: E402
+from fedgame.pipeline.store import ResultStore, atomic_write_text, read_metrics  # noqa: E402
 
 __all__ = ["find_runs", "write_report"]
 
@@ -275,6 +277,13 @@ def write_report(paths: list[Path], out: Path, *, title: str = "fedgame report")
     lines.append("")
     for caption, name in figs:
         lines += [f"## {caption}", "", f"![{caption}]({name})", ""]
+    finished = [d for d in run_dirs if (d / "summary.json").exists()]
+    if finished:
+        lines += [code_note(finished), ""]
+        summaries = [json.loads((d / "summary.json").read_text()) for d in finished]
+        rows = summarise_grid([{**s, "label": s["name"]} for s in summaries])
+        ResultStore(out).write_csv("comparison.csv", rows)
+        atomic_write_text(out / "comparison.md", markdown_table(rows) + "\n" + code_note(finished) + "\n")
     path = out / "report.md"
     atomic_write_text(path, "\n".join(lines))
     return path

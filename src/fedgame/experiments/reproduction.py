@@ -10,11 +10,13 @@ settings recorded in the CSVs.
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 from collections import defaultdict
 from pathlib import Path
 from fedgame.experiments.claims import ordering
+from fedgame.experiments.reports import PROVENANCE
 from fedgame.pipeline.store import atomic_write_text
 from fedgame.experiments.table2 import PAPER_TABLE2_FMNIST
 
@@ -185,8 +187,8 @@ REGENERATED: dict[str, str] = {
 RERUN: dict[str, str] = {
     "jdp_fig3_reduced": "scripts/jdp_fig3.sh", "jdp_fig4_reduced": "scripts/jdp_fig4.sh",
     "jdp_fig5_reduced": "scripts/jdp_fig5.sh", "phs_fig5_reduced": "scripts/phs_fig5.sh",
-    "phs_table4_reduced": "scripts/phs_table4.sh",
-    "qidpfl_fmnist": "scripts/qidpfl_compare.sh",
+    "phs_table4_reduced": "scripts/phs_table4.sh", "phs_tight_reduced": "scripts/phs_tight.sh",
+    "qidpfl_fmnist": "scripts/qidpfl_compare.sh", "fedavg_vs_dp_fedavg": "scripts/fedavg_vs_dp.sh",
 }
 
 
@@ -199,13 +201,21 @@ def _recomputability(results: Path) -> list[str]:
            "Counted from the committed files when this page was generated.", ""]
     for folder in sorted(p for p in results.iterdir() if p.is_dir()):
         runs = [s for s in folder.rglob("summary.json") if (s.parent / "metrics.csv").exists() and (s.parent / "config.yaml").exists()]
-        if runs:
-            what = f"per-seed files committed ({len(runs)} runs: `summary.json`, `metrics.csv`, `config.yaml`)"
+        files = f"per-seed files committed ({len(runs)} runs: `summary.json`, `metrics.csv`, `config.yaml`)"
+        record = folder / PROVENANCE
+        if record.exists():
+            kinds = ", ".join(f"`{e['kind']}`" for e in json.loads(record.read_text())["reports"])
+            what = f"{files}; its tables are regenerated from them (`report.json`: {kinds}) and a test compares them byte for byte"
+        elif runs and (folder / "claim.json").exists():
+            what = f"{files}; `claim.json` is recomputed from them by a test"
+        elif runs:
+            what = files
         elif folder.name in REGENERATED:
             what = REGENERATED[folder.name]
         else:
-            script = RERUN.get(folder.name)
-            what = "only the tables are committed (run before per-seed files were kept)" + (f"; `{script}` reruns it" if script else "")
+            what = "only the tables are committed (run before per-seed files were kept)"
+        if folder.name in RERUN and not record.exists():
+            what += f"; `{RERUN[folder.name]}` reruns it and builds its tables from per-seed files"
         out.append(f"- `results/{folder.name}`: {what}")
     return out + [""]
 

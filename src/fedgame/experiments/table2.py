@@ -26,7 +26,7 @@ import numpy as np
 
 from fedgame.experiments.claims import ordering
 from fedgame.pipeline.store import atomic_write_text
-from fedgame.pipeline.results import finished_runs
+from fedgame.pipeline.results import code_note, finished_runs
 
 __all__ = ["CLAIMS", "PAPER_TABLE2_FMNIST", "claims_markdown", "collect", "copy_configs", "write_rows_csv", "write_table2"]
 
@@ -137,7 +137,7 @@ def write_table2(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
         })
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "table2.csv", rows, empty_header=["dataset"])
-    atomic_write_text(dest / "table2.md", _markdown(rows, budget))
+    atomic_write_text(dest / "table2.md", _markdown(rows, budget) + "\n" + code_note(r["dir"] for runs in cells.values() for r in runs) + "\n")
     _figures(cells, dest)
     copy_configs(cells.values(), dest)
     return rows

@@ -39,7 +39,7 @@ import numpy as np
 from fedgame.experiments.claims import ordering
 from fedgame.pipeline.store import atomic_write_text, read_metrics
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
-from fedgame.pipeline.results import finished_runs, mean_std
+from fedgame.pipeline.results import code_note, finished_runs, mean_std
 
 __all__ = [
     "MECHANISMS",
@@ -178,7 +178,7 @@ def write_table4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "table4.csv", rows, empty_header=["dataset", "mechanism", "s"])
     figures = _figures(cells, dest)
-    atomic_write_text(dest / "table4.md", _markdown(rows, budget, figures))
+    atomic_write_text(dest / "table4.md", _markdown(rows, budget, figures) + "\n" + _code(cells) + "\n")
     copy_configs(cells.values(), dest)
     return rows
 
@@ -204,7 +204,7 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "fig5.csv", rows, empty_header=["mechanism", "batch_size", "n_seeds", "seeds", "mean", "std"])
     drawn = _fig5(rows, dest / "fig5_batch.png")
-    atomic_write_text(dest / "fig5.md", _fig5_markdown(rows, budget, drawn))
+    atomic_write_text(dest / "fig5.md", _fig5_markdown(rows, budget, drawn) + "\n" + _code(cells) + "\n")
     copy_configs(cells.values(), dest)
     return rows
 
@@ -261,12 +261,18 @@ def write_tight(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
         v = ordering(tight["acc_mean"], tight["acc_std"], tight["n_seeds"], paper["acc_mean"], paper["acc_std"], paper["n_seeds"])
         lines += ["", f"Tight calibration above the paper's: {tight['acc_mean'] - paper['acc_mean']:+.2f} points, {v} "
                   "(standard error of the difference from the two cells' std over seeds)."]
+    lines += ["", _code(cells)]
     atomic_write_text(dest / "tight_vs_paper.md", "\n".join(lines) + "\n")
     copy_configs(cells.values(), dest)
     return rows
 
 
 # -- numbers ---------------------------------------------------------------------------------
+def _code(cells: Any) -> str:
+    """:func:`~fedgame.pipeline.results.code_note` over every run behind ``cells``."""
+    return code_note(r["dir"] for runs in cells.values() for r in runs)
+
+
 def _float(v: Any) -> float:
     """A number from JSON (None for a non-finite value) or a CSV cell; NaN if there is none."""
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ import yaml
 
 from fedgame.pipeline.store import atomic_write_bytes, read_metrics
 
-__all__ = ["EXPORTED", "FinishedRun", "export_runs", "finished_runs", "flatten", "mean_std"]
+__all__ = ["EXPORTED", "FinishedRun", "code_note", "export_runs", "finished_runs", "flatten", "mean_std"]
 
 
 @dataclass
@@ -105,6 +106,29 @@ def export_runs(src: Path, dest: Path, files: tuple[str, ...] = EXPORTED) -> lis
                 atomic_write_bytes(target / name, (run / name).read_bytes())
         written.append(target)
     return written
+
+
+def code_note(run_dirs: Iterable[Path]) -> str:
+    """The line a table page carries about where its runs came from: the code version each
+    ``summary.json`` records (``versions.code``: the git commit, ``+dirty`` with uncommitted
+    changes) and the CPU model, counted over the runs, so that a table mixing code versions says so."""
+    codes: Counter[str] = Counter()
+    cpus: Counter[str] = Counter()
+    for d in run_dirs:
+        path = Path(d) / "summary.json"
+        versions = json.loads(path.read_text()).get("versions", {}) if path.exists() else {}
+        code = str(versions.get("code", "not recorded"))
+        codes[code[:12] + code[40:] if len(code) >= 40 else code] += 1
+        cpus[str(versions.get("cpu", "not recorded"))] += 1
+    def listed(c: Counter[str]) -> str:
+        return ", ".join(f"{k} ({n} run{'s' if n > 1 else ''})" for k, n in sorted(c.items()))
+    n = sum(codes.values())
+    if len(codes) == 1:
+        code_part = f"all {n} runs from code {next(iter(codes))}"
+    else:
+        code_part = f"the runs mix {len(codes)} code versions: {listed(codes)}"
+    cpu_part = next(iter(cpus)) if len(cpus) == 1 else listed(cpus)
+    return f"Code: {code_part}; CPU: {cpu_part} (from each run's summary.json)."
 
 
 def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
