@@ -138,3 +138,44 @@ def test_a_worker_error_comes_back_with_its_traceback_and_the_pool_stays_usable(
         with pytest.raises(RuntimeError, match="ValueError: payload three"):
             pool.map("boom", [1, 2, 3, 4])
         assert pool.map("boom", [7]) == [14]
+
+
+def test_workers_exit_when_the_server_is_killed(tmp_path: Path) -> None:
+    """A server killed by SIGKILL (no atexit, no finalizer) leaves no worker behind: each reads
+    end-of-file on its pipe, because no process but the server holds the server's ends."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import os, signal\n"
+        "from fedgame.sim.pool import WorkerContext, WorkerPool\n"
+        "pool = WorkerPool(WorkerContext(trainer=None, parts=[], streams=None, classes=2), 2)\n"
+        "print(' '.join(str(p.pid) for p in pool._procs), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    server = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    pids = [int(p) for p in server.stdout.readline().split()]  # not read to EOF: workers share the pipe
+    assert server.wait(timeout=120) == -9
+    server.stdout.close()
+    assert len(pids) == 2
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        try:  # a zombie (exited, not yet reaped by init) counts as gone
+            return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 30
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = [p for p in pids if alive(p)]
+    for p in left:
+        os.kill(p, 9)
+    assert not left, f"workers {left} outlived their server"

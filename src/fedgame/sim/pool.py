@@ -125,8 +125,13 @@ TASKS: dict[str, Callable[[WorkerContext, Any], Any]] = {
 }
 
 
-def _worker_main(conn: Connection, ctx: WorkerContext) -> None:
-    """A worker's life: one thread, then answer ``(task, payload)`` messages until None."""
+def _worker_main(conn: Connection, ctx: WorkerContext, inherited: Sequence[Connection] = ()) -> None:
+    """A worker's life: one thread, then answer ``(task, payload)`` messages until None, or
+    until the server's end of the pipe closes. ``inherited`` are the server's pipe ends a forked
+    worker holds copies of (its own and earlier workers'): closed first, so that when the server
+    dies, even by SIGKILL, every worker reads end-of-file and exits instead of waiting forever."""
+    for end in inherited:
+        end.close()
     torch.set_num_threads(1)
     try:
         torch.set_num_interop_threads(1)
@@ -160,7 +165,8 @@ class WorkerPool:
         self._procs: list[Any] = []
         for _ in range(self.workers):
             parent, child = mpctx.Pipe(duplex=True)
-            proc = mpctx.Process(target=_worker_main, args=(child, ctx), daemon=True)  # type: ignore[attr-defined]  # typeshed: get_context(str) -> BaseContext, whose concrete subclasses all have Process
+            inherited = [*self._conns, parent] if method == "fork" else []
+            proc = mpctx.Process(target=_worker_main, args=(child, ctx, inherited), daemon=True)  # type: ignore[attr-defined]  # typeshed: get_context(str) -> BaseContext, whose concrete subclasses all have Process
             proc.start()
             child.close()
             self._conns.append(parent)
