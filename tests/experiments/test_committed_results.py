@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from fedgame.experiments.claims import gap, read_runs
-from fedgame.experiments.kappa_sweep import KappaRow, write_sweep
 from fedgame.experiments.reports import PROVENANCE, regenerate
 from fedgame.experiments.reproduction import REGENERATED, RERUN
 
@@ -63,16 +62,6 @@ def test_every_committed_claim_regenerates(path: Path) -> None:
 
 def test_the_bf16_claim_is_among_them() -> None:
     assert RESULTS / "bf16_cost" / "claim.json" in CLAIMS
-
-
-def test_kappa_sweep_table_regenerates(tmp_path: Path) -> None:
-    here = RESULTS / "fedpcs_kappa_sweep"
-    data = json.loads((here / "sweep.json").read_text())
-    rows = [KappaRow(**{k: tuple(v) if isinstance(v, list) else v for k, v in r.items()}) for r in data["rows"]]
-    chosen = write_sweep(rows, tmp_path, instance=data["instance"])
-    assert chosen == data["chosen_acc_scale"]
-    for name in ("sweep.md", "sweep.csv"):
-        assert (tmp_path / name).read_text() == (here / name).read_text(), name
 
 
 def test_jdp_auction_figure_regenerates(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fedgame.experiments.kappa_sweep import choose_default, kappa_row, write_sweep
+from fedgame.experiments.kappa_sweep import choose_default, kappa_row, load_rows, save_row, write_sweep, write_sweep_runs
 
 
 def test_a_row_matches_the_plan_and_the_files_hold_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,6 +36,17 @@ def test_a_row_matches_the_plan_and_the_files_hold_the_table(tmp_path: Path, mon
     assert "| 1000 |" in md and "tiny" in md
     assert json.loads((tmp_path / "sweep.json").read_text())["chosen_acc_scale"] == chosen == choose_default([dead, row])[0]
     assert len(list((tmp_path / "cache").rglob("fedpcs-*.npz"))) == 1  # the runs of that recipe reuse the solve
+    # per-κ run folders hold every number of the rows, to the last bit, and the sweep is written from them
+    for r in (row, dead):
+        save_row(r, tmp_path / "runs" / f"kappa={r.kappa:g}" / "seed_0", {"instance": "tiny", "kappa": r.kappa}, {"code": "abc"})
+    assert load_rows(tmp_path / "runs") == ([dead, row], "tiny")
+    assert write_sweep_runs(tmp_path / "runs", tmp_path / "again") == chosen
+    for name in ("sweep.csv", "sweep.json"):
+        assert (tmp_path / "again" / name).read_text() == (tmp_path / name).read_text(), name
+    assert "all 2 runs from code abc" in (tmp_path / "again" / "sweep.md").read_text()
+    save_row(row, tmp_path / "runs" / "other" / "seed_0", {"instance": "another"}, {"code": "abc"})
+    with pytest.raises(ValueError, match="different instances"):
+        load_rows(tmp_path / "runs")
 
 
 def test_kappa_must_be_positive() -> None:

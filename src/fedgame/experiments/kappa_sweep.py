@@ -18,7 +18,10 @@ K = 20, T = 29, ρ⁰ ~ U[0.01, 12], ϕ ~ U(0, 1), γ = 0.5, seed 0: the types o
 
 The default is the smallest κ at which (a) R_t > 0 in every round, (b) τ(t) < 1 and
 non-increasing, (c) equilibrium welfare > 0. ``python -m fedgame.experiments.kappa_sweep``
-writes ``results/fedpcs_kappa_sweep/sweep.csv``, ``sweep.md`` and ``sweep.json``.
+solves each κ not yet under ``results/fedpcs_kappa_sweep/runs/`` (one cell per κ,
+``kappa=<κ>/seed_<s>/`` with ``config.yaml``, ``summary.json`` and ``metrics.csv`` holding R_t,
+τ(t), φ(t) per round: resumable, as a solve takes up to 20 minutes) and writes ``sweep.csv``,
+``sweep.md`` and ``sweep.json`` from those files (``fedgame report RUNS --kind kappa-sweep``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from fedgame.incentives.fedpcs import FedPCSGame, solve_plan
 from fedgame.incentives.games import (
@@ -48,7 +52,8 @@ from fedgame.incentives.games import (
     stackelberg,
 )
 
-__all__ = ["KAPPA_GRID", "KappaRow", "choose_default", "kappa_row", "kappa_sweep", "write_sweep"]
+__all__ = ["KAPPA_GRID", "KappaRow", "choose_default", "kappa_row", "kappa_sweep", "load_rows", "save_row", "write_sweep",
+           "write_sweep_runs"]
 
 log = logging.getLogger(__name__)
 
@@ -217,18 +222,78 @@ def write_sweep(rows: Sequence[KappaRow], dest: Path, *, instance: str) -> float
     return chosen
 
 
+_SERIES = ("R", "tau", "phi")
+
+
+def save_row(row: KappaRow, cell: Path, config: dict[str, object], versions: dict[str, str]) -> None:
+    """One κ as a run folder: ``config.yaml`` (the instance), ``metrics.csv`` (R_t, τ(t), φ(t) per
+    round, exact decimal round trips) and ``summary.json`` (the scalars and the code version;
+    written last, so a folder with it is finished)."""
+    from fedgame.pipeline.store import atomic_write_text
+
+    cell.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(cell / "config.yaml", yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+    series = [getattr(row, k) for k in _SERIES]
+    lines = ["round," + ",".join(_SERIES)] + [f"{t}," + ",".join(repr(float(s[t])) for s in series) for t in range(len(row.R))]
+    atomic_write_text(cell / "metrics.csv", "\n".join(lines) + "\n")
+    scalars = {k: v for k, v in asdict(row).items() if k not in _SERIES}
+    atomic_write_text(cell / "summary.json", json.dumps({**scalars, "versions": versions}, indent=1) + "\n")
+
+
+def load_rows(root: Path) -> tuple[list[KappaRow], str]:
+    """The finished κ cells under ``root`` (ascending κ) and their instance's description."""
+    rows, instances = [], set()
+    for path in sorted(root.rglob("summary.json")):
+        summary = json.loads(path.read_text())
+        with (path.parent / "metrics.csv").open() as f:
+            table = list(csv.DictReader(f))
+        fields: dict[str, object] = {k: v for k, v in summary.items() if k != "versions"}
+        fields.update({k: tuple(float(r[k]) for r in table) for k in _SERIES})
+        rows.append(KappaRow(**fields))  # type: ignore[arg-type]  # the fields save_row wrote
+        instances.add(str(yaml.safe_load((path.parent / "config.yaml").read_text())["instance"]))
+    if not rows:
+        raise ValueError(f"runs: no finished κ cell (summary.json) under {root}")
+    if len(instances) > 1:
+        raise ValueError(f"runs: κ cells of different instances under {root}: {sorted(instances)}")
+    return sorted(rows, key=lambda r: r.kappa), instances.pop()
+
+
+def write_sweep_runs(root: Path, dest: Path) -> float | None:
+    """:func:`write_sweep` from the κ cells under ``root`` (:func:`load_rows`), with the line
+    naming the code version(s) they were solved by."""
+    from fedgame.pipeline.results import code_note
+
+    rows, instance = load_rows(root)
+    chosen = write_sweep(rows, dest, instance=instance)
+    with (dest / "sweep.md").open("a") as f:
+        f.write("\n" + code_note(p.parent for p in sorted(root.rglob("summary.json"))) + "\n")
+    return chosen
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m fedgame.experiments.kappa_sweep [--out DIR] [--kappa K ...]``."""
+    """``python -m fedgame.experiments.kappa_sweep [--out DIR] [--kappa K ...]``: solve the κ
+    not yet under ``DIR/runs`` (resumable), then write the sweep from every cell there."""
+    from fedgame.experiments.reports import write
+    from fedgame.pipeline.runner import versions
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--out", type=Path, default=Path("results/fedpcs_kappa_sweep"))
     ap.add_argument("--kappa", type=float, nargs="+", default=list(KAPPA_GRID))
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    rows = kappa_sweep(args.kappa, seed=args.seed)
     instance = (f"N = 100, K = 20, T = 29, ρ⁰ ~ U[0.01, 12], ϕ ~ U(0, 1) clipped to [1e-3, 1 − 1e-3], γ = 0.5, "
                 f"seed {args.seed} (the types of recipes/fedpcs/fmnist.yaml), privacy-aware inclusion")
-    write_sweep(rows, args.out, instance=instance)
+    for kappa in sorted(args.kappa):
+        cell = args.out / "runs" / f"kappa={_fmt(float(kappa))}" / f"seed_{args.seed}"
+        if (cell / "summary.json").exists():
+            log.info("kappa %g: finished, skipped (%s)", kappa, cell)
+            continue
+        (row,) = kappa_sweep([kappa], seed=args.seed)
+        save_row(row, cell, {"instance": instance, "kappa": float(kappa), "seed": args.seed, "n_clients": 100,
+                             "clients_per_round": 20, "rounds": 30, "gamma": 0.5, "budget": [700.0, 300.0], "n_starts": 8},
+                 versions())
+    print(write("kappa-sweep", [args.out / "runs"], args.out, budget="game"))
 
 
 if __name__ == "__main__":

@@ -72,6 +72,13 @@ def _phs_tight(dirs: list[Path], out: Path | None, budget: str) -> str:
     return f"tight: {len(write_tight(dirs[0], dest, budget=budget))} cells → {dest / 'tight_vs_paper.md'}"
 
 
+def _kappa_sweep(dirs: list[Path], out: Path | None, budget: str) -> str:
+    from fedgame.experiments.kappa_sweep import write_sweep_runs
+
+    dest = out or dirs[0]
+    return f"kappa sweep: chosen acc_scale {write_sweep_runs(dirs[0], dest)} → {dest / 'sweep.md'}"
+
+
 def _qidpfl(dirs: list[Path], out: Path | None, budget: str) -> str:
     from fedgame.experiments.qidpfl_report import write_comparison
 
@@ -103,6 +110,7 @@ KINDS: dict[str, ReportKind] = {k.name: k for k in (
     ReportKind("table4", "PHS Tables III/IV: privacy-aware, unbiased, biased per similarity s", _table4),
     ReportKind("phs-fig5", "PHS Fig. 5: accuracy against the local batch size", _phs_fig5),
     ReportKind("phs-tight", "PHS privacy-aware: the paper's noise calibration against the tight (PLD) one", _phs_tight),
+    ReportKind("kappa-sweep", "FedPCS accuracy scale κ: the game per κ and the default it chooses", _kappa_sweep),
     ReportKind("qidpfl", "QI-DPFL against its five baselines: accuracy, reward, cost, claims C1-C4", _qidpfl),
     ReportKind("qidpfl-curve", "QI-DPFL's accuracy-vs-ρ sweep: the fitted curve (Fig. 2)", _qidpfl_curve),
     ReportKind("jdp-fig3", "JDP-FL Fig. 3: accuracy against ε per server rule, with and without the attack", _jdp("fig3")),
