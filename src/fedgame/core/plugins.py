@@ -54,8 +54,9 @@ class BuildContext:
     recipe has one (FedPCS's ρ schedule, QI-DPFL's participant sets), else None;
     ``label_counts`` the clients' label histograms when queried, else None (:meth:`counts`
     falls back to the partition's); ``streams`` the run's seeded streams (a built-in that draws
-    before training names its own stream, e.g. PHS's ``schedule``); ``phs`` PHS's set-up (the
-    clients' budgets and Problem 1's p^s) when the recipe has one; ``selection`` the run's
+    before training names its own stream, e.g. PHS's ``schedule``); ``phs`` what the privacy
+    plan fixed before training (its ``setup``: PHS's client budgets ε_k, V_k, p^u), else None;
+    ``selection`` the run's
     selection strategy, for a privacy plan that calibrates to its participation bound; ``dim``
     the model's number of parameters (for an incentive's plan that prices it).
     """

@@ -7,6 +7,7 @@ leave-one-out groups) is a vector operation, so one representation serves them a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -23,6 +24,7 @@ __all__ = [
     "ClientResult",
     "LOCAL_GRAD_VARIANCE",
     "RoundOutcome",
+    "steps_per_round",
 ]
 
 ClientId = int
@@ -164,3 +166,11 @@ class RoundOutcome:
 
     def update_norms(self) -> dict[ClientId, float]:
         return {r.client: float(torch.linalg.vector_norm(r.update)) for r in self.results}
+
+
+def steps_per_round(sizes: np.ndarray, *, batch_size: int, epochs: int | None, steps: int | None) -> list[int]:
+    """Local steps each client takes per round (same rule as the local trainer)."""
+    if steps is not None:
+        return [steps] * len(sizes)
+    assert epochs is not None
+    return [epochs * max(1, math.ceil(int(n) / batch_size)) for n in sizes]

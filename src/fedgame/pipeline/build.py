@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +19,6 @@ from fedgame.pipeline.config import (
     FedCBSSel,
     JDPCfg,
     JDPPrivacyCfg,
-    PHSPrivacyCfg,
-    PHSSel,
     QIDPFLCfg,
     ScreenedSel,
     RunConfig,
@@ -37,16 +34,13 @@ from fedgame.incentives.fedpcs import FedPCSIncentive, fedpcs_game
 from fedgame.incentives.fedpcs import rho_source as baseline_rho
 from fedgame.incentives.qidpfl import QIDPFLIncentive
 from fedgame.models import build_model, count_params
-from fedgame.privacy.analysis.phs import phs_V
-from fedgame.privacy.budgets import draw_budgets
 from fedgame.privacy.accountants import make_accountant
 from fedgame.privacy.events import PrivacyEvent
 from fedgame.privacy.jdp import local_perturbation
 from fedgame.privacy.mechanisms import GaussianMechanism
 from fedgame.robust import DIRTY_LABEL_TARGETS, ONE_CLASS_SOURCES, choose_adversary, dirty_label
-from fedgame.privacy.plans import PRIVACY_PLANS, ClientPrivacy, steps_per_round
+from fedgame.privacy.plans import PRIVACY_PLANS, ClientPrivacy
 from fedgame.selection import SELECTIONS, SelectionStrategy
-from fedgame.selection.phs_problem import P1Solution, solve_p1
 from fedgame.sim import AGGREGATORS, Engine, LocalSpec, LocalTrainer, server_sgd
 from fedgame.sim.client import Executor, InProcessExecutor, draw_costs
 from fedgame.sim.jdp import JDPEngine, LeaveOneOut, RandomGroups, ServerRule, global_rule
@@ -80,7 +74,7 @@ class Built:
     data: FederatedDataset
     model: torch.nn.Module
     plan: FedPCSPlan | QIDPFLPlan | None = None
-    phs: PHSSetup | None = None
+    phs: Any = None
     pool: WorkerPool | None = None
 
     def close(self) -> None:
@@ -89,68 +83,10 @@ class Built:
             self.pool.close()
 
 
-@dataclass(frozen=True)
-class PHSSetup:
-    """What the PHS server fixes before training (before Algorithm 1 runs): the budgets ε_k,
-    V_k of Eq. 7, p^u, the selection distribution p^s and Problem 1's solution (privacy-aware)."""
-
-    eps: np.ndarray
-    V: np.ndarray
-    dim: int
-    p_u: np.ndarray
-    p_s: np.ndarray
-    eta: float | None
-    solution: P1Solution | None
-
-    def summary(self) -> dict[str, Any]:
-        sol = self.solution
-
-        def num(v: float) -> float | None:
-            return None if not np.isfinite(v) else float(v)
-
-        return {
-            "D": self.dim,
-            "eta": self.eta,
-            "eps": [num(e) for e in self.eps],
-            "V": self.V.tolist(),
-            "p_u": self.p_u.tolist(),
-            "p_s": self.p_s.tolist(),
-            "l1_from_p_u": float(np.abs(self.p_s - self.p_u).sum()),
-            "objective": None if sol is None else sol.objective,
-            "objective_at_p_u": None if sol is None else sol.objective_at_pu,
-            "eta_star": None if sol is None else num(sol.eta_star),
-            "kkt_residual": None if sol is None else sol.kkt_residual,
-            "solver": None if sol is None else sol.method,
-            "solve_seconds": None if sol is None else sol.seconds,
-        }
-
-
-def local_steps(cfg: RunConfig, sizes: np.ndarray) -> np.ndarray:
-    """T^l per client: the local SGD steps of one participation."""
-    l = cfg.train.local
-    return np.asarray(steps_per_round(sizes, batch_size=l.batch_size, epochs=l.epochs, steps=l.steps), dtype=np.int64)
-
-
-def build_phs(cfg: RunConfig, data: FederatedDataset, streams: Streams, dim: int) -> PHSSetup | None:
-    """Budgets from the ``budgets`` stream, V_k (Eq. 7), and p^s: Problem 1 (η = ``eta`` or
-    2 L̂ √(T^g T^l), the theory value with L estimated by L̂) for ``mechanism: privacy_aware``,
-    p^u otherwise; None without PHS privacy."""
-    pc = cfg.privacy
-    if not isinstance(pc, PHSPrivacyCfg):
-        return None
-    sizes = np.asarray(data.sizes, dtype=np.float64)
-    eps = draw_budgets(pc.budgets.model_dump(mode="json"), sizes.size, streams.numpy("budgets"))
-    r = np.minimum(1.0, cfg.train.local.batch_size / sizes)
-    V = np.asarray(phs_V(eps, pc.delta, r, sizes), dtype=np.float64)
-    p_u = sizes / sizes.sum()
-    sel = cfg.selection
-    if not isinstance(sel, PHSSel) or sel.mechanism == "unbiased":
-        return PHSSetup(eps=eps, V=V, dim=dim, p_u=p_u, p_s=p_u.copy(), eta=None, solution=None)
-    t_l = float(local_steps(cfg, sizes).mean())
-    eta = sel.eta if sel.eta is not None else 2.0 * (sel.L_hat or 1.0) * math.sqrt(cfg.train.rounds * t_l)
-    sol = solve_p1(p_u, dim * V, eta, method="auto")
-    log.info("PHS Problem 1: eta %.4g, ||p* - p^u||_1 %.4g, KKT residual %.2g (%s)", eta, np.abs(sol.p - p_u).sum(), sol.kkt_residual, sol.method)
-    return PHSSetup(eps=eps, V=V, dim=dim, p_u=p_u, p_s=sol.p, eta=eta, solution=sol)
+def privacy_setup(cfg: RunConfig, ctx: BuildContext) -> Any:
+    """What the recipe's privacy plan fixes before training for the selection to read (its
+    ``setup``; PHS's client budgets), or None."""
+    return PRIVACY_PLANS.get(cfg.privacy.kind).setup(cfg.privacy, ctx)  # type: ignore[attr-defined]
 
 
 def build_data(cfg: RunConfig, streams: Streams) -> FederatedDataset:
@@ -211,7 +147,7 @@ def build_privacy(
     data: FederatedDataset,
     plan: FedPCSPlan | QIDPFLPlan | None = None,
     *,
-    phs: PHSSetup | None = None,
+    phs: Any = None,
     selection: SelectionStrategy | None = None,
 ) -> ClientPrivacy:
     pc = cfg.privacy
@@ -229,7 +165,7 @@ def build_selection(
     plan: FedPCSPlan | QIDPFLPlan | None = None,
     data: FederatedDataset | None = None,
     *,
-    phs: PHSSetup | None = None,
+    phs: Any = None,
     streams: Streams | None = None,
     label_counts: np.ndarray | None = None,
 ) -> SelectionStrategy:
@@ -386,15 +322,17 @@ def build_engine(
             executor = InProcessExecutor(trainer=trainer, model=model, parts=parts, streams=streams, classes=data.train.classes)
     counts = query_label_counts(executor, data.n_clients) if needs_label_counts(cfg) else None
     dim = count_params(model)
-    phs = build_phs(cfg, data, streams, dim)
+    budgets = privacy_setup(cfg, BuildContext(run=cfg, data=data, streams=streams, dim=dim))
     plan = build_plan(cfg, BuildContext(run=cfg, data=data, streams=streams, label_counts=counts, dim=dim))
-    selection = build_selection(cfg, plan, data, phs=phs, streams=streams, label_counts=counts)
+    selection = build_selection(cfg, plan, data, phs=budgets, streams=streams, label_counts=counts)
+    # the pre-training plan phs.json records: the selection's (budgets and Problem 1), else the budgets
+    phs = getattr(selection, "setup", None) or budgets
     engine = Engine(
         model=model,
         data=data,
         trainer=trainer,
         selection=selection,
-        privacy=build_privacy(cfg, data, plan, phs=phs, selection=selection),
+        privacy=build_privacy(cfg, data, plan, phs=budgets, selection=selection),
         accountant=make_accountant(cfg.accountant.kind, n_clients=data.n_clients),
         server_update=build_server_update(cfg),
         streams=streams,

@@ -24,8 +24,9 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from fedgame.core.plugins import PluginConfig
 
 from fedgame.core.registry import Registry
-from fedgame.privacy.analysis.phs import phs_epsilon_spent, phs_noise_multiplier
-from fedgame.privacy.budgets import PrivacyBudgetCfg, UniformBudgetCfg
+from fedgame.core.types import steps_per_round
+from fedgame.privacy.analysis.phs import phs_epsilon_spent, phs_noise_multiplier, phs_V
+from fedgame.privacy.budgets import PrivacyBudgetCfg, UniformBudgetCfg, draw_budgets
 from fedgame.privacy.analysis.subsampled import dpsgd_epsilon, dpsgd_noise_multipliers
 from fedgame.privacy.events import PrivacyEvent
 from fedgame.privacy.mechanisms import GaussianMechanism
@@ -38,6 +39,8 @@ __all__ = [
     "ZCDPUpload",
     "PHSDPSGD",
     "PRIVACY_PLANS",
+    "ClientBudgets",
+    "steps_per_round",
 ]
 
 if TYPE_CHECKING:
@@ -72,6 +75,30 @@ class DPSGD:
             raise ValueError(f"privacy.noise_multiplier: must be >= 0, got {self.noise_multiplier}")
 
 
+@dataclass(frozen=True)
+class ClientBudgets:
+    """What PHS's privacy plan fixes before training, for the selection to read (its
+    ``provides: client_budgets``): each client's budget ε_k, V_k of Eq. 7 (the noise variance
+    its budget forces per unit of model size), p^u_k = |M_k| / Σ|M_i|, the sizes |M_k| and the
+    model size D."""
+
+    eps: np.ndarray
+    V: np.ndarray
+    p_u: np.ndarray
+    sizes: np.ndarray
+    dim: int
+
+    def summary(self) -> dict[str, Any]:
+        """``phs.json`` when no selection solved Problem 1 on these budgets (p^s = p^u)."""
+
+        def num(v: float) -> float | None:
+            return None if not np.isfinite(v) else float(v)
+
+        return {"D": self.dim, "eta": None, "eps": [num(e) for e in self.eps], "V": self.V.tolist(),
+                "p_u": self.p_u.tolist(), "p_s": self.p_u.tolist(), "l1_from_p_u": 0.0, "objective": None,
+                "objective_at_p_u": None, "eta_star": None, "kkt_residual": None, "solver": None, "solve_seconds": None}
+
+
 class ClientPrivacy(ABC):
     """What privacy each client applies, round by round (see module docstring)."""
 
@@ -89,6 +116,15 @@ class ClientPrivacy(ABC):
         keyword arguments. Override to use ``ctx`` (the clients' data sizes, the run's rounds)."""
         del ctx
         return cls(**cfg.model_dump(exclude={"kind"}))
+
+    @classmethod
+    def setup(cls, cfg: BaseModel, ctx: BuildContext) -> Any:
+        """What this plan fixes before training that the selection reads (one of its
+        Config's ``provides``), called once by the pipeline before the selection is built; the
+        selection and this plan's :meth:`from_config` find it as ``ctx.phs``. None (the default):
+        nothing to fix."""
+        del cfg, ctx
+        return None
 
     def dpsgd(self, client: int, t: int, n_examples: int) -> DPSGD | None:
         return None
@@ -256,6 +292,19 @@ class PHSDPSGD(ClientPrivacy):
         max_grad_norm: float = Field(1.0, gt=0, le=1e6)
         calibration: Literal["paper", "pld", "rdp"] = "paper"
         batch: Literal["poisson", "fixed_batch"] = "poisson"
+
+    @classmethod
+    def setup(cls, cfg: BaseModel, ctx: BuildContext) -> ClientBudgets:
+        """The clients' budgets ε_k from the run's ``budgets`` stream, V_k (Eq. 7, sampling rate
+        r_k = min(1, B/|M_k|)) and p^u: what the PHS selection solves Problem 1 on."""
+        c: Any = cfg
+        if ctx.data is None or ctx.streams is None or ctx.dim is None:
+            raise ValueError("privacy.kind: 'phs' draws the budgets before training: pass the data, streams and model size")
+        sizes = np.asarray(ctx.data.sizes, dtype=np.float64)
+        eps = draw_budgets(c.budgets.model_dump(mode="json"), sizes.size, ctx.streams.numpy("budgets"))
+        r = np.minimum(1.0, ctx.run.train.local.batch_size / sizes)
+        V = np.asarray(phs_V(eps, c.delta, r, sizes), dtype=np.float64)
+        return ClientBudgets(eps=eps, V=V, p_u=sizes / sizes.sum(), sizes=sizes, dim=int(ctx.dim))
 
     @classmethod
     def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> PHSDPSGD:
@@ -519,11 +568,3 @@ class ZCDPUpload(ClientPrivacy):
 
     def events(self, client: int, t: int, n_examples: int, steps: int) -> list[tuple[PrivacyEvent, int]]:
         return [(PrivacyEvent.zcdp(self.rho_of(client, t)), 1)]
-
-
-def steps_per_round(sizes: np.ndarray, *, batch_size: int, epochs: int | None, steps: int | None) -> list[int]:
-    """Local steps each client takes per round (same rule as the local trainer)."""
-    if steps is not None:
-        return [steps] * len(sizes)
-    assert epochs is not None
-    return [epochs * max(1, math.ceil(int(n) / batch_size)) for n in sizes]

@@ -20,19 +20,72 @@ Sec. VI-B): slot weights p^u_k/(K p^s_k), unbiased for F.
 
 from __future__ import annotations
 
+import logging
+import math
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
 from fedgame.core.plugins import BuildContext, PluginConfig
-
-from fedgame.core.types import RoundState, Selection
+from fedgame.core.types import RoundState, Selection, steps_per_round
 from fedgame.selection.base import SELECTIONS, SelectionStrategy, check_distribution
+from fedgame.selection.phs_problem import P1Solution, solve_p1
 
-__all__ = ["PHSSchedule", "planned_counts", "draw_schedule"]
+__all__ = ["PHSSchedule", "PHSSetup", "planned_counts", "draw_schedule", "solve_setup"]
+
+log = logging.getLogger(__name__)
 
 CountMode = Literal["realized", "expected"]
+
+
+@dataclass(frozen=True)
+class PHSSetup:
+    """What the PHS server fixes before training (before Algorithm 1 runs): the clients' budgets
+    (ε_k, V_k of Eq. 7, p^u, the model size D: the privacy plan's ``client_budgets``), the
+    selection distribution p^s and Problem 1's solution (privacy-aware mechanism; p^s = p^u and no
+    solution for the unbiased one). Written to the run's ``phs.json`` by :meth:`summary`."""
+
+    budgets: Any  # fedgame.privacy.plans.ClientBudgets: eps, V, p_u, sizes, dim
+    p_s: np.ndarray
+    eta: float | None
+    solution: P1Solution | None
+
+    def summary(self) -> dict[str, Any]:
+        sol = self.solution
+
+        def num(v: float) -> float | None:
+            return None if not np.isfinite(v) else float(v)
+
+        return {
+            **self.budgets.summary(),
+            "eta": self.eta,
+            "p_s": self.p_s.tolist(),
+            "l1_from_p_u": float(np.abs(self.p_s - self.budgets.p_u).sum()),
+            "objective": None if sol is None else sol.objective,
+            "objective_at_p_u": None if sol is None else sol.objective_at_pu,
+            "eta_star": None if sol is None else num(sol.eta_star),
+            "kkt_residual": None if sol is None else sol.kkt_residual,
+            "solver": None if sol is None else sol.method,
+            "solve_seconds": None if sol is None else sol.seconds,
+        }
+
+
+def solve_setup(budgets: Any, cfg: Any, run: Any) -> PHSSetup:
+    """p^s for the recipe's ``selection`` section ``cfg``: Problem 1 on the clients' budgets
+    (η = ``eta``, or 2 L̂ √(T^g T^l), the theory value with L estimated by L̂, T^l the mean local
+    steps) for ``mechanism: privacy_aware``; p^u for ``unbiased``."""
+    p_u = np.asarray(budgets.p_u, dtype=np.float64)
+    if cfg.mechanism == "unbiased":
+        return PHSSetup(budgets=budgets, p_s=p_u.copy(), eta=None, solution=None)
+    local = run.train.local
+    t_l = float(np.mean(steps_per_round(budgets.sizes, batch_size=local.batch_size, epochs=local.epochs, steps=local.steps)))
+    eta = cfg.eta if cfg.eta is not None else 2.0 * (cfg.L_hat or 1.0) * math.sqrt(run.train.rounds * t_l)
+    sol = solve_p1(p_u, budgets.dim * np.asarray(budgets.V, dtype=np.float64), eta, method="auto")
+    log.info("PHS Problem 1: eta %.4g, ||p* - p^u||_1 %.4g, KKT residual %.2g (%s)", eta, np.abs(sol.p - p_u).sum(),
+             sol.kkt_residual, sol.method)
+    return PHSSetup(budgets=budgets, p_s=sol.p, eta=eta, solution=sol)
 
 
 def planned_counts(p: np.ndarray, k: int, rounds: int) -> np.ndarray:
@@ -105,15 +158,19 @@ class PHSSchedule(SelectionStrategy):
 
     @classmethod
     def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> PHSSchedule:
-        """The schedule drawn from PHS's p^s (``ctx.phs``) on the run's ``schedule`` stream."""
+        """p^s from the clients' budgets (``ctx.phs``, :func:`solve_setup`: Problem 1 or p^u),
+        then the schedule drawn from it on the run's ``schedule`` stream; :attr:`setup` keeps both."""
         from fedgame.core.seeding import Streams
 
         c: Any = cfg
         if ctx.phs is None:
             raise ValueError("selection.kind: 'phs' needs privacy.kind 'phs' (the clients' budgets)")
+        setup = solve_setup(ctx.phs, c, ctx.run)
         streams = ctx.streams or Streams(seed=ctx.run.seed)
-        return cls(p=ctx.phs.p_s, rounds=ctx.run.train.rounds, k=ctx.run.train.clients_per_round,
-                   rng=streams.numpy("schedule"), count_mode=c.count_mode)
+        schedule = cls(p=setup.p_s, rounds=ctx.run.train.rounds, k=ctx.run.train.clients_per_round,
+                       rng=streams.numpy("schedule"), count_mode=c.count_mode)
+        schedule.setup = setup
+        return schedule
 
     def __init__(
         self,
@@ -127,6 +184,8 @@ class PHSSchedule(SelectionStrategy):
         if count_mode not in ("realized", "expected"):
             raise ValueError(f"selection.count_mode: must be 'realized' or 'expected', got {count_mode!r}")
         self.p = check_distribution(p)
+        self.setup: PHSSetup | None = None
+        """The budgets and Problem 1's solution p was taken from (set by :meth:`from_config`)."""
         self.k, self.rounds, self.count_mode = int(k), int(rounds), count_mode
         caps = planned_counts(self.p, self.k, self.rounds) if count_mode == "expected" else None
         gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
