@@ -32,4 +32,6 @@ for attack in dirty_label none; do
   .venv/bin/fedgame compare "$recipe" --seeds "${SEEDS:-3}" --out "$out" "${sets[@]}" \
     --grid "jdp.attack.kind=$attack" --grid "privacy.epsilon=$eps" --grid "jdp.aggregator=$aggs" --no-report
 done
-.venv/bin/fedgame report "$out" --kind jdp-fig3 --budget "$budget" --out "results/jdp_fig3${tag}_${budget}"
+dest="results/jdp_fig3${tag}_${budget}"
+.venv/bin/fedgame export "$out" "$dest/runs"
+.venv/bin/fedgame report "$dest/runs" --kind jdp-fig3 --budget "$budget" --out "$dest"
