@@ -25,6 +25,10 @@ reference), ``fig2.md`` (ours beside the reference tables with the tolerances �
 clients within ±2 — and the monotonicity and M2 ≥ M1 conditions) and ``fig2.json`` (the same as
 returned).
 
+Each sweep point is a run folder under ``DEST/runs/<sweep>=<x>/seed_<seed>/`` (``config.yaml``,
+``metrics.csv`` with every instance's outcome per mechanism, ``summary.json``), solved once and
+skipped after; the tables are written from those folders
+(``fedgame report DEST/runs --kind jdp-auction``).
 ``python -m fedgame.experiments.jdp_auction_figs DEST [--seeds 100] [--seed 0]`` runs it.
 """
 
@@ -37,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from fedgame.pipeline.store import ResultStore
 from fedgame.incentives.auctions import Auction, KnapsackAuction, UnitPriceAuction
@@ -49,7 +54,9 @@ __all__ = [
     "REFERENCE_BY_CANDIDATES",
     "REFERENCE_PAYMENT_RATIO",
     "main",
+    "solve_points",
     "write_auction_figures",
+    "write_auction_report",
 ]
 
 log = logging.getLogger(__name__)
@@ -94,16 +101,32 @@ def _instances(seeds: int, seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     return both[:, 0, :], both[:, 1, :]
 
 
-def _point(auctions: tuple[Auction, ...], costs: np.ndarray, data: np.ndarray, budget: float) -> dict[str, dict[str, float]]:
-    stats: dict[str, dict[str, float]] = {}
+_PER_INSTANCE = ("clients", "data", "payment_ratio", "cost_ratio", "over_budget")
+
+
+def _instances_of(auctions: tuple[Auction, ...], costs: np.ndarray, data: np.ndarray, budget: float) -> list[dict[str, Any]]:
+    """Every instance's outcome under every auction: one ``metrics.csv`` row each."""
+    rows: list[dict[str, Any]] = []
     for auction in auctions:
-        outs = [auction.run(c, budget=budget, data_sizes=d) for c, d in zip(costs, data)]
-        k = np.array([o.winners.size for o in outs], dtype=np.float64)
-        dat = np.array([o.data_bought for o in outs])
-        pay = np.array([o.total_payment for o in outs]) / budget
-        cost = np.array([o.winners_cost for o in outs]) / budget
-        over = np.array([not o.payments_within_budget for o in outs], dtype=np.float64)
-        stats[auction.name] = {
+        for i, (c, d) in enumerate(zip(costs, data)):
+            o = auction.run(c, budget=budget, data_sizes=d)
+            rows.append({"instance": i, "mechanism": auction.name, "clients": int(o.winners.size),
+                         "data": float(o.data_bought), "payment_ratio": float(o.total_payment) / budget,
+                         "cost_ratio": float(o.winners_cost) / budget, "over_budget": int(not o.payments_within_budget)})
+    return rows
+
+
+def _point(instances: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Mean, std and the rest over instances, per mechanism, from the instances' rows."""
+    stats: dict[str, dict[str, float]] = {}
+    for mech in dict.fromkeys(r["mechanism"] for r in instances):
+        mine = [r for r in instances if r["mechanism"] == mech]
+        k = np.array([r["clients"] for r in mine], dtype=np.float64)
+        dat = np.array([r["data"] for r in mine], dtype=np.float64)
+        pay = np.array([r["payment_ratio"] for r in mine], dtype=np.float64)
+        cost = np.array([r["cost_ratio"] for r in mine], dtype=np.float64)
+        over = np.array([r["over_budget"] for r in mine], dtype=np.float64)
+        stats[mech] = {
             "clients_mean": float(k.mean()), "clients_std": float(k.std(ddof=1)) if k.size > 1 else 0.0,
             "data_mean": float(dat.mean()), "data_std": float(dat.std(ddof=1)) if dat.size > 1 else 0.0,
             "payment_ratio_mean": float(pay.mean()), "payment_ratio_std": float(pay.std(ddof=1)) if pay.size > 1 else 0.0,
@@ -123,15 +146,56 @@ def _reference(sweep: str, x: float, mech: str) -> tuple[float | None, float | N
     return (r[0], r[1]) if mech == "M1" else (r[2], r[3])
 
 
-def _rows(seeds: int, seed: int, budgets: tuple[float, ...], candidates: tuple[int, ...], fixed_budget: float) -> list[dict[str, Any]]:
+def _cell(runs: Path, sweep: str, n: int, budget: float, seed: int) -> Path:
+    x = f"{budget:g}" if sweep == "budget" else str(n)
+    return runs / f"{sweep}={x}" / f"seed_{seed}"
+
+
+def solve_points(runs: Path, seeds: int, seed: int, budgets: tuple[float, ...], candidates: tuple[int, ...],
+                 fixed_budget: float) -> None:
+    """Run the auctions of every sweep point not yet under ``runs`` and keep each as a run
+    folder, ``<sweep>=<x>/seed_<seed>/``: ``config.yaml`` (the point), ``metrics.csv`` (one row per
+    instance and mechanism: clients, data bought, Σp/B, winners' Σc/B, over budget) and
+    ``summary.json`` (the point's statistics and the code version; written last)."""
+    from fedgame.pipeline.runner import versions
+    from fedgame.pipeline.store import ResultStore
+
     n_max = max(N_FOR_BUDGETS, *candidates)
     costs, data = _instances(seeds, seed, n_max)
     auctions: tuple[Auction, ...] = (UnitPriceAuction(), KnapsackAuction(warn_over_budget=False))
-    rows: list[dict[str, Any]] = []
     sweeps = [("budget", N_FOR_BUDGETS, B) for B in budgets] + [("candidates", n, fixed_budget) for n in candidates]
     for sweep, n, B in sweeps:
-        stats = _point(auctions, costs[:, :n], data[:, :n], B)
-        for mech, s in stats.items():
+        cell = _cell(runs, sweep, n, B, seed)
+        if (cell / "summary.json").exists():
+            continue
+        store = ResultStore(cell)
+        store.write_text("config.yaml", yaml.safe_dump({"sweep": sweep, "n": n, "budget": B, "instances": seeds, "seed": seed,
+                                                        "cost_range": list(COST_RANGE)}, sort_keys=False))
+        instances = _instances_of(auctions, costs[:, :n], data[:, :n], B)
+        store.write_csv("metrics.csv", instances)
+        store.write_json("summary.json", {"sweep": sweep, "n": n, "budget": B, "instances": seeds, "seed": seed,
+                                          "stats": _point(instances), "versions": versions()})
+
+
+def _load_points(runs: Path) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Every finished point under ``runs`` as (config, instance rows), budgets then candidates,
+    each in increasing order."""
+    from fedgame.pipeline.store import read_metrics
+
+    points = []
+    for path in runs.rglob("summary.json"):
+        cfg = yaml.safe_load((path.parent / "config.yaml").read_text())
+        points.append((cfg, read_metrics(path.parent / "metrics.csv")))
+    if not points:
+        raise ValueError(f"runs: no finished auction point (summary.json) under {runs}")
+    return sorted(points, key=lambda p: (p[0]["sweep"] != "budget", p[0]["budget"] if p[0]["sweep"] == "budget" else p[0]["n"]))
+
+
+def _rows(runs: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for cfg, instances in _load_points(runs):
+        sweep, n, B, seeds = cfg["sweep"], int(cfg["n"]), float(cfg["budget"]), int(cfg["instances"])
+        for mech, s in _point(instances).items():
             ref_k, ref_d = _reference(sweep, B if sweep == "budget" else n, mech)
             row: dict[str, Any] = {"sweep": sweep, "n": n, "budget": B, "mechanism": mech, "instances": seeds, **s,
                                    "ref_clients": ref_k, "ref_data": ref_d}
@@ -300,17 +364,31 @@ def write_auction_figures(
     candidates: tuple[int, ...] = CANDIDATES,
     fixed_budget: float = FIXED_BUDGET,
 ) -> dict[str, Any]:
-    """Compute Fig. 2a-2d and the payments figure over ``seeds`` instances per point and write
-    them into ``dest`` (see the module docstring). Returns ``{"rows", "checks", "files",
-    "seeds", "seed"}``; ``checks`` holds the conditions of :func:`_checks`."""
+    """Run the auctions of every point not yet under ``dest/runs`` (:func:`solve_points`, one
+    run folder per point), then write Fig. 2a-2d and the payments figure from those folders into
+    ``dest`` (:func:`write_auction_report`; see the module docstring)."""
     if seeds < 1:
         raise ValueError(f"seeds: must be >= 1 (instances per point), got {seeds}")
     dest = Path(dest)
+    solve_points(dest / "runs", seeds, seed, tuple(budgets), tuple(candidates), float(fixed_budget))
+    return write_auction_report(dest / "runs", dest)
+
+
+def write_auction_report(runs: Path, dest: Path) -> dict[str, Any]:
+    """Fig. 2a-2d and the payments figure from the points under ``runs`` into ``dest``.
+    Returns ``{"rows", "checks", "files", "seeds", "seed"}``; ``checks`` holds the conditions of
+    :func:`_checks`."""
+    from fedgame.pipeline.results import code_note
+
+    dest = Path(dest)
     store = ResultStore(dest)
-    rows = _rows(seeds, seed, tuple(budgets), tuple(candidates), float(fixed_budget))
+    rows = _rows(runs)
+    cfgs = [cfg for cfg, _ in _load_points(runs)]
+    seeds, seed = int(cfgs[0]["instances"]), int(cfgs[0]["seed"])
     checks = _checks(rows)
     store.write_csv("fig2.csv", rows)
-    store.write_text("fig2.md", _markdown(rows, checks, seeds, seed))
+    note = code_note(p.parent for p in sorted(Path(runs).rglob("summary.json")))
+    store.write_text("fig2.md", _markdown(rows, checks, seeds, seed) + "\n" + note + "\n")
     files = ["fig2.csv", "fig2.md", *_figures(rows, dest), "fig2.json"]
     result = {"seeds": seeds, "seed": seed, "checks": checks, "files": files, "rows": rows}
     store.write_json("fig2.json", result)
@@ -326,9 +404,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, default=100, help="instances per point (the reference means used 100)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    res = write_auction_figures(a.dest, seeds=a.seeds, seed=a.seed)
+    from fedgame.experiments.reports import write
+
+    if a.seeds < 1:
+        raise SystemExit(f"--seeds: must be >= 1 (instances per point), got {a.seeds}")
+    solve_points(a.dest / "runs", a.seeds, a.seed, BUDGETS, CANDIDATES, FIXED_BUDGET)
     logging.basicConfig(level=logging.INFO)
-    log.info("wrote %s into %s; checks %s", ", ".join(res["files"]), a.dest, json.dumps(res["checks"]))
+    log.info("%s", write("jdp-auction", [a.dest / "runs"], a.dest, budget="auctions"))
 
 
 if __name__ == "__main__":

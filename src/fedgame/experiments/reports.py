@@ -79,6 +79,13 @@ def _kappa_sweep(dirs: list[Path], out: Path | None, budget: str) -> str:
     return f"kappa sweep: chosen acc_scale {write_sweep_runs(dirs[0], dest)} → {dest / 'sweep.md'}"
 
 
+def _jdp_auction(dirs: list[Path], out: Path | None, budget: str) -> str:
+    from fedgame.experiments.jdp_auction_figs import write_auction_report
+
+    dest = out or dirs[0]
+    return f"fig2: {len(write_auction_report(dirs[0], dest)['rows'])} rows → {dest / 'fig2.md'}"
+
+
 def _qidpfl(dirs: list[Path], out: Path | None, budget: str) -> str:
     from fedgame.experiments.qidpfl_report import write_comparison
 
@@ -113,6 +120,7 @@ KINDS: dict[str, ReportKind] = {k.name: k for k in (
     ReportKind("kappa-sweep", "FedPCS accuracy scale κ: the game per κ and the default it chooses", _kappa_sweep),
     ReportKind("qidpfl", "QI-DPFL against its five baselines: accuracy, reward, cost, claims C1-C4", _qidpfl),
     ReportKind("qidpfl-curve", "QI-DPFL's accuracy-vs-ρ sweep: the fitted curve (Fig. 2)", _qidpfl_curve),
+    ReportKind("jdp-auction", "JDP-FL Fig. 2 from the auctions alone: clients, data and payments per budget and n", _jdp_auction),
     ReportKind("jdp-fig3", "JDP-FL Fig. 3: accuracy against ε per server rule, with and without the attack", _jdp("fig3")),
     ReportKind("jdp-fig4", "JDP-FL Fig. 4: accuracy against ε and the number of participants", _jdp("fig4")),
     ReportKind("jdp-fig5", "JDP-FL Fig. 5: accuracy against the random-group size", _jdp("fig5")),

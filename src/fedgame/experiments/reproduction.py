@@ -178,8 +178,6 @@ RETIRED: dict[str, str] = {
 #: result folders with no training runs: their numbers are recomputed in full from code and
 #: seeds by ``tests/experiments/test_committed_results.py``
 REGENERATED: dict[str, str] = {
-    "jdp_auction": "no training: the auctions on 100 seeded instances per point, recomputed in full and compared byte for byte",
-    "fedpcs_kappa_sweep": "game solves only: `sweep.json` holds every row, the tables are regenerated from it",
     "fedpcs_figures": "game solves only: `figures.json` holds every plotted number (`python -m fedgame.experiments.fedpcs_figures`)",
 }
 
