@@ -15,7 +15,7 @@ from fedgame.core.seeding import Streams
 from fedgame.pipeline.build import build_engine, build_jdp
 from fedgame.pipeline.config import parse_recipe
 from fedgame.sim import QUERIES, ClientView, InProcessExecutor, answer_query
-from fedgame.sim.client import draw_costs
+from fedgame.incentives.auctions import draw_costs
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 needs_fmnist = pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fashion-mnist is not installed")

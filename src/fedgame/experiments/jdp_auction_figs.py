@@ -35,7 +35,6 @@ skipped after; the tables are written from those folders
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 from typing import Any

@@ -57,7 +57,6 @@ __all__ = [
     "collect",
     "collect_sweep",
     "evaluate_claims",
-    "main",
     "write_comparison",
     "write_curve",
 ]
@@ -543,7 +542,7 @@ def _game_report(cells: Cells, kind: str) -> list[str]:
     kept = plan["kept"]
     th = max(plan["emd"][i] for i in kept) if emd else math.nan
     out = ["", f"#### Screening and game report (seed {runs[0]['seed']})", "",
-           f"θ per candidate (EMD to the pooled label distribution): "
+           "θ per candidate (EMD to the pooled label distribution): "
            + ", ".join(f"{i}: {e:.3f}" for i, e in enumerate(plan["emd"]) if e is not None)
            + f". θ_th = {th:.3f}; kept {len(kept)} of {len(plan['emd'])}: {kept}.", ""]
     npz = runs[0]["dir"] / "qidpfl.npz"

@@ -29,7 +29,7 @@ from fedgame.incentives import (
     Incentive,
     QIDPFLPlan,
 )
-from fedgame.incentives.auctions import AuctionOutcome, KnapsackAuction, UnitPriceAuction
+from fedgame.incentives.auctions import AuctionOutcome, KnapsackAuction, UnitPriceAuction, draw_costs
 from fedgame.incentives.fedpcs import FedPCSIncentive, fedpcs_game
 from fedgame.incentives.fedpcs import rho_source as baseline_rho
 from fedgame.incentives.qidpfl import QIDPFLIncentive
@@ -42,7 +42,7 @@ from fedgame.robust import DIRTY_LABEL_TARGETS, ONE_CLASS_SOURCES, choose_advers
 from fedgame.privacy.plans import PRIVACY_PLANS, ClientPrivacy
 from fedgame.selection import SELECTIONS, SelectionStrategy
 from fedgame.sim import AGGREGATORS, Engine, LocalSpec, LocalTrainer, server_sgd
-from fedgame.sim.client import Executor, InProcessExecutor, draw_costs
+from fedgame.sim.client import Executor, InProcessExecutor
 from fedgame.sim.jdp import JDPEngine, LeaveOneOut, RandomGroups, ServerRule, global_rule
 from fedgame.sim.pool import PoolExecutor, WorkerContext, WorkerPool, available_cores
 

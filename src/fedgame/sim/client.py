@@ -15,16 +15,16 @@ job in job order, or None for a client that did not reply (a dead or unreachable
 asks clients a named question before (or between) rounds. The accountant is *not* touched
 here: the server records privacy events only for the results that came back.
 
-Queries (:data:`QUERIES`) are what a mechanism needs from clients besides training: QI-DPFL's
-screening needs each client's label histogram (``label_counts``), JDP-FL's auction each
-client's cost bid (``bid``). A client answers from its own data only (a :class:`ClientView`:
-its labels, its id, the run's streams), with the same registry function in process and on a
-Flower SuperNode, so both give the same answers.
+Queries (:data:`~fedgame.core.queries.QUERIES`, re-exported here) are what a mechanism needs
+from clients besides training: QI-DPFL's screening needs each client's label histogram
+(``label_counts``), JDP-FL's auction each client's cost bid (``bid``, registered by
+:mod:`fedgame.incentives.auctions`). A client answers from its own data only (a
+:class:`ClientView`), with the same registered function in process and on a Flower SuperNode.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,6 +32,8 @@ import numpy as np
 import torch
 from torch import nn
 
+import fedgame.incentives.auctions  # noqa: F401  (registers the built-in ``bid`` query)
+from fedgame.core.queries import QUERIES, ClientView, QueryArgs, answer_query, check_query
 from fedgame.core.seeding import Streams
 from fedgame.core.types import LOCAL_GRAD_VARIANCE, ClientResult
 from fedgame.privacy.mechanisms import GaussianMechanism
@@ -47,7 +49,6 @@ __all__ = [
     "QueryArgs",
     "answer_query",
     "check_query",
-    "draw_costs",
     "run_client_job",
 ]
 
@@ -92,72 +93,6 @@ def run_client_job(job: ClientJob, *, trainer: LocalTrainer, indices: torch.Tens
     if res.grad_variance is not None:
         extras[LOCAL_GRAD_VARIANCE] = res.grad_variance
     return ClientResult(job.client, update, res.train_loss, res.steps, int(indices.numel()), extras)
-
-
-# -- queries: what a client answers from its own data ---------------------------------------
-QueryArgs = Mapping[str, int | float | str | bool]
-"""The server's settings of a query (e.g. the cost range a simulated client draws from)."""
-
-
-@dataclass(frozen=True)
-class ClientView:
-    """What a client may answer a query from: its own examples' labels (``labels``, int64,
-    in its local order), the number of classes, its id among ``n_clients`` and the run's
-    streams. Nothing of any other client."""
-
-    client: int
-    n_clients: int
-    labels: np.ndarray
-    classes: int
-    streams: Streams
-
-    @classmethod
-    def of(cls, client: int, *, y: torch.Tensor, indices: torch.Tensor, classes: int, n_clients: int, streams: Streams) -> ClientView:
-        """The view of ``client`` whose examples are ``indices`` into the training labels ``y``."""
-        labels = y[indices].detach().cpu().numpy().astype(np.int64, copy=False)
-        return cls(client=int(client), n_clients=int(n_clients), labels=labels, classes=int(classes), streams=streams)
-
-
-def draw_costs(streams: Streams, n_clients: int, *, low: int, high: int) -> np.ndarray:
-    """Every client's truthful cost c_i ~ U{low, ..., high} (float64), from the run's
-    ``auction_costs`` stream: the one draw both JDP-FL's server-side auction set-up and the
-    ``bid`` query use, so a client's bid equals the cost the in-process run gives it."""
-    if not 0 <= low <= high:
-        raise ValueError(f"bid: cost range must satisfy 0 <= low <= high, got low={low}, high={high}")
-    return streams.numpy("auction_costs").integers(low, high + 1, size=int(n_clients)).astype(np.float64)
-
-
-def _label_counts(view: ClientView, args: QueryArgs) -> np.ndarray:
-    """``(classes,)`` int64: how many of the client's examples carry each label (QI-DPFL's
-    EMD screening, Eq. 11; the same numbers as a row of ``FederatedDataset.label_counts()``)."""
-    return np.bincount(view.labels, minlength=view.classes).astype(np.int64)
-
-
-def _bid(view: ClientView, args: QueryArgs) -> np.ndarray:
-    """The client's sealed cost bid (a 0-d float64 array): its truthful cost c_i of
-    :func:`draw_costs` with the recipe's ``low``/``high`` (JDP-FL auctions are truthful)."""
-    missing = [k for k in ("low", "high") if k not in args]
-    if missing:
-        raise ValueError(f"query 'bid': needs args 'low' and 'high' (the cost range), missing {missing}")
-    costs = draw_costs(view.streams, view.n_clients, low=int(args["low"]), high=int(args["high"]))
-    return np.asarray(costs[view.client], dtype=np.float64)
-
-
-QUERIES: dict[str, Callable[[ClientView, QueryArgs], np.ndarray]] = {"bid": _bid, "label_counts": _label_counts}
-"""Named queries a client answers; each maps (its view, the server's args) to a NumPy array."""
-
-
-def check_query(name: str) -> None:
-    """Raise a ValueError naming ``name`` and the known queries unless it is one of them."""
-    if name not in QUERIES:
-        raise ValueError(f"query {name!r}: unknown; known queries: {', '.join(repr(k) for k in sorted(QUERIES))}")
-
-
-def answer_query(name: str, view: ClientView, args: QueryArgs | None = None) -> np.ndarray:
-    """The answer of the client seen through ``view`` to query ``name`` (the one code path,
-    in process and on a Flower SuperNode)."""
-    check_query(name)
-    return QUERIES[name](view, dict(args or {}))
 
 
 class Executor(Protocol):

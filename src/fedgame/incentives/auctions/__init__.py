@@ -21,6 +21,7 @@ from fedgame.incentives.auctions._audit import (
     misreport_grid,
     truthfulness_audit,
 )
+from fedgame.incentives.auctions._bids import draw_costs
 from fedgame.incentives.auctions._base import (
     BUDGET_RTOL,
     Auction,
@@ -50,6 +51,7 @@ __all__ = [
     "UnitPriceAuction",
     "critical_bid_bisection",
     "critical_bids",
+    "draw_costs",
     "individual_rationality",
     "knapsack_allocation",
     "misreport_grid",
