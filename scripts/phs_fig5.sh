@@ -15,12 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
-budget="${BUDGET:-reduced}"
-case "$budget" in
-  reduced) sets=(--set train.rounds=30) ;;
-  paper) sets=(--set train.rounds=100) ;;
-  *) echo "BUDGET must be reduced or paper, got '$budget'" >&2; exit 2 ;;
-esac
+source scripts/phs_budget.sh
 tag="$budget"
 case "${EPS:-uniform}" in
   uniform) ;;

@@ -13,13 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
-budget="${BUDGET:-reduced}"
+source scripts/phs_budget.sh
 dataset="${DATASET:-fashion_mnist}"
-case "$budget" in
-  reduced) sets=(--set train.rounds=30) ;;
-  paper) sets=(--set train.rounds=100) ;;
-  *) echo "BUDGET must be reduced or paper, got '$budget'" >&2; exit 2 ;;
-esac
 case "$dataset" in
   fashion_mnist) table=table4 ;;
   mnist) table=table3 ;;

@@ -11,12 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
-budget="${BUDGET:-reduced}"
-case "$budget" in
-  reduced) sets=(--set train.rounds=30) ;;
-  paper) sets=(--set train.rounds=100) ;;
-  *) echo "BUDGET must be reduced or paper, got '$budget'" >&2; exit 2 ;;
-esac
+source scripts/phs_budget.sh
 out="runs/phs_tight_${budget}"
 dest="results/phs_tight_${budget}"
 .venv/bin/fedgame compare recipes/phs/fmnist.yaml recipes/phs/tight.yaml --seeds "${SEEDS:-3}" --out "$out" \

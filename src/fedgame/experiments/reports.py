@@ -41,35 +41,21 @@ def _reproduction(dirs: list[Path], out: Path | None, budget: str) -> str:
     return f"reproduction: {write_reproduction(dirs[0], out or Path('docs/reproduction.md'))}"
 
 
-def _table2(dirs: list[Path], out: Path | None, budget: str) -> str:
-    from fedgame.experiments.table2 import write_table2
+def _table(module: str, writer: str, page: str, label: str, *, empty: str | None = None) -> Callable[[list[Path], Path | None, str], str]:
+    """A report kind whose writer ``fedgame.experiments.<module>.<writer>(runs, dest, budget=)``
+    returns its rows: written into ``--out`` (default: the runs folder); ``empty``: the error when
+    no run fits (None: an empty table is written)."""
 
-    dest = out or dirs[0]
-    rows = write_table2(dirs[0], dest, budget=budget)
-    if not rows:
-        raise ValueError(f"runs: no finished FedPCS/baseline runs under {dirs[0]}")
-    return f"table2: {len(rows)} cells → {dest / 'table2.md'}"
+    def write(dirs: list[Path], out: Path | None, budget: str) -> str:
+        import importlib
 
+        dest = out or dirs[0]
+        rows = getattr(importlib.import_module(f"fedgame.experiments.{module}"), writer)(dirs[0], dest, budget=budget)
+        if not rows and empty is not None:
+            raise ValueError(f"runs: no finished {empty} under {dirs[0]}")
+        return f"{label}: {len(rows)} cells → {dest / page}"
 
-def _table4(dirs: list[Path], out: Path | None, budget: str) -> str:
-    from fedgame.experiments.table4 import write_table4
-
-    dest = out or dirs[0]
-    return f"table4: {len(write_table4(dirs[0], dest, budget=budget))} cells → {dest / 'table4.md'}"
-
-
-def _phs_fig5(dirs: list[Path], out: Path | None, budget: str) -> str:
-    from fedgame.experiments.table4 import write_fig5
-
-    dest = out or dirs[0]
-    return f"fig5: {len(write_fig5(dirs[0], dest, budget=budget))} cells → {dest / 'fig5.md'}"
-
-
-def _phs_tight(dirs: list[Path], out: Path | None, budget: str) -> str:
-    from fedgame.experiments.table4 import write_tight
-
-    dest = out or dirs[0]
-    return f"tight: {len(write_tight(dirs[0], dest, budget=budget))} cells → {dest / 'tight_vs_paper.md'}"
+    return write
 
 
 def _kappa_sweep(dirs: list[Path], out: Path | None, budget: str) -> str:
@@ -86,13 +72,6 @@ def _jdp_auction(dirs: list[Path], out: Path | None, budget: str) -> str:
     return f"fig2: {len(write_auction_report(dirs[0], dest)['rows'])} rows → {dest / 'fig2.md'}"
 
 
-def _qidpfl(dirs: list[Path], out: Path | None, budget: str) -> str:
-    from fedgame.experiments.qidpfl_report import write_comparison
-
-    dest = out or dirs[0]
-    return f"qidpfl: {len(write_comparison(dirs[0], dest, budget=budget))} cells → {dest / 'comparison.md'}"
-
-
 def _qidpfl_curve(dirs: list[Path], out: Path | None, budget: str) -> str:
     from fedgame.experiments.qidpfl_report import write_curve
 
@@ -100,30 +79,19 @@ def _qidpfl_curve(dirs: list[Path], out: Path | None, budget: str) -> str:
     return f"curve: {', '.join(write_curve(dirs[0], dest))} → {dest / 'curve.json'}"
 
 
-def _jdp(fig: str) -> Callable[[list[Path], Path | None, str], str]:
-    def write_fig(dirs: list[Path], out: Path | None, budget: str) -> str:
-        from fedgame.experiments import jdp_report
-
-        dest = out or dirs[0]
-        rows = getattr(jdp_report, f"write_{fig}")(dirs[0], dest, budget=budget)
-        return f"{fig}: {len(rows)} cells → {dest / f'{fig}.md'}"
-
-    return write_fig
-
-
 KINDS: dict[str, ReportKind] = {k.name: k for k in (
     ReportKind("runs", "accuracy, losses, partition, privacy and game figures of any run folders", _runs),
-    ReportKind("table2", "FedPCS Table II beside the paper's, with ordering verdicts", _table2),
-    ReportKind("table4", "PHS Tables III/IV: privacy-aware, unbiased, biased per similarity s", _table4),
-    ReportKind("phs-fig5", "PHS Fig. 5: accuracy against the local batch size", _phs_fig5),
-    ReportKind("phs-tight", "PHS privacy-aware: the paper's noise calibration against the tight (PLD) one", _phs_tight),
+    ReportKind("table2", "FedPCS Table II beside the paper's, with ordering verdicts", _table("table2", "write_table2", "table2.md", "table2", empty="FedPCS/baseline runs")),
+    ReportKind("table4", "PHS Tables III/IV: privacy-aware, unbiased, biased per similarity s", _table("table4", "write_table4", "table4.md", "table4")),
+    ReportKind("phs-fig5", "PHS Fig. 5: accuracy against the local batch size", _table("table4", "write_fig5", "fig5.md", "fig5")),
+    ReportKind("phs-tight", "PHS privacy-aware: the paper's noise calibration against the tight (PLD) one", _table("table4", "write_tight", "tight_vs_paper.md", "tight")),
     ReportKind("kappa-sweep", "FedPCS accuracy scale κ: the game per κ and the default it chooses", _kappa_sweep),
-    ReportKind("qidpfl", "QI-DPFL against its five baselines: accuracy, reward, cost, claims C1-C4", _qidpfl),
+    ReportKind("qidpfl", "QI-DPFL against its five baselines: accuracy, reward, cost, claims C1-C4", _table("qidpfl_report", "write_comparison", "comparison.md", "qidpfl")),
     ReportKind("qidpfl-curve", "QI-DPFL's accuracy-vs-ρ sweep: the fitted curve (Fig. 2)", _qidpfl_curve),
     ReportKind("jdp-auction", "JDP-FL Fig. 2 from the auctions alone: clients, data and payments per budget and n", _jdp_auction),
-    ReportKind("jdp-fig3", "JDP-FL Fig. 3: accuracy against ε per server rule, with and without the attack", _jdp("fig3")),
-    ReportKind("jdp-fig4", "JDP-FL Fig. 4: accuracy against ε and the number of participants", _jdp("fig4")),
-    ReportKind("jdp-fig5", "JDP-FL Fig. 5: accuracy against the random-group size", _jdp("fig5")),
+    ReportKind("jdp-fig3", "JDP-FL Fig. 3: accuracy against ε per server rule, with and without the attack", _table("jdp_report", "write_fig3", "fig3.md", "fig3")),
+    ReportKind("jdp-fig4", "JDP-FL Fig. 4: accuracy against ε and the number of participants", _table("jdp_report", "write_fig4", "fig4.md", "fig4")),
+    ReportKind("jdp-fig5", "JDP-FL Fig. 5: accuracy against the random-group size", _table("jdp_report", "write_fig5", "fig5.md", "fig5")),
     ReportKind("reproduction", "DIR is results/: docs/reproduction.md, every reproduced cell beside the paper's", _reproduction),
 )}
 
