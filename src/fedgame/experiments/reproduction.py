@@ -186,7 +186,7 @@ RERUN: dict[str, str] = {
     "jdp_fig4_reduced": "scripts/jdp_fig4.sh",
     "jdp_fig5_reduced": "scripts/jdp_fig5.sh", "phs_fig5_reduced": "scripts/phs_fig5.sh",
     "phs_table4_reduced": "scripts/phs_table4.sh", "phs_tight_reduced": "scripts/phs_tight.sh",
-    "qidpfl_fmnist": "scripts/qidpfl_compare.sh", "fedavg_vs_dp_fedavg": "scripts/fedavg_vs_dp.sh",
+    "qidpfl_fmnist": "scripts/qidpfl_compare.sh",
 }
 
 
