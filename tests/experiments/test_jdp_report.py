@@ -113,6 +113,8 @@ def test_fig5_group_sizes(tmp_path: Path) -> None:
     md = (tmp_path / "out" / "fig5.md").read_text()
     assert "rises with s (within 1 point): **holds**" in md
     assert "every group size below leave-one-out: **holds** (best group 70.50 vs leave-one-out 75.50)" in md
+    assert "each step: s = 5 → s = 10 holds; s = 10 → s = 30 holds; s = 30 → s = 59 holds" in md
+    assert "per s, leave-one-out above: s = 5 holds; s = 10 holds; s = 30 holds" in md
     _group_run(root, 15, 0, 0.90)  # a group size above leave-one-out and out of order
     write_fig5(root, tmp_path / "out2", budget="reduced")
     md = (tmp_path / "out2" / "fig5.md").read_text()
@@ -162,12 +164,17 @@ def test_fig4_by_m_and_eps(tmp_path: Path) -> None:
     assert r10["p_exclude_adversary"] == pytest.approx(0.5) and r10["uniform"] == pytest.approx(0.1)
     md = (tmp_path / "out" / "fig4.md").read_text()
     assert "| 10 | 56.00 ± 1.41 (2) | 65.00 ± 1.41 (2) | 71.00 ± 1.41 (2) |" in md
-    assert "m = 10: accuracy rises with ε (within 1 point): **holds**" in md
+    assert "m = 10: accuracy rises with ε (within 1 point): **holds** (largest drop 0.00); each step: ε = 0.5 → ε = 1 holds; ε = 1 → ε = 5 holds" in md
     assert "ε = 1: accuracy rises with m (paper's MNIST claim, within 1 point): **holds**" in md
     assert (tmp_path / "out" / "fig4.png").stat().st_size > 0
     _m_run(root, 60, 1.0, 0, 0.50)  # accuracy falls at m = 60
     write_fig4(root, tmp_path / "out2", budget="reduced")
-    assert "accuracy rises with m (paper's MNIST claim, within 1 point): **fails** (largest drop 21.00)" in (tmp_path / "out2" / "fig4.md").read_text()
+    md = (tmp_path / "out2" / "fig4.md").read_text()
+    assert "accuracy rises with m (paper's MNIST claim, within 1 point): **fails** (largest drop 21.00)" in md
+    # a step within the seeds' spread is not called a rise: m = 20 → 40 at ε = 1 is +4 with SE 1.41 (holds),
+    # m = 5 → 10 +4 (holds); with one seed at m = 60 there is no standard error
+    assert "m = 20 → m = 40 holds" in md
+
     r = CliRunner().invoke(app, ["jdp-report", str(root), "--fig4", "--dest", str(tmp_path / "cli")])
     assert r.exit_code == 0 and "fig4: 7 cells" in r.output, r.output
     r = CliRunner().invoke(app, ["jdp-report", str(root), "--fig4", "--fig5", "--dest", str(tmp_path / "cli")])

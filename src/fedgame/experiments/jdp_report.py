@@ -28,6 +28,7 @@ import numpy as np
 
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
 from fedgame.pipeline.store import atomic_write_text
+from fedgame.experiments.claims import ordering
 from fedgame.pipeline.results import code_note, finished_runs, mean_std
 
 __all__ = ["METHODS", "PAPER_ATTACK_COST", "collect_fig3", "collect_fig4", "collect_fig5", "write_fig3", "write_fig4", "write_fig5"]
@@ -325,6 +326,23 @@ def collect_fig5(root: Path) -> dict[int, list[dict[str, Any]]]:
     return dict(cells)
 
 
+def _steps(points: list[tuple[str, dict[str, Any]]]) -> str:
+    """Each consecutive step of ``points`` (label, row with ``accuracy_mean/_std``, ``seeds``)
+    with the verdict on "the later one is above": holds / within two standard errors / fails
+    (:func:`~fedgame.experiments.claims.ordering`, the standard error from the two cells' std)."""
+    out = []
+    for (la, a), (lb, b) in zip(points, points[1:]):
+        v = ordering(b["accuracy_mean"], b["accuracy_std"], int(b["seeds"]), a["accuracy_mean"], a["accuracy_std"], int(a["seeds"]))
+        out.append(f"{la} → {lb} {v}")
+    return "; ".join(out)
+
+
+def _below(group: dict[str, Any], loo: dict[str, Any]) -> str:
+    """The verdict on "leave-one-out above this group size"."""
+    return ordering(loo["accuracy_mean"], loo["accuracy_std"], int(loo["seeds"]),
+                    group["accuracy_mean"], group["accuracy_std"], int(group["seeds"]))
+
+
 def _rises(ys: list[float], slack: float = 1.0) -> tuple[bool, float]:
     """Whether ``ys`` (in x order) never drops by more than ``slack`` points from an earlier
     value, and the largest such drop."""
@@ -373,11 +391,13 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
               f"{r['adversary_used_fraction']} |" for r in rows]
     if len(groups) >= 2:
         ok, drop = _rises([r["accuracy_mean"] for r in groups])
-        lines += ["", f"- rises with s (within 1 point): **{'holds' if ok else 'fails'}** (largest drop {drop:.2f})"]
+        lines += ["", f"- rises with s (within 1 point): **{'holds' if ok else 'fails'}** (largest drop {drop:.2f}); each step: "
+                  + _steps([(f"s = {r['group_size']}", r) for r in groups + loo])]
     if groups and loo:
         top = max(r["accuracy_mean"] for r in groups)
+        below = "; ".join(f"s = {r['group_size']} {_below(r, loo[0])}" for r in groups)
         lines += [f"- every group size below leave-one-out: **{'holds' if top <= loo[0]['accuracy_mean'] else 'fails'}** "
-                  f"(best group {top:.2f} vs leave-one-out {loo[0]['accuracy_mean']:.2f})"]
+                  f"(best group {top:.2f} vs leave-one-out {loo[0]['accuracy_mean']:.2f}); per s, leave-one-out above: {below}"]
     import matplotlib
 
     matplotlib.use("Agg")
@@ -463,13 +483,15 @@ def write_fig4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
         ys = [by[(m, e)]["accuracy_mean"] for e in epss if (m, e) in by]
         if len(ys) >= 2:
             ok, drop = _rises(ys)
-            claims.append(f"- m = {m}: accuracy rises with ε (within 1 point): **{'holds' if ok else 'fails'}** (largest drop {drop:.2f})")
+            claims.append(f"- m = {m}: accuracy rises with ε (within 1 point): **{'holds' if ok else 'fails'}** (largest drop {drop:.2f}); "
+                          "each step: " + _steps([(_eps_head(e), by[(m, e)]) for e in epss if (m, e) in by]))
     for e in epss:
         ys = [by[(m, e)]["accuracy_mean"] for m in ms if (m, e) in by]
         if len(ys) >= 3:
             ok, drop = _rises(ys)
             claims.append(f"- {_eps_head(e)}: accuracy rises with m (paper's MNIST claim, within 1 point): "
-                          f"**{'holds' if ok else 'fails'}** (largest drop {drop:.2f})")
+                          f"**{'holds' if ok else 'fails'}** (largest drop {drop:.2f}); each step: "
+                          + _steps([(f"m = {m}", by[(m, e)]) for m in ms if (m, e) in by]))
     if claims:
         lines += ["", "Claims decided from the means:", "", *claims]
 
