@@ -76,6 +76,31 @@ def test_versions_name_the_commit_and_the_cpu() -> None:
     assert v["cpu"] and v["cpu"] != "unknown"
 
 
+def test_a_grid_rewriting_its_results_does_not_make_the_code_dirty(tmp_path: Path) -> None:
+    """A run's ``+dirty`` is about code: the tables and pages a grid rewrites as cells finish
+    (``results/``, ``docs/``) do not count, a changed source file does."""
+    import subprocess
+
+    from fedgame.pipeline.runner import code_version
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    for rel in ("src/m.py", "results/x/table.md", "docs/page.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("a\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    head = git("rev-parse", "HEAD")
+    (tmp_path / "results" / "x" / "table.md").write_text("b\n")
+    (tmp_path / "docs" / "page.md").write_text("b\n")
+    (tmp_path / "results" / "x" / "new.csv").write_text("b\n")
+    assert code_version.__wrapped__(tmp_path) == head
+    (tmp_path / "src" / "m.py").write_text("b\n")
+    assert code_version.__wrapped__(tmp_path) == head + "+dirty"
+
+
 def test_a_table_says_when_its_runs_mix_code_versions(tmp_path: Path) -> None:
     from fedgame.pipeline.results import code_note
 

@@ -67,16 +67,19 @@ def cpu_model() -> str:
 
 
 @functools.cache
-def code_version() -> str:
+def code_version(root: Path | None = None) -> str:
     """The git commit the package was run from (``+dirty`` with uncommitted changes to tracked
-    files), or the package version outside a git checkout. Cached at the first call, which
-    :func:`run_one` makes before training, so a commit made while a run trains is not claimed."""
+    files other than ``results/`` and ``docs/``, which a grid's own tables and pages rewrite as
+    cells finish and no run reads), or the package version outside a git checkout. Cached at the
+    first call, which :func:`run_one` makes before training, so a commit made while a run trains
+    is not claimed. ``root``: the checkout (default: the one this package is imported from)."""
     import subprocess
 
-    root = Path(fedgame.__file__).resolve().parents[2]
+    root = root if root is not None else Path(fedgame.__file__).resolve().parents[2]
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)results", ":(exclude)docs"], capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return f"fedgame {fedgame.__version__}"
     return sha + ("+dirty" if dirty else "")
