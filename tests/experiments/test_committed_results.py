@@ -77,3 +77,32 @@ def test_jdp_auction_points_recompute_in_full(tmp_path: Path) -> None:
     for rel in committed:
         assert (tmp_path / rel).read_text() == (here / rel).read_text(), rel
         assert (tmp_path / rel.parent / "config.yaml").read_text() == (here / rel.parent / "config.yaml").read_text()
+
+
+def test_runs_of_one_configuration_agree_across_results_folders() -> None:
+    """Two committed runs whose resolved recipes differ only in their name (e.g. JDP-FL Fig. 3's
+    ε = 5 leave-one-out cell and Fig. 4's m = 20, ε = 5 cell, or Fig. 4's m = 60 and Fig. 5's
+    leave-one-out) reached the same final accuracy and loss: one configuration, one number."""
+    import yaml
+
+    seen: dict[str, tuple[Path, float, float]] = {}
+    pairs = 0
+    for summary in sorted(RESULTS.glob("*/runs/**/summary.json")):
+        cfg_path = summary.parent / "config.yaml"
+        if not cfg_path.exists():
+            continue
+        cfg = yaml.safe_load(cfg_path.read_text())
+        if not isinstance(cfg, dict) or "name" not in cfg:
+            continue
+        cfg.pop("name")
+        key = json.dumps(cfg, sort_keys=True, default=str)
+        s = json.loads(summary.read_text())
+        if "final_accuracy" not in s:
+            continue
+        got = (summary.parent, s["final_accuracy"], s.get("final_loss"))
+        if key in seen:
+            pairs += 1
+            assert got[1:] == seen[key][1:], f"{seen[key][0]} and {got[0]}: same configuration, different numbers"
+        else:
+            seen[key] = got
+    assert pairs >= 12  # Fig. 3 ∩ Fig. 4 (9 runs), Fig. 4 ∩ Fig. 5 (3 runs)

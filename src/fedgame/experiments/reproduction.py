@@ -183,7 +183,6 @@ REGENERATED: dict[str, str] = {
 
 #: the script that reruns a folder whose per-seed files are not committed yet
 RERUN: dict[str, str] = {
-    "jdp_fig4_reduced": "scripts/jdp_fig4.sh",
     "phs_fig5_reduced": "scripts/phs_fig5.sh",
     "phs_table4_reduced": "scripts/phs_table4.sh",
     "qidpfl_fmnist": "scripts/qidpfl_compare.sh",
