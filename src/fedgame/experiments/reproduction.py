@@ -184,7 +184,7 @@ REGENERATED: dict[str, str] = {
 #: the script that reruns a folder whose per-seed files are not committed yet
 RERUN: dict[str, str] = {
     "phs_fig5_reduced": "scripts/phs_fig5.sh",
-    "phs_table4_reduced": "scripts/phs_table4.sh",
+
     "qidpfl_fmnist": "scripts/qidpfl_compare.sh",
 }
 
