@@ -212,6 +212,37 @@ def test_a_plugin_declares_what_it_needs_from_another_section(clean_registries: 
     np.testing.assert_array_equal(strat.rho, plan.rho)
 
 
+def test_a_plugin_checks_the_rest_of_the_recipe_itself(clean_registries: None) -> None:
+    """A plug-in's ``Config.check_run(run)`` refuses a recipe it cannot run in (here: a rule that
+    picks exactly 2 clients), one line through the recipe parser; the built-ins' cross-section
+    checks are theirs the same way (e.g. uniform without replacement and k > n)."""
+    import numpy as np
+
+    from fedgame.core import RoundState
+    from fedgame.pipeline.config import RecipeError, parse_recipe
+
+    @SELECTIONS.register("pairs")
+    class Pairs(SelectionStrategy):
+        class Config(PluginConfig):
+            kind: Literal["pairs"] = "pairs"
+
+            def check_run(self, run: object) -> None:
+                k = run.train.clients_per_round  # type: ignore[attr-defined]
+                if k != 2:
+                    raise ValueError(f"train.clients_per_round: selection 'pairs' picks exactly 2, got {k}")
+
+        def probabilities(self, state: RoundState) -> np.ndarray:
+            return np.full(state.n_clients, 1.0 / state.n_clients)
+
+    base = {"data": {"partition": {"kind": "iid", "n_clients": 6}}, "selection": {"kind": "pairs"}}
+    assert parse_recipe({**base, "train": {"clients_per_round": 2}}).selection.kind == "pairs"
+    with pytest.raises(RecipeError, match=r"train.clients_per_round: selection 'pairs' picks exactly 2, got 3"):
+        parse_recipe({**base, "train": {"clients_per_round": 3}})
+    with pytest.raises(RecipeError, match=r"train.clients_per_round: must be <= data.partition.n_clients \(6\) when sampling without replacement, got 7"):
+        parse_recipe({"data": {"partition": {"kind": "iid", "n_clients": 6}}, "train": {"clients_per_round": 7},
+                      "selection": {"kind": "uniform", "replace": False}})
+
+
 def test_aggregator_and_accountant_plugins_are_named_by_recipes(tmp_path: Path) -> None:
     """``aggregation.kind`` and ``accountant.kind`` accept any registered name: a user's
     aggregator (the coordinate median of the uploads, one function) and a user's accountant

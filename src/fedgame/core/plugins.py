@@ -149,5 +149,12 @@ class PluginConfig(BaseModel):
     requires: ClassVar[frozenset[str]] = frozenset()
     provides: ClassVar[frozenset[str]] = frozenset()
 
+    def check_run(self, run: Any) -> None:
+        """Refuse, with one ValueError line naming the field and what it allows, a recipe in
+        which this plug-in cannot run given the rest of it (``run``: the whole recipe, a
+        ``RunConfig``, every section already valid on its own and every ``requires`` met),
+        e.g. more clients per round than clients. Default: nothing to check."""
+        del run
+
 
 __all__ += ["PluginConfig"]

@@ -363,6 +363,15 @@ class FedPCSIncentive(PlannedIncentive):
 
         kind: Literal["fedpcs"] = "fedpcs"
         provides: ClassVar[frozenset[str]] = frozenset({"fedpcs_game", "rho_schedule"})
+
+        def check_run(self, run: Any) -> None:
+            if run.train.rounds < 2:
+                raise ValueError(f"train.rounds: the FedPCS game needs >= 2 rounds (T >= 1), got {run.train.rounds}")
+            if self.budget is not None and run.selection.kind != "privacy_aware" and self.baseline_rho != "game":
+                raise ValueError(
+                    f"incentive.baseline_rho: incentive.budget sets K_t from the game (Algorithm 3), which a baseline "
+                    f"plays only with baseline_rho 'game' (allowed: 'initial', 'low', 'game'), got '{self.baseline_rho}'"
+                )
         gamma: float = Field(0.5, gt=0, lt=1)
         rho_min: float = Field(0.01, gt=0, le=1e6)
         rho_max: float = Field(12.0, gt=0, le=1e6)

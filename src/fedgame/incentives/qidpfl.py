@@ -214,6 +214,10 @@ class QIDPFLIncentive(PlannedIncentive):
 
         kind: Literal["qidpfl"] = "qidpfl"
         provides: ClassVar[frozenset[str]] = frozenset({"rho_schedule", "participant_sets"})
+
+        def check_run(self, run: Any) -> None:
+            if run.selection.kind != "participants":
+                raise ValueError(f"selection.kind: incentive 'qidpfl' decides who trains: use 'participants', got '{run.selection.kind}'")
         policy: Literal["qidpfl", "max", "random"] = "qidpfl"
         screening: Literal["keep_fraction", "theta_th", "none"] = "keep_fraction"
         keep_fraction: float = Field(0.5, gt=0, le=1)

@@ -414,24 +414,22 @@ class RunConfig(_Frozen):
                 cur[path[-1]] = {"kind": kind, **cur[path[-1]]}
         return raw
 
+    def provided(self) -> frozenset[str]:
+        """The capabilities the recipe's plug-ins provide (their Configs' ``provides``)."""
+        return frozenset().union(*(getattr(c, "provides", frozenset()) for c in (self.selection, self.privacy, self.incentive)))
+
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
-        n = self.data.partition.n_clients
-        k = self.train.clients_per_round
+        """The JDP-FL protocol section against the others, then every plug-in's ``requires`` and
+        its own ``check_run`` (the checks that need the rest of the recipe)."""
         sel = self.selection
-        pd = getattr(self.privacy, "delta", None)
-        if isinstance(self.privacy, (DPSGDCfg, PHSPrivacyCfg)) and pd != self.accountant.delta:
-            raise ValueError(
-                f"privacy.delta ({pd:g}) and accountant.delta ({self.accountant.delta:g}) differ: the noise is calibrated "
-                "for a budget (ε, δ) and the accountant would report ε at another δ; give both the same value"
-            )
-        jdp_priv = isinstance(self.privacy, JDPPrivacyCfg)
+        jdp_priv = self.privacy.kind == "jdp"
         if jdp_priv and self.jdp is None:
             raise ValueError("privacy.kind: 'jdp' (M3) is part of the JDP-FL protocol: add a jdp section")
         if self.jdp is not None:
-            if not (jdp_priv or isinstance(self.privacy, NoPrivacyCfg)):
+            if not (jdp_priv or self.privacy.kind == "none"):
                 raise ValueError(f"privacy.kind: a jdp run perturbs with M3: use 'jdp' (or 'none'), got '{self.privacy.kind}'")
-            if not isinstance(sel, FullSel):
+            if sel.kind != "full":
                 raise ValueError(
                     f"selection.kind: in a jdp run every winner trains every round (the auction decides who wins): "
                     f"use 'full', got '{sel.kind}'"
@@ -448,58 +446,11 @@ class RunConfig(_Frozen):
                 raise ValueError(f"jdp.auction.cost_high: must be >= cost_low ({au.cost_low}), got {au.cost_high}")
             if self.jdp.attack.kind == "dirty_label" and self.jdp.attack.mode == "one_class" and self.jdp.attack.source == self.jdp.attack.target is not None:
                 raise ValueError(f"jdp.attack.source: must differ from target, got {self.jdp.attack.source}")
-        if isinstance(sel, UniformSel) and not sel.replace and k > n:
-            raise ValueError(
-                f"train.clients_per_round: must be <= data.partition.n_clients ({n}) when sampling "
-                f"without replacement, got {k}"
-            )
-        if isinstance(sel, PowerOfChoiceSel | AOCSSel | FedCBSSel) and k > n:
-            raise ValueError(
-                f"train.clients_per_round: must be <= data.partition.n_clients ({n}) with selection "
-                f"'{sel.kind}', got {k}"
-            )
-        if isinstance(sel, PowerOfChoiceSel) and sel.d is not None and not k <= sel.d <= n:
-            bound = f">= train.clients_per_round ({k})" if sel.d < k else f"<= data.partition.n_clients ({n})"
-            raise ValueError(f"selection.d: must be {bound}, got {sel.d}")
-        if isinstance(sel, DeltaSel) and sel.alpha1 == 0 and sel.alpha2 == 0:
-            raise ValueError("selection.alpha1, selection.alpha2: must not both be 0, got 0 and 0")
         _check_requirements({"selection": sel, "privacy": self.privacy, "incentive": self.incentive})
-        game = isinstance(self.incentive, FedPCSCfg)
-        qi = isinstance(self.incentive, QIDPFLCfg)
-        if qi and not isinstance(sel, ParticipantsSel):
-            raise ValueError(f"selection.kind: incentive 'qidpfl' decides who trains: use 'participants', got '{sel.kind}'")
-        if isinstance(sel, PrivacyAwareSel) and sel.sampler == "pips" and k > n:
-            raise ValueError(
-                f"train.clients_per_round: must be <= data.partition.n_clients ({n}) with sampler 'pips', got {k}"
-            )
-        if isinstance(self.privacy, ZCDPUploadCfg) and self.privacy.rho == "game" and not (game or qi):
-            raise ValueError("privacy.rho: 'game' needs incentive.kind 'fedpcs' or 'qidpfl'")
-        if isinstance(self.privacy, ZCDPUploadCfg) and self.privacy.mode == "exact" and self.train.local.steps != 1:
-            raise ValueError(
-                f"train.local.steps: privacy.mode 'exact' is one full-batch step per round, must be 1, "
-                f"got {self.train.local.steps}"
-            )
-        if game and self.train.rounds < 2:
-            raise ValueError(f"train.rounds: the FedPCS game needs >= 2 rounds (T >= 1), got {self.train.rounds}")
-        ic = self.incentive
-        if isinstance(ic, FedPCSCfg) and ic.budget is not None and not isinstance(sel, PrivacyAwareSel) and ic.baseline_rho != "game":
-            raise ValueError(
-                f"incentive.baseline_rho: incentive.budget sets K_t from the game (Algorithm 3), which a baseline "
-                f"plays only with baseline_rho 'game' (allowed: 'initial', 'low', 'game'), got '{ic.baseline_rho}'"
-            )
-        phs_priv = isinstance(self.privacy, PHSPrivacyCfg)
-        if phs_priv and not (isinstance(sel, PHSSel) or (isinstance(sel, PowerOfChoiceSel) and sel.cap == "planned")):
-            raise ValueError(
-                "privacy.kind: 'phs' calibrates for participation counts fixed before training: use selection.kind "
-                f"'phs', or 'power_of_choice' with cap 'planned', got '{sel.kind}'"
-            )
-        if phs_priv and self.accountant.kind == "zcdp":
-            raise ValueError("accountant.kind: use 'rdp' or 'pld' with privacy.kind 'phs', got 'zcdp'")
-        if isinstance(self.privacy, DPSGDCfg) and self.accountant.kind == "zcdp":
-            raise ValueError(
-                "accountant.kind: 'zcdp' cannot compose Poisson-subsampled DP-SGD steps tightly; "
-                "use 'rdp' or 'pld' with privacy.kind 'dpsgd', got 'zcdp'"
-            )
+        for section in (sel, self.privacy, self.incentive):  # each plug-in's own cross-section checks
+            check = getattr(section, "check_run", None)
+            if callable(check):
+                check(self)
         return self
 
 

@@ -149,6 +149,17 @@ class ClientPrivacy(ABC):
         return None
 
 
+def _check_dpsgd_accounting(cfg: Any, run: Any) -> None:
+    """DP-SGD (``dpsgd``, ``phs``): the noise is calibrated for (ε, δ) at ``privacy.delta``, so
+    the accountant must report at the same δ, and RDP or PLD compose its Poisson-subsampled steps
+    tightly where zCDP cannot."""
+    if cfg.delta != run.accountant.delta:
+        raise ValueError(
+            f"privacy.delta ({cfg.delta:g}) and accountant.delta ({run.accountant.delta:g}) differ: the noise is calibrated "
+            "for a budget (ε, δ) and the accountant would report ε at another δ; give both the same value"
+        )
+
+
 @PRIVACY_PLANS.register("none")
 class NoPrivacy(ClientPrivacy):
     """No clipping, no noise, nothing recorded."""
@@ -186,6 +197,14 @@ class LocalDPSGD(ClientPrivacy):
             "all", description="rounds a client is assumed to join when calibrating to target_epsilon"
         )
         sampling: Literal["poisson", "shuffle"] = "poisson"
+
+        def check_run(self, run: Any) -> None:
+            _check_dpsgd_accounting(self, run)
+            if run.accountant.kind == "zcdp":
+                raise ValueError(
+                    "accountant.kind: 'zcdp' cannot compose Poisson-subsampled DP-SGD steps tightly; "
+                    "use 'rdp' or 'pld' with privacy.kind 'dpsgd', got 'zcdp'"
+                )
 
         @model_validator(mode="after")
         def _one_noise(self) -> Any:
@@ -292,6 +311,17 @@ class PHSDPSGD(ClientPrivacy):
         max_grad_norm: float = Field(1.0, gt=0, le=1e6)
         calibration: Literal["paper", "pld", "rdp"] = "paper"
         batch: Literal["poisson", "fixed_batch"] = "poisson"
+
+        def check_run(self, run: Any) -> None:
+            _check_dpsgd_accounting(self, run)
+            sel = run.selection
+            if not (sel.kind == "phs" or (sel.kind == "power_of_choice" and sel.cap == "planned")):
+                raise ValueError(
+                    "privacy.kind: 'phs' calibrates for participation counts fixed before training: use selection.kind "
+                    f"'phs', or 'power_of_choice' with cap 'planned', got '{sel.kind}'"
+                )
+            if run.accountant.kind == "zcdp":
+                raise ValueError("accountant.kind: use 'rdp' or 'pld' with privacy.kind 'phs', got 'zcdp'")
 
     @classmethod
     def setup(cls, cfg: BaseModel, ctx: BuildContext) -> ClientBudgets:
@@ -482,6 +512,15 @@ class ZCDPUpload(ClientPrivacy):
         rho: float | Literal["game"] = Field(1.0, description="per-round zCDP level, or 'game'")
         clip: float = Field(1.0, gt=0, le=1e6)
         mode: Literal["paper_update", "exact"] = "paper_update"
+
+        def check_run(self, run: Any) -> None:
+            if self.rho == "game" and "rho_schedule" not in run.provided():
+                raise ValueError("privacy.rho: 'game' needs incentive.kind 'fedpcs' or 'qidpfl'")
+            if self.mode == "exact" and run.train.local.steps != 1:
+                raise ValueError(
+                    f"train.local.steps: privacy.mode 'exact' is one full-batch step per round, must be 1, "
+                    f"got {run.train.local.steps}"
+                )
 
         @field_validator("rho")
         @classmethod

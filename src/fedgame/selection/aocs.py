@@ -34,7 +34,7 @@ import numpy as np
 from fedgame.core.plugins import PluginConfig
 
 from fedgame.core.types import RoundOutcome, RoundState, Selection
-from fedgame.selection.base import SELECTIONS, SelectionStrategy
+from fedgame.selection.base import SELECTIONS, SelectionStrategy, check_k_at_most_n
 
 __all__ = ["AOCS", "aocs_probabilities"]
 
@@ -76,6 +76,9 @@ class AOCS(SelectionStrategy):
         exact AOCS (every client trains every round at the current model, N trainings per round)."""
 
         kind: Literal["aocs"] = "aocs"
+
+        def check_run(self, run: Any) -> None:
+            check_k_at_most_n(run, f"selection '{self.kind}'")
         stale_norms: bool = True
 
     def __init__(self, *, stale_norms: bool = True) -> None:

@@ -20,9 +20,17 @@ if TYPE_CHECKING:
 
     from fedgame.core.plugins import BuildContext
 
-__all__ = ["SelectionStrategy", "SELECTIONS", "multinomial", "check_distribution"]
+__all__ = ["SelectionStrategy", "SELECTIONS", "multinomial", "check_distribution", "check_k_at_most_n"]
 
 SELECTIONS: Registry["SelectionStrategy"] = Registry("selection strategy")
+
+
+def check_k_at_most_n(run: Any, what: str) -> None:
+    """Refuse ``train.clients_per_round`` above ``data.partition.n_clients`` for a selection
+    that draws distinct clients (``what``: which one, for the message)."""
+    n, k = run.data.partition.n_clients, run.train.clients_per_round
+    if k > n:
+        raise ValueError(f"train.clients_per_round: must be <= data.partition.n_clients ({n}) with {what}, got {k}")
 
 
 def check_distribution(x: np.ndarray, *, field: str = "selection.probabilities") -> np.ndarray:
@@ -101,6 +109,14 @@ class Uniform(SelectionStrategy):
 
     class Config(PluginConfig):
         kind: Literal["uniform"] = "uniform"
+
+        def check_run(self, run: Any) -> None:
+            n, k = run.data.partition.n_clients, run.train.clients_per_round
+            if not self.replace and k > n:
+                raise ValueError(
+                    f"train.clients_per_round: must be <= data.partition.n_clients ({n}) when sampling "
+                    f"without replacement, got {k}"
+                )
         replace: bool = False
 
     def __init__(self, *, replace: bool = True) -> None:

@@ -22,7 +22,7 @@ at its step, given the clients before it), which is *not* an inclusion probabili
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel
@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from fedgame.core.plugins import BuildContext, PluginConfig
 
 from fedgame.core.types import RoundState, Selection
-from fedgame.selection.base import SELECTIONS, SelectionStrategy
+from fedgame.selection.base import SELECTIONS, SelectionStrategy, check_k_at_most_n
 
 __all__ = ["FedCBS", "qcid", "fedcbs_inclusion", "MAX_SEQUENCES"]
 
@@ -102,6 +102,9 @@ class FedCBS(SelectionStrategy):
         counts; ``fedavg``."""
 
         kind: Literal["fedcbs"] = "fedcbs"
+
+        def check_run(self, run: Any) -> None:
+            check_k_at_most_n(run, f"selection '{self.kind}'")
 
     @classmethod
     def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> FedCBS:

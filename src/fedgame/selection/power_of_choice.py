@@ -45,7 +45,7 @@ from pydantic import BaseModel, Field
 from fedgame.core.plugins import BuildContext, PluginConfig
 
 from fedgame.core.types import RoundOutcome, RoundState, Selection
-from fedgame.selection.base import SELECTIONS, SelectionStrategy
+from fedgame.selection.base import SELECTIONS, SelectionStrategy, check_k_at_most_n
 
 __all__ = ["PowerOfChoice", "MAX_SEQUENCES", "MC_ROUNDS", "loss_ranks", "strict_ranks"]
 
@@ -111,6 +111,13 @@ class PowerOfChoice(SelectionStrategy):
         for, as the schedule is adaptive). Aggregate with ``fedavg`` or ``mean``."""
 
         kind: Literal["power_of_choice"] = "power_of_choice"
+
+        def check_run(self, run: Any) -> None:
+            check_k_at_most_n(run, f"selection '{self.kind}'")
+            n, k = run.data.partition.n_clients, run.train.clients_per_round
+            if self.d is not None and not k <= self.d <= n:
+                bound = f">= train.clients_per_round ({k})" if self.d < k else f"<= data.partition.n_clients ({n})"
+                raise ValueError(f"selection.d: must be {bound}, got {self.d}")
         d: int | None = Field(None, ge=1, le=100_000)
         losses: Literal["stale", "current"] = "stale"
         ties: Literal["random", "id"] = "random"

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from fedgame.core.plugins import BuildContext, PluginConfig
 
 from fedgame.core.types import RoundState, Selection
-from fedgame.selection.base import SELECTIONS, SelectionStrategy, multinomial
+from fedgame.selection.base import SELECTIONS, SelectionStrategy, check_k_at_most_n, multinomial
 
 __all__ = ["PrivacyAware", "pips_inclusion", "systematic_sample"]
 
@@ -68,6 +68,10 @@ class PrivacyAware(SelectionStrategy):
         (``incentive.kind: fedpcs``)."""
 
         kind: Literal["privacy_aware"] = "privacy_aware"
+
+        def check_run(self, run: Any) -> None:
+            if self.sampler == "pips":
+                check_k_at_most_n(run, "sampler 'pips'")
         requires: ClassVar[frozenset[str]] = frozenset({"fedpcs_game"})
         sampler: Literal["multinomial", "pips"] = "multinomial"
 
