@@ -149,6 +149,12 @@ class PluginConfig(BaseModel):
     requires: ClassVar[frozenset[str]] = frozenset()
     provides: ClassVar[frozenset[str]] = frozenset()
 
+    def client_queries(self) -> frozenset[str]:
+        """The client queries (``fedgame.core.queries.QUERIES``) whose answers this plug-in's
+        ``from_config`` needs before training, asked of every client by the pipeline, e.g.
+        ``{"label_counts"}`` for a screening on the clients' label histograms. Default: none."""
+        return frozenset()
+
     def check_run(self, run: Any) -> None:
         """Refuse, with one ValueError line naming the field and what it allows, a recipe in
         which this plug-in cannot run given the rest of it (``run``: the whole recipe, a

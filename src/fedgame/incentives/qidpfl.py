@@ -215,6 +215,9 @@ class QIDPFLIncentive(PlannedIncentive):
         kind: Literal["qidpfl"] = "qidpfl"
         provides: ClassVar[frozenset[str]] = frozenset({"rho_schedule", "participant_sets"})
 
+        def client_queries(self) -> frozenset[str]:
+            return frozenset({"label_counts"}) if self.screening != "none" else frozenset()
+
         def check_run(self, run: Any) -> None:
             if run.selection.kind != "participants":
                 raise ValueError(f"selection.kind: incentive 'qidpfl' decides who trains: use 'participants', got '{run.selection.kind}'")

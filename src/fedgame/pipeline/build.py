@@ -16,11 +16,9 @@ from fedgame.core.seeding import Streams
 from fedgame.core.server_update import ServerUpdate, chain
 from fedgame.data import FederatedDataset, load_dataset, partition
 from fedgame.pipeline.config import (
-    FedCBSSel,
     JDPCfg,
     JDPPrivacyCfg,
     QIDPFLCfg,
-    ScreenedSel,
     RunConfig,
 )
 from fedgame.incentives import (
@@ -276,11 +274,10 @@ def build_client_side(cfg: RunConfig) -> ClientSide:
 
 
 def needs_label_counts(cfg: RunConfig) -> bool:
-    """Whether the server's pre-training plan uses the clients' label histograms (QI-DPFL
-    screening, FedAvg-select's ``screened`` and FedCBS selection)."""
-    ic = cfg.incentive
-    screening = isinstance(ic, QIDPFLCfg) and ic.screening != "none"
-    return screening or isinstance(cfg.selection, (ScreenedSel, FedCBSSel))
+    """Whether a plug-in's pre-training set-up uses the clients' label histograms (its Config's
+    ``client_queries()``: QI-DPFL screening, FedAvg-select's ``screened``, FedCBS selection)."""
+    sections = (cfg.selection, cfg.privacy, cfg.incentive)
+    return any("label_counts" in getattr(s, "client_queries", frozenset)() for s in sections)
 
 
 def query_label_counts(executor: Executor, n_clients: int) -> np.ndarray:

@@ -106,6 +106,9 @@ class FedCBS(SelectionStrategy):
         def check_run(self, run: Any) -> None:
             check_k_at_most_n(run, f"selection '{self.kind}'")
 
+        def client_queries(self) -> frozenset[str]:
+            return frozenset({"label_counts"})
+
     @classmethod
     def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> FedCBS:
         """The clients' label histograms: as queried, else the server's copy of the partition."""

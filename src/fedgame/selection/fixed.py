@@ -93,6 +93,9 @@ class Screened(FixedSets):
         ``theta_th`` those with θ ≤ θ_th."""
 
         kind: Literal["screened"] = "screened"
+
+        def client_queries(self) -> frozenset[str]:
+            return frozenset({"label_counts"})
         keep_fraction: float | None = Field(0.5, gt=0, le=1)
         theta_th: float | None = Field(None, ge=0)
         reference: Literal["pooled", "uniform"] = "pooled"
