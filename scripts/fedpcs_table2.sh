@@ -2,7 +2,7 @@
 # FedPCS Table II, Fashion-MNIST rows: each method x tau in {0.2, 0.5, 0.8} x IID /
 # Dirichlet(0.5) x 3 seeds for FedPCS and its baselines (Random, AOCS, Fed-CBS, DELTA; METHODS=
 # "fmnist random" for a subset), then the Table-II-shaped CSV/Markdown beside the paper's numbers.
-# The baselines' clients are outside the game (spec §7 R3, baseline_rho: initial). Extra rows
+# The baselines' clients are outside the game (docs/fedpcs.md, "Baseline budgets"; baseline_rho: initial). Extra rows
 # (EXTRAS, same grid; EXTRAS= for none): the R4 ablations (FedPCS's incentive with uniform draws;
 # x ∝ rho with FedAvg weights) and Random with baseline_rho: game (A15).
 # Resumable: stop it any time; a second call skips finished cells and resumes the rest. Runs made

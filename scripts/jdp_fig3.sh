@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# JDP-FL Fig. 3 on Fashion-MNIST (spec jdp.md §5.4; the paper's is MNIST): final test accuracy
+# JDP-FL Fig. 3 on Fashion-MNIST (docs/jdp.md; the paper's is MNIST): final test accuracy
 # vs eps (= eps_L = eps_E) for every server rule -- leave-one-out M4 + M5 ("ours"), FedAvg on
 # the perturbed parameters ("traditional"), Krum, coordinate median, trimmed mean -- each under
 # the dirty-label attack and without it, x SEEDS seeds; then fig3.csv/.md/.png and the attack's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# JDP-FL Fig. 4 on Fashion-MNIST (spec jdp.md §5.2, §5.4): "ours" (leave-one-out M4 + M5) under
+# JDP-FL Fig. 4 on Fashion-MNIST (docs/jdp.md): "ours" (leave-one-out M4 + M5) under
 # the dirty-label attack, final test accuracy
 #   4a: against eps in EPS (default 0.5,1,5) for m in MS_A (default 10,20,40) participants;
 #   4c: against m in MS_C (default 5,10,20,30,40,50,60) at eps = 1;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# JDP-FL Fig. 5 on Fashion-MNIST (spec jdp.md §5.2, §5.4): m = 60 participants, one dirty-label
+# JDP-FL Fig. 5 on Fashion-MNIST (docs/jdp.md): m = 60 participants, one dirty-label
 # adversary, eps = 1; final test accuracy of the random-group strategy for group sizes
 # s in {5, 10, 15, 20, 30} beside leave-one-out (s = 59), x SEEDS seeds; then fig5.csv/.md/.png in
 # results/. Resumable: stop it any time; a second call skips finished cells.

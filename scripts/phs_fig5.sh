@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PHS Fig. 5 on Fashion-MNIST (the spec reads it on CIFAR-10, phs.md §5.5): final test accuracy vs
+# PHS Fig. 5 on Fashion-MNIST (the paper's is CIFAR-10 by our reading, docs/phs.md): final test accuracy vs
 # local batch size B in {32, 64, 128, 256} at similarity s = 30, for the privacy-aware ("P",
 # recipes/phs/fmnist.yaml), unbiased ("U") and biased ("B") mechanisms x 3 seeds, then
 # fig5_batch.png (log2 B axis, mean ± std error bars), fig5.csv and fig5.md (the table and whether

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# QI-DPFL and its five comparison methods (issue 8; spec qidpfl.md §5.4) on Fashion-MNIST with the
+# QI-DPFL and its five comparison methods (docs/qidpfl.md) on Fashion-MNIST with the
 # paper's MNIST settings, IID and Dirichlet(1.0), SEEDS seeds (default 3):
 #   1. the accuracy-vs-rho sweep per partition (§3.7, Fig. 2): 11 fixed budgets, one seed each;
 #   2. the curve fit I(rho) = I1 - B exp(-I3 rho) per partition -> results/qidpfl_fmnist/curve.json;

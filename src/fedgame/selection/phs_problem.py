@@ -395,7 +395,7 @@ def _cvxpy(pu: FloatArray, w: FloatArray, eta: float) -> tuple[FloatArray, bool]
     cp = _cvxpy_module()
     n = pu.size
     prob, p = p1_cvxpy_problem(pu, w, eta)
-    assert prob.is_dcp(), "Problem 1 epigraph form must be DCP (spec §3.5)"
+    assert prob.is_dcp(), "Problem 1 epigraph form must be DCP (docs/phs.md, Problem 1)"
     # Tighter than Clarabel's 1e-8 defaults; at 1e-10 it often stops "inaccurate" instead.
     # CVXPY's "may be inaccurate" warning is replaced by the returned flag and a log line.
     with warnings.catch_warnings():

@@ -287,7 +287,7 @@ class KnapsackAuction(Auction):
         )
         if self.warn_over_budget and not out.payments_within_budget:
             log.warning("M2 pays %.6g in critical bids, over the budget B = %.6g (winners' costs %.6g ≤ B); "
-                        "payments are not rescaled (spec A21)", out.total_payment, budget, out.winners_cost)
+                        "payments are not rescaled (docs/jdp.md, Auctions)", out.total_payment, budget, out.winners_cost)
         return out
 
     def client_outcomes(self, clients: np.ndarray, bids: np.ndarray, *, budget: float, data_sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
