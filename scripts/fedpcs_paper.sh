@@ -6,6 +6,8 @@
 #   b  the two sampling ablations (FedPCS's incentive with uniform draws; x ~ rho with FedAvg weights)
 #   c  AOCS, Fed-CBS, DELTA, and Random with its clients in the game (baseline_rho game; last, as each
 #      of its seeds first solves its own T = 29 game)
+#   d  the clip W (not given by the paper) at W in {0.1, 0.3} for FedPCS and Random, IID, one seed
+#      (W = 1 is Table II's): results/fedpcs_w_sweep/
 # STAGES="a b" (default) picks stages; METHODS="aocs delta" picks methods within them.
 # Each (method, split) finishes its 3 seeds before the next
 # starts; after each, the finished runs' summary.json, metrics.csv and config.yaml are copied to
@@ -24,6 +26,15 @@ declare -A recipes=(
   [c]="aocs fedcbs delta random_game"
 )
 for stage in $stages; do
+  if [ "$stage" = d ]; then
+    # the clip W (not given by the paper) at W in CLIPS (default 0.1,0.3; W = 1 is Table II's), IID,
+    # FedPCS and Random, one seed: its own folder, so Table II's cells keep W = 1 only
+    .venv/bin/fedgame compare recipes/fedpcs/fmnist.yaml recipes/fedpcs/random.yaml --seeds 1 --out runs/fedpcs_w_sweep \
+      --grid train.clients_per_round=20 --grid data.partition.kind=iid --grid "privacy.clip=${CLIPS:-0.1,0.3}" --no-report
+    .venv/bin/fedgame export runs/fedpcs_w_sweep results/fedpcs_w_sweep/runs
+    .venv/bin/fedgame report results/fedpcs_w_sweep/runs --kind runs --out results/fedpcs_w_sweep >/dev/null
+    continue
+  fi
   for split in iid dirichlet; do
     for m in ${METHODS:-${recipes[$stage]}}; do
       if [ "$m" = random_game ]; then
