@@ -461,7 +461,7 @@ def report_cmd(
     dirs: list[Path],
     kind: Annotated[
         str | None,
-        typer.Option(help="runs | table2 | table4 | phs-fig5 | qidpfl | qidpfl-curve | jdp-fig3 | jdp-fig4 | jdp-fig5 | reproduction (default: chosen from what DIR holds)"),
+        typer.Option(help="runs | table2 | table4 | phs-fig5 | phs-tight | kappa-sweep | qidpfl | qidpfl-curve | jdp-auction | jdp-fig3 | jdp-fig4 | jdp-fig5 | reproduction (default: chosen from what DIR holds)"),
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", "--dest", help="where the report goes (default: DIR/report for runs, DIR for the tables, docs/reproduction.md)")] = None,
     budget: Annotated[str, typer.Option(help="label for the training budget the grid used (tables)")] = "reduced",

@@ -224,3 +224,13 @@ def test_a_failed_compare_cell_does_not_block_its_corrected_rerun(tmp_path: Path
     r = runner.invoke(app, ["compare", str(rec), "--seeds", "1", "--out", str(out), "--no-report", "--set", "data.partition.min_size=10"])
     assert r.exit_code == 0, r.output
     assert list(out.rglob("summary.json"))
+
+
+def test_report_help_names_every_report_kind() -> None:
+    from fedgame.experiments.reports import KINDS
+
+    r = CliRunner().invoke(app, ["report", "--help"], env={"COLUMNS": "300"})
+    assert r.exit_code == 0
+    text = " ".join(r.output.split())
+    missing = [k for k in KINDS if k not in text]
+    assert not missing, missing
