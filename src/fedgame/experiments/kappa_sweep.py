@@ -293,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         save_row(row, cell, {"instance": instance, "kappa": float(kappa), "seed": args.seed, "n_clients": 100,
                              "clients_per_round": 20, "rounds": 30, "gamma": 0.5, "budget": [700.0, 300.0], "n_starts": 8},
                  versions())
-    print(write("kappa-sweep", [args.out / "runs"], args.out, budget="game"))
+    log.info("%s", write("kappa-sweep", [args.out / "runs"], args.out, budget="game"))
 
 
 if __name__ == "__main__":
