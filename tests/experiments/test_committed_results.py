@@ -106,3 +106,15 @@ def test_runs_of_one_configuration_agree_across_results_folders() -> None:
         else:
             seen[key] = got
     assert pairs >= 12  # Fig. 3 ∩ Fig. 4 (9 runs), Fig. 4 ∩ Fig. 5 (3 runs)
+
+
+def test_fedpcs_figures_page_regenerates_from_its_numbers() -> None:
+    """The FedPCS game figures train nothing: ``figures.json`` holds every plotted number (per
+    seed), and the page is written from it byte for byte."""
+    from fedgame.experiments.fedpcs_figures import _markdown
+
+    here = RESULTS / "fedpcs_figures"
+    data = json.loads((here / "figures.json").read_text())
+    numbers = {int(s): n for s, n in data["seeds"].items()}
+    md = _markdown(numbers, data["figures"], instance=data["instance"], commit=data["commit"], budget=tuple(data["budget"]))
+    assert md == (here / "figures.md").read_text()

@@ -178,7 +178,8 @@ RETIRED: dict[str, str] = {
 #: result folders with no training runs: their numbers are recomputed in full from code and
 #: seeds by ``tests/experiments/test_committed_results.py``
 REGENERATED: dict[str, str] = {
-    "fedpcs_figures": "game solves only: `figures.json` holds every plotted number (`python -m fedgame.experiments.fedpcs_figures`)",
+    "fedpcs_figures": "game solves only: `figures.json` holds every plotted number per seed, and a test writes "
+                      "`figures.md` from it byte for byte (`python -m fedgame.experiments.fedpcs_figures` solves them again)",
 }
 
 #: the script that reruns a folder whose per-seed files are not committed yet
