@@ -1,7 +1,7 @@
 """QI-DPFL results (QI-DPFL Secs. IV-B and V-B): the accuracy curve of Fig. 2, and the
 six-method comparison of Figs. 3-6 with the paper's claims C1-C4.
 
-``python -m fedgame.experiments.qidpfl_report RUNS --dest results/... --budget reduced`` reads every
+``fedgame report RUNS --kind qidpfl --out results/... --budget reduced`` reads every
 finished run under RUNS (``summary.json`` + ``config.yaml`` + ``metrics.csv``) of the six recipes
 of ``recipes/qidpfl/`` (names ``fedavg``, ``fedavg_select``, ``fedavg_dp``, ``qidpfl``,
 ``qidpfl_max``, ``qidpfl_random``, before any ``[grid]`` suffix), groups them by (partition kind of
@@ -20,7 +20,7 @@ of ``recipes/qidpfl/`` (names ``fedavg``, ``fedavg_select``, ``fedavg_dp``, ``qi
 - ``fig_<partition>.png``: the four panels of the paper's Figs. 3-6 (mean over seeds ± std), and
   ``configs/`` (the configs of every run used).
 
-``python -m fedgame.experiments.qidpfl_report --curve RUNS --dest ...`` instead reads the runs of
+``fedgame report RUNS --kind qidpfl-curve --out ...`` instead reads the runs of
 the accuracy sweep (recipe ``qidpfl_sweep`` over a grid of ``privacy.rho``), computes
 ρ_glob = n·ρ_i (n = clients per round, from ``metrics.csv`` ``n_selected``; ``privacy.rho`` is the
 per-client ρ_i) and fits I(ρ) = I_1 − B e^{−I_3 ρ} per partition kind (:func:`write_curve`):

@@ -1,6 +1,6 @@
 """FedPCS Table II (Fashion-MNIST rows): our accuracies beside the paper's.
 
-``python -m fedgame.experiments.table2 RUNS --dest results/...`` reads every finished run
+``fedgame report RUNS --kind table2 --out results/...`` reads every finished run
 under RUNS (``summary.json`` + ``config.yaml``), groups them by (method, τ, split), and writes
 ``table2.csv`` (one row per cell: ours mean ± std over seeds, the paper's mean ± std, the
 difference, the largest aggregation weight of the run) and ``table2.md`` (Table II's shape,

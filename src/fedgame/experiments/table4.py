@@ -1,6 +1,6 @@
 """PHS Tables III (MNIST) and IV (Fashion-MNIST): our accuracies beside the paper's, and Fig. 3.
 
-``python -m fedgame.experiments.table4 RUNS --dest results/... --budget reduced`` reads every
+``fedgame report RUNS --kind table4 --out results/... --budget reduced`` reads every
 finished run under RUNS (``summary.json`` + ``config.yaml``; ``metrics.csv``, ``privacy.csv`` and
 ``phs.json`` for the figures), groups them by (mechanism P/U/B, similarity s, dataset) and
 writes into ``--dest``:
@@ -15,7 +15,7 @@ writes into ``--dest``:
   ``privacy_spent.png`` (ε spent by PLD and by the paper's forward map vs ε_k, one run per
   mechanism), and ``configs/`` (the configs that produced the cells).
 
-``python -m fedgame.experiments.table4 --fig5 RUNS --dest results/... --budget reduced`` instead
+``fedgame report RUNS --kind phs-fig5 --out results/... --budget reduced`` instead
 groups the runs by (mechanism, local batch size B) — a grid over ``train.local.batch_size`` at one
 s, e.g. ``scripts/phs_fig5.sh`` — and writes Fig. 5 (:func:`write_fig5`): ``fig5_batch.png``
 (final test accuracy vs B, mean ± std over seeds), ``fig5.csv`` and ``fig5.md`` (the table and
