@@ -179,12 +179,9 @@ def solve_points(runs: Path, seeds: int, seed: int, budgets: tuple[float, ...], 
 def _load_points(runs: Path) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
     """Every finished point under ``runs`` as (config, instance rows), budgets then candidates,
     each in increasing order."""
-    from fedgame.pipeline.store import read_metrics
+    from fedgame.pipeline.results import finished_runs
 
-    points = []
-    for path in runs.rglob("summary.json"):
-        cfg = yaml.safe_load((path.parent / "config.yaml").read_text())
-        points.append((cfg, read_metrics(path.parent / "metrics.csv")))
+    points = [(run.cfg, run.metrics()) for run in finished_runs(runs)]
     if not points:
         raise ValueError(f"runs: no finished auction point (summary.json) under {runs}")
     return sorted(points, key=lambda p: (p[0]["sweep"] != "budget", p[0]["budget"] if p[0]["sweep"] == "budget" else p[0]["n"]))
@@ -377,7 +374,7 @@ def write_auction_report(runs: Path, dest: Path) -> dict[str, Any]:
     """Fig. 2a-2d and the payments figure from the points under ``runs`` into ``dest``.
     Returns ``{"rows", "checks", "files", "seeds", "seed"}``; ``checks`` holds the conditions of
     :func:`_checks`."""
-    from fedgame.pipeline.results import code_note
+    from fedgame.pipeline.results import code_note, finished_runs
 
     dest = Path(dest)
     store = ResultStore(dest)
@@ -386,7 +383,7 @@ def write_auction_report(runs: Path, dest: Path) -> dict[str, Any]:
     seeds, seed = int(cfgs[0]["instances"]), int(cfgs[0]["seed"])
     checks = _checks(rows)
     store.write_csv("fig2.csv", rows)
-    note = code_note(p.parent for p in sorted(Path(runs).rglob("summary.json")))
+    note = code_note(run.dir for run in finished_runs(runs))
     store.write_text("fig2.md", _markdown(rows, checks, seeds, seed) + "\n" + note + "\n")
     files = ["fig2.csv", "fig2.md", *_figures(rows, dest), "fig2.json"]
     result = {"seeds": seeds, "seed": seed, "checks": checks, "files": files, "rows": rows}

@@ -242,15 +242,14 @@ def save_row(row: KappaRow, cell: Path, config: dict[str, object], versions: dic
 
 def load_rows(root: Path) -> tuple[list[KappaRow], str]:
     """The finished κ cells under ``root`` (ascending κ) and their instance's description."""
+    from fedgame.pipeline.results import finished_runs
+
     rows, instances = [], set()
-    for path in sorted(root.rglob("summary.json")):
-        summary = json.loads(path.read_text())
-        with (path.parent / "metrics.csv").open() as f:
-            table = list(csv.DictReader(f))
-        fields: dict[str, object] = {k: v for k, v in summary.items() if k != "versions"}
-        fields.update({k: tuple(float(r[k]) for r in table) for k in _SERIES})
+    for run in finished_runs(root):
+        fields: dict[str, object] = {k: v for k, v in run.summary.items() if k != "versions"}
+        fields.update({k: tuple(float(r[k]) for r in run.metrics()) for k in _SERIES})
         rows.append(KappaRow(**fields))  # type: ignore[arg-type]  # the fields save_row wrote
-        instances.add(str(yaml.safe_load((path.parent / "config.yaml").read_text())["instance"]))
+        instances.add(str(run.cfg["instance"]))
     if not rows:
         raise ValueError(f"runs: no finished κ cell (summary.json) under {root}")
     if len(instances) > 1:
@@ -261,12 +260,12 @@ def load_rows(root: Path) -> tuple[list[KappaRow], str]:
 def write_sweep_runs(root: Path, dest: Path) -> float | None:
     """:func:`write_sweep` from the κ cells under ``root`` (:func:`load_rows`), with the line
     naming the code version(s) they were solved by."""
-    from fedgame.pipeline.results import code_note
+    from fedgame.pipeline.results import code_note, finished_runs
 
     rows, instance = load_rows(root)
     chosen = write_sweep(rows, dest, instance=instance)
     with (dest / "sweep.md").open("a") as f:
-        f.write("\n" + code_note(p.parent for p in sorted(root.rglob("summary.json"))) + "\n")
+        f.write("\n" + code_note(run.dir for run in finished_runs(root)) + "\n")
     return chosen
 
 
