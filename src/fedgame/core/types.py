@@ -25,6 +25,7 @@ __all__ = [
     "LOCAL_GRAD_VARIANCE",
     "RoundOutcome",
     "steps_per_round",
+    "finite_or_none",
 ]
 
 ClientId = int
@@ -174,3 +175,8 @@ def steps_per_round(sizes: np.ndarray, *, batch_size: int, epochs: int | None, s
         return [steps] * len(sizes)
     assert epochs is not None
     return [epochs * max(1, math.ceil(int(n) / batch_size)) for n in sizes]
+
+
+def finite_or_none(v: float) -> float | None:
+    """``v`` as a JSON number, None where it is infinite (a public-data client's ε = ∞) or NaN."""
+    return None if not np.isfinite(v) else float(v)

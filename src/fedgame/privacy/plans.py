@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from fedgame.core.plugins import PluginConfig
 
 from fedgame.core.registry import Registry
-from fedgame.core.types import steps_per_round
+from fedgame.core.types import finite_or_none, steps_per_round
 from fedgame.privacy.analysis.phs import phs_epsilon_spent, phs_noise_multiplier, phs_V
 from fedgame.privacy.budgets import PrivacyBudgetCfg, UniformBudgetCfg, draw_budgets
 from fedgame.privacy.analysis.subsampled import dpsgd_epsilon, dpsgd_noise_multipliers
@@ -90,11 +90,7 @@ class ClientBudgets:
 
     def summary(self) -> dict[str, Any]:
         """``phs.json`` when no selection solved Problem 1 on these budgets (p^s = p^u)."""
-
-        def num(v: float) -> float | None:
-            return None if not np.isfinite(v) else float(v)
-
-        return {"D": self.dim, "eta": None, "eps": [num(e) for e in self.eps], "V": self.V.tolist(),
+        return {"D": self.dim, "eta": None, "eps": [finite_or_none(e) for e in self.eps], "V": self.V.tolist(),
                 "p_u": self.p_u.tolist(), "p_s": self.p_u.tolist(), "l1_from_p_u": 0.0, "objective": None,
                 "objective_at_p_u": None, "eta_star": None, "kkt_residual": None, "solver": None, "solve_seconds": None}
 

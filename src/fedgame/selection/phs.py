@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
 from fedgame.core.plugins import BuildContext, PluginConfig
-from fedgame.core.types import RoundState, Selection, steps_per_round
+from fedgame.core.types import RoundState, Selection, finite_or_none, steps_per_round
 from fedgame.selection.base import SELECTIONS, SelectionStrategy, check_distribution
 from fedgame.selection.phs_problem import P1Solution, solve_p1
 
@@ -54,10 +54,6 @@ class PHSSetup:
 
     def summary(self) -> dict[str, Any]:
         sol = self.solution
-
-        def num(v: float) -> float | None:
-            return None if not np.isfinite(v) else float(v)
-
         return {
             **self.budgets.summary(),
             "eta": self.eta,
@@ -65,7 +61,7 @@ class PHSSetup:
             "l1_from_p_u": float(np.abs(self.p_s - self.budgets.p_u).sum()),
             "objective": None if sol is None else sol.objective,
             "objective_at_p_u": None if sol is None else sol.objective_at_pu,
-            "eta_star": None if sol is None else num(sol.eta_star),
+            "eta_star": None if sol is None else finite_or_none(sol.eta_star),
             "kkt_residual": None if sol is None else sol.kkt_residual,
             "solver": None if sol is None else sol.method,
             "solve_seconds": None if sol is None else sol.seconds,
