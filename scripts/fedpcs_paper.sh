@@ -8,7 +8,8 @@
 #      of its seeds first solves its own T = 29 game)
 #   d  the clip W (not given by the paper) at W in {0.1, 0.3} for FedPCS and Random, IID, one seed
 #      (W = 1 is Table II's): results/fedpcs_w_sweep/
-# STAGES="a b" (default) picks stages; METHODS="aocs delta" picks methods within them.
+# STAGES="a b" (default) picks stages; METHODS="aocs delta" picks methods within them; SPLITS="dirichlet"
+# picks splits (default: iid dirichlet).
 # Each (method, split) finishes its 3 seeds before the next
 # starts; after each, the finished runs' summary.json, metrics.csv and config.yaml are copied to
 # results/fedpcs_table2_paper/runs/<cell>/seed_<k>/ and table2.csv/.md regenerated from them.
@@ -35,7 +36,7 @@ for stage in $stages; do
     .venv/bin/fedgame report results/fedpcs_w_sweep/runs --kind runs --out results/fedpcs_w_sweep >/dev/null
     continue
   fi
-  for split in iid dirichlet; do
+  for split in ${SPLITS:-iid dirichlet}; do
     for m in ${METHODS:-${recipes[$stage]}}; do
       if [ "$m" = random_game ]; then
         r=(recipes/fedpcs/random.yaml --set name=random_game --set incentive.baseline_rho=game)
