@@ -118,3 +118,18 @@ def test_fedpcs_figures_page_regenerates_from_its_numbers() -> None:
     numbers = {int(s): n for s, n in data["seeds"].items()}
     md = _markdown(numbers, data["figures"], instance=data["instance"], commit=data["commit"], budget=tuple(data["budget"]))
     assert md == (here / "figures.md").read_text()
+
+
+def test_qidpfl_comparison_reads_every_game_runs_budgets() -> None:
+    """The committed QI-DPFL comparison's mean ρ_i^tot comes from each game run's exported
+    ``qidpfl.npz`` (per-client, per-round ρ_i^t): finite for the four private methods, so an
+    export that drops the file (it once did, and the column read NaN) fails here."""
+    import csv
+
+    with (RESULTS / "qidpfl_fmnist" / "comparison.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    private = [r for r in rows if r["method"] in ("FedAvg-DP", "QI-DPFL", "Max", "Random")]
+    assert len(private) == 8
+    for r in private:
+        assert 0 < float(r["rho_tot_mean"]) < 1, (r["partition"], r["method"])
+    assert len(list((RESULTS / "qidpfl_fmnist" / "runs" / "compare").rglob("qidpfl.npz"))) == 24

@@ -10,9 +10,10 @@ of ``recipes/qidpfl/`` (names ``fedavg``, ``fedavg_select``, ``fedavg_dp``, ``qi
 - ``comparison.csv``: one row per cell — final test accuracy (%) mean ± std over seeds, the mean
   accuracy over the first third of the rounds, the total reward Σ_t R_t and the total server cost
   U_T = Σ_t u_t (game methods), the ε of the ledger (``epsilon_max`` of the summaries), each a mean
-  over seeds;
+  over seeds, and the standard deviations over seeds of the accuracies, reward and cost;
 - ``comparison.md``: a table per partition and the claims of Sec. V-B, each decided from those
-  numbers (holds / fails / undecided when a method is missing): C1 (panel a: FedAvg-DP lowest,
+  numbers (every ordering of means against two standard errors of its difference: holds /
+  within two standard errors / fails; undecided when a method is missing): C1 (panel a: FedAvg-DP lowest,
   FedAvg-select and QI-DPFL faster and higher than FedAvg, QI-DPFL ≈ FedAvg-select), C2 (panels
   b-d: QI-DPFL's accuracy on par with Max at the lowest cost and reward, Random in between),
   C3 (QI-DPFL above FedAvg-DP, every gap larger under Non-IID) and C4 (QI-DPFL's reward rises
@@ -296,6 +297,9 @@ def write_comparison(root: Path, dest: Path, *, budget: str) -> list[dict[str, A
             if not runs:
                 continue
             acc = mean_std([100.0 * _float(r["summary"].get("final_accuracy")) for r in runs])
+            early = mean_std([_early_acc(r) for r in runs])
+            reward = mean_std([_total(r, "reward") for r in runs])
+            cost = mean_std([_total(r, "cost_u_t") for r in runs])
             rows.append({
                 "partition": kind,
                 "method": method,
@@ -303,15 +307,20 @@ def write_comparison(root: Path, dest: Path, *, budget: str) -> list[dict[str, A
                 "seeds": " ".join(str(r["seed"]) for r in runs),
                 "final_acc_mean": round(acc[0], 2),
                 "final_acc_std": round(acc[1], 2),
-                "total_reward_mean": _sig(mean_std([_total(r, "reward") for r in runs])[0]),
-                "total_cost_mean": _sig(mean_std([_total(r, "cost_u_t") for r in runs])[0]),
+                "total_reward_mean": _sig(reward[0]),
+                "total_cost_mean": _sig(cost[0]),
                 "epsilon_max_mean": _sig(mean_std([_float(r["summary"].get("epsilon_max")) for r in runs])[0]),
-                "early_acc_mean": round(mean_std([_early_acc(r) for r in runs])[0], 2),
+                "early_acc_mean": round(early[0], 2),
                 "participants_mean": round(mean_std([float(np.mean(_column(r, "n_selected"))) for r in runs])[0], 2),
                 "rho_tot_mean": _sig(mean_std([_rho_tot(r) for r in runs])[0]),
                 "rounds": runs[0]["cfg"].get("train", {}).get("rounds"),
                 "dataset": _dataset(runs[0]),
                 "budget": budget,
+                # the spreads behind the orderings of early accuracy, reward and cost (last, so the
+                # columns before them keep their places)
+                "early_acc_std": round(early[1], 2),
+                "total_reward_std": _sig(reward[1]),
+                "total_cost_std": _sig(cost[1]),
             })
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "comparison.csv", rows, empty_header=["partition", "method", "n_seeds", "seeds"])
@@ -393,11 +402,12 @@ def evaluate_claims(rows: list[dict[str, Any]], cells: Cells) -> list[ClaimCheck
         else:
             out.append(ClaimCheck(claim, kind, statement, bool(test()), numbers(), None if noise is None else noise()))
 
-    def above(kind: str, a: str, b: str) -> str:
-        """Verdict on "a's final accuracy above b's" against two standard errors."""
+    def above(kind: str, a: str, b: str, key: str = "final_acc") -> str:
+        """Verdict on "a's ``key`` (final accuracy, early accuracy, total reward or cost) above
+        b's" against two standard errors of the difference of the means over seeds."""
         ra, rb = by[(kind, a)], by[(kind, b)]
-        return ordering(_float(ra["final_acc_mean"]), _float(ra["final_acc_std"]), int(ra["n_seeds"]),
-                        _float(rb["final_acc_mean"]), _float(rb["final_acc_std"]), int(rb["n_seeds"]))
+        return ordering(_float(ra[f"{key}_mean"]), _float(ra[f"{key}_std"]), int(ra["n_seeds"]),
+                        _float(rb[f"{key}_mean"]), _float(rb[f"{key}_std"]), int(rb["n_seeds"]))
 
     def gap_se(kind: str, a: str, b: str) -> float:
         return math.sqrt(sum(_float(by[(kind, m)]["final_acc_std"]) ** 2 / int(by[(kind, m)]["n_seeds"]) for m in (a, b)))
@@ -420,7 +430,8 @@ def evaluate_claims(rows: list[dict[str, Any]], cells: Cells) -> list[ClaimCheck
                   lambda m=m: above(kind, m, "FedAvg"))
             check("C1", kind, f"{m} above FedAvg over the first third of rounds (faster convergence)",
                   {m: early[m], "FedAvg": early["FedAvg"]},
-                  lambda m=m: early[m] > early["FedAvg"], lambda m=m: f"mean {early[m]:.2f} vs {early['FedAvg']:.2f} %")
+                  lambda m=m: early[m] > early["FedAvg"], lambda m=m: f"mean {early[m]:.2f} vs {early['FedAvg']:.2f} %",
+                  lambda m=m: above(kind, m, "FedAvg", "early_acc"))
         check("C1", kind, "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point)",
               {"QI-DPFL": fin["QI-DPFL"], "FedAvg-select": fin["FedAvg-select"]},
               lambda: abs(fin["QI-DPFL"] - fin["FedAvg-select"]) <= 1.0 + _TOL,
@@ -429,13 +440,17 @@ def evaluate_claims(rows: list[dict[str, Any]], cells: Cells) -> list[ClaimCheck
         check("C2", kind, "QI-DPFL final accuracy within 1 point of Max", {"QI-DPFL": fin["QI-DPFL"], "Max": fin["Max"]},
               lambda: abs(fin["QI-DPFL"] - fin["Max"]) <= 1.0 + _TOL,
               lambda: f"{fin['QI-DPFL']:.2f} vs {fin['Max']:.2f} %, |difference| {abs(fin['QI-DPFL'] - fin['Max']):.2f}")
-        for what, vals, label in (("total cost U_T", cost, "has the lowest"), ("total reward", reward, "pays the lowest")):
+        for what, vals, label, key in (("total cost U_T", cost, "has the lowest", "total_cost"),
+                                       ("total reward", reward, "pays the lowest", "total_reward")):
+            # "lowest" is each other policy above QI-DPFL, decided against its two standard errors
             check("C2", kind, f"QI-DPFL {label} {what} of QI-DPFL, Max, Random", vals,
                   lambda vals=vals: vals["QI-DPFL"] <= min(vals["Max"], vals["Random"]) * (1 + _TOL),
-                  lambda vals=vals: ", ".join(f"{m} {v:.6g}" for m, v in vals.items()))
+                  lambda vals=vals: ", ".join(f"{m} {v:.6g}" for m, v in vals.items()),
+                  lambda key=key: _worst([above(kind, m, "QI-DPFL", key) for m in ("Max", "Random")]))
         check("C2", kind, "Random's total reward lies between QI-DPFL's and Max's (mean over seeds)", reward,
               lambda: reward["QI-DPFL"] <= reward["Random"] * (1 + _TOL) and reward["Random"] <= reward["Max"] * (1 + _TOL),
-              lambda: f"QI-DPFL {reward['QI-DPFL']:.6g}, Random {reward['Random']:.6g}, Max {reward['Max']:.6g}")
+              lambda: f"QI-DPFL {reward['QI-DPFL']:.6g}, Random {reward['Random']:.6g}, Max {reward['Max']:.6g}",
+              lambda: _worst([above(kind, "Random", "QI-DPFL", "total_reward"), above(kind, "Max", "Random", "total_reward")]))
         # C3 (per partition)
         check("C3", kind, "QI-DPFL above FedAvg-DP at the end (effect of screening)",
               {"QI-DPFL": fin["QI-DPFL"], "FedAvg-DP": fin["FedAvg-DP"]},

@@ -183,7 +183,7 @@ REGENERATED: dict[str, str] = {
 }
 
 #: the script that reruns a folder whose per-seed files are not committed yet
-RERUN: dict[str, str] = {"qidpfl_fmnist": "scripts/qidpfl_compare.sh"}
+RERUN: dict[str, str] = {}
 
 
 def _recomputability(results: Path) -> list[str]:

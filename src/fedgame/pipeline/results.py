@@ -83,9 +83,10 @@ def mean_std(xs: Iterable[float | None]) -> tuple[float, float]:
 #: arrays or datasets): the summary, the per-round log, the resolved recipe, ε per client, the
 #: partition's sizes and label counts, a FedPCS run's solved game (the realised-ρ figure is computed
 #: from it) and the plans the paper reports read (PHS Problem 1's p*, JDP-FL's auction winners and
-#: adversary, QI-DPFL's screened set and rewards): kilobytes each
+#: adversary, QI-DPFL's screened set and rewards, and its per-client, per-round ρ_i^t and payments,
+#: from which the comparison's mean ρ_i^tot is computed): kilobytes each
 EXPORTED = ("summary.json", "metrics.csv", "config.yaml", "privacy.csv", "partition.json", "game.json", "game.npz",
-            "phs.json", "jdp.json", "qidpfl.json")
+            "phs.json", "jdp.json", "qidpfl.json", "qidpfl.npz")
 
 
 def export_runs(src: Path, dest: Path, files: tuple[str, ...] = EXPORTED) -> list[Path]:
