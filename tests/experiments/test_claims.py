@@ -74,6 +74,13 @@ def test_versions_name_the_commit_and_the_cpu() -> None:
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert v["code"].split("+")[0] == head or (not head and v["code"].startswith("fedgame "))
     assert v["cpu"] and v["cpu"] != "unknown"
+    # the vector instruction set torch's kernels dispatch to is part of the record: two hosts both
+    # named "AMD EPYC" (with and without AVX-512) give different round-off and speeds
+    import torch
+
+    assert torch.backends.cpu.get_cpu_capability() in v["cpu"]
+    if Path("/proc/cpuinfo").exists():
+        assert "family " in v["cpu"] and "model " in v["cpu"]
 
 
 def test_a_grid_rewriting_its_results_does_not_make_the_code_dirty(tmp_path: Path) -> None:
