@@ -92,6 +92,20 @@ def test_baseline_rho_variants_and_r4_ablations_are_extra_rows(tmp_path: Path) -
     md = (tmp_path / "out" / "table2.md").read_text()
     header = md.splitlines()[2]
     assert header.index("Random IID") < header.index("FedPCS IID") < header.index("FedPCS + FedAvg weights IID")
-    assert "78.00±0.00" in md and "78.00±0.00 / " not in md  # an extra row: ours only
+    assert "78.00 (1 seed)" in md and "78.00 (1 seed) / " not in md  # an extra row: ours only
     with (tmp_path / "out" / "table2.csv").open() as f:
         assert {r["method"] for r in csv.DictReader(f)} == set(rows)
+
+
+def test_a_one_seed_cell_shows_no_spread(tmp_path: Path) -> None:
+    """A cell with one finished seed (a grid stopped part-way) prints "(1 seed)", not a ±0.00
+    that would pass for a measured spread; its ordering says it has no error bar."""
+    runs = tmp_path / "runs"
+    for seed, acc in enumerate([0.70, 0.72, 0.74]):
+        _run(runs, "fedpcs", 20, "iid", seed, acc)
+    _run(runs, "random", 20, "iid", 0, 0.60)
+    write_table2(runs, tmp_path / "out", budget="test")
+    md = (tmp_path / "out" / "table2.md").read_text()
+    assert "60.00 (1 seed) / 74.69±0.78" in md and "60.00±0.00" not in md
+    assert "72.00±2.00 / 84.43±0.18" in md
+    assert "(one seed, no error bar)" in md

@@ -297,10 +297,14 @@ def _markdown(rows: list[dict[str, Any]], budget: str) -> str:
                 r = by.get((m, tau, s))
                 if r is None:
                     cells.append("—")
-                elif np.isnan(r["paper_mean"]):
-                    cells.append(f"{r['ours_mean']:.2f}±{r['ours_std']:.2f}")  # an extra row: no paper number
                 else:
-                    cells.append(f"{r['ours_mean']:.2f}±{r['ours_std']:.2f} / {r['paper_mean']:.2f}±{r['paper_std']:.2f}")
+                    # one seed has no spread: say so instead of printing ±0.00
+                    one = len(str(r["seeds"]).split()) == 1
+                    ours = f"{r['ours_mean']:.2f} (1 seed)" if one else f"{r['ours_mean']:.2f}±{r['ours_std']:.2f}"
+                    if np.isnan(r["paper_mean"]):
+                        cells.append(ours)  # an extra row: no paper number
+                    else:
+                        cells.append(f"{ours} / {r['paper_mean']:.2f}±{r['paper_std']:.2f}")
         out.append(f"| {tau} | " + " | ".join(cells) + " |")
     if rows:
         r0 = rows[0]
