@@ -23,8 +23,20 @@ for part in iid dirichlet; do
   .venv/bin/fedgame compare recipes/qidpfl/sweep.yaml --seeds 1 --out "runs/qidpfl_sweep/$part" \
     --set "$(partition "$part")" --grid "privacy.rho=$rhos" --no-report
 done
-.venv/bin/fedgame export runs/qidpfl_sweep "$dest/runs/sweep"
-.venv/bin/fedgame report "$dest/runs/sweep" --kind qidpfl-curve --out "$dest"
+# per-seed files flat under $dest/runs/<cell>/seed_<k>/, the cell named by its partition (the
+# reports group runs by their configs, not by folder)
+export_flat() {  # export_flat SRC PREFIX: runs/<prefix><partition>_<cell>/seed_<k>
+  local part cell
+  for part in iid dirichlet; do
+    [ -d "$1/$part" ] || continue
+    for cell in "$1/$part"/*/; do
+      cell=$(basename "$cell")
+      .venv/bin/fedgame export "$1/$part/$cell" "$dest/runs/$2${part}_$cell" >/dev/null
+    done
+  done
+}
+export_flat runs/qidpfl_sweep sweep_
+.venv/bin/fedgame report "$dest/runs" --kind qidpfl-curve --out "$dest"
 for part in iid dirichlet; do
   curve=$(.venv/bin/python -c "import json; c = json.load(open('$dest/curve.json'))['$part']; print('{I1: %r, B: %r, I3: %r}' % (c['I1'], c['B'], c['I3']))")
   .venv/bin/fedgame compare recipes/qidpfl/fmnist.yaml recipes/qidpfl/max.yaml recipes/qidpfl/random.yaml \
@@ -33,5 +45,5 @@ for part in iid dirichlet; do
   .venv/bin/fedgame compare recipes/qidpfl/fedavg.yaml recipes/qidpfl/fedavg_select.yaml --seeds "$seeds" \
     --out "runs/qidpfl/$part" --set "$(partition "$part")" --no-report
 done
-.venv/bin/fedgame export runs/qidpfl "$dest/runs/compare"
-.venv/bin/fedgame report "$dest/runs/compare" --kind qidpfl --budget paper --out "$dest"
+export_flat runs/qidpfl ""
+.venv/bin/fedgame report "$dest/runs" --kind qidpfl --budget paper --out "$dest"

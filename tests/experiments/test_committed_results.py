@@ -132,4 +132,4 @@ def test_qidpfl_comparison_reads_every_game_runs_budgets() -> None:
     assert len(private) == 8
     for r in private:
         assert 0 < float(r["rho_tot_mean"]) < 1, (r["partition"], r["method"])
-    assert len(list((RESULTS / "qidpfl_fmnist" / "runs" / "compare").rglob("qidpfl.npz"))) == 24
+    assert len(list((RESULTS / "qidpfl_fmnist" / "runs").rglob("qidpfl.npz"))) == 24
