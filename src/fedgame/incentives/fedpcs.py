@@ -141,7 +141,9 @@ class FedPCSPlan:
     def save(self, path: Path) -> None:
         arrays = {k: v for k, v in asdict(self).items() if isinstance(v, np.ndarray)}
         meta = {k: v for k, v in asdict(self).items() if not isinstance(v, np.ndarray)}
-        tmp = path.with_suffix(".tmp.npz")
+        # one temporary name per process: two runs (or test processes) solving the same game
+        # each write their own file, and the last os.replace wins with a whole plan
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
         np.savez_compressed(tmp, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]  # mypy matches **arrays against allow_pickle: bool
         os.replace(tmp, path)
 
