@@ -10,5 +10,7 @@ bash scripts/setup.sh test,flower,tracking
 .venv/bin/mypy src/fedgame
 # One test process per core (pytest-xdist; tests/conftest.py gives each one torch thread), tests
 # handed out one by one as processes free up, except that a module with an expensive module-scoped
-# fixture is one group (pytest.mark.xdist_group) so the fixture is computed once. "-n 0": serially.
+# fixture is one group (pytest.mark.xdist_group) so the fixture is computed once, and the modules that
+# start Flower (SuperLinks, SuperNodes, Ray) are one group, so two deployments never share the cores.
+# "-n 0": serially.
 exec .venv/bin/python -m pytest -q -n auto --dist loadgroup "$@"
