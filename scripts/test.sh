@@ -8,9 +8,6 @@ export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 FLWR_TELEMETRY_ENABLED=0 F
 bash scripts/setup.sh test,flower,tracking
 # Strict typing of the package first (pyproject.toml [tool.mypy]: strict, pydantic plugin).
 .venv/bin/mypy src/fedgame
-# One test process per core (pytest-xdist; tests/conftest.py gives each one torch thread), tests
-# handed out one by one as processes free up, except that a module with an expensive module-scoped
-# fixture is one group (pytest.mark.xdist_group) so the fixture is computed once, and the modules that
-# start Flower (SuperLinks, SuperNodes, Ray) are one group, so two deployments never share the cores.
-# "-n 0": serially.
-exec .venv/bin/python -m pytest -q -n auto --dist loadgroup "$@"
+# One test process per core (pytest-xdist; tests/conftest.py gives each one torch thread), a
+# module's tests in one process so module fixtures are computed once. "-n 0" runs them serially.
+exec .venv/bin/python -m pytest -q -n auto --dist loadscope "$@"

@@ -37,7 +37,6 @@ from fedgame.deploy.flower.loopback import FLOWER_BINARIES, LoopbackFederation, 
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 pytestmark = [
-    pytest.mark.xdist_group("flower"),  # one test process starts Flower at a time (scripts/test.sh)
     pytest.mark.skipif(
         flower_bin_dir() is None,
         reason=f"Flower's commands ({', '.join(FLOWER_BINARIES)}) are not installed next to this Python: pip install -e '.[flower]'",

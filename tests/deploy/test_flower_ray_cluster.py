@@ -33,7 +33,6 @@ from tests.deploy.test_flower_sim import recipe  # noqa: E402
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 pytestmark = [
-    pytest.mark.xdist_group("flower"),  # one test process starts Flower at a time (scripts/test.sh)
     pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fashion-mnist is not installed"),
     pytest.mark.slow,
 ]

@@ -29,7 +29,6 @@ from fedgame.pipeline.runner import run_one  # noqa: E402
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 pytestmark = [
-    pytest.mark.xdist_group("flower"),  # one test process starts Flower at a time (scripts/test.sh)
     pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fashion-mnist is not installed"),
     pytest.mark.slow,
 ]

@@ -33,10 +33,7 @@ from fedgame.sim.engine import MissingReplies  # noqa: E402
 from tests.deploy.test_flower_messages import FakeGrid, task_identity  # noqa: E402,F401
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
-pytestmark = [
-    pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fashion-mnist is not installed"),
-    pytest.mark.xdist_group("flower"),  # one test process starts Flower at a time (scripts/test.sh)
-]
+pytestmark = pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fashion-mnist is not installed")
 
 
 def recipe(**over: Any) -> dict[str, Any]:

@@ -14,10 +14,6 @@ from fedgame.experiments.fedpcs_figures import client_costs, figure_numbers, rho
 from fedgame.incentives.fedpcs import FedPCSGame, FedPCSPlan, baseline_plan, solve_plan
 
 
-# one test process computes the module fixture below for all of this module's tests (scripts/test.sh)
-pytestmark = pytest.mark.xdist_group("fedpcs_figures")
-
-
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory: pytest.TempPathFactory) -> tuple[FedPCSPlan, FedPCSPlan]:
     game = FedPCSGame(n_clients=4, clients_per_round=2, rounds=3, acc_scale=1e4, n_starts=2, seed=0)

@@ -25,10 +25,6 @@ SMOKE = [
 ]
 
 
-# one test process computes the module fixture below for all of this module's tests (scripts/test.sh)
-pytestmark = pytest.mark.xdist_group("phs_mnist")
-
-
 @pytest.fixture(scope="module")
 def mnist_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """600 train / 100 test random 28×28 images with balanced labels, gzipped IDX files in a

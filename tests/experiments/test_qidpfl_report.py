@@ -112,10 +112,6 @@ def _comparison_tree(root: Path) -> None:
                 _write_run(root / f"qidpfl_{kind}" / RECIPES[method] / f"seed_{seed}", _cfg(RECIPES[method], seed, kind), summary, rows)
 
 
-# one test process computes the module fixture below for all of this module's tests (scripts/test.sh)
-pytestmark = pytest.mark.xdist_group("qidpfl_report")
-
-
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[dict[str, Any]]]:
     tmp = tmp_path_factory.mktemp("qidpfl")

@@ -15,10 +15,6 @@ def _population(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     return rho0, varphi
 
 
-# one test process computes the module fixture below for all of this module's tests (scripts/test.sh)
-pytestmark = pytest.mark.xdist_group("mean_field")
-
-
 @pytest.fixture(scope="module")
 def a6() -> tuple[np.ndarray, np.ndarray, object]:
     rho0, varphi = _population(0, 8)

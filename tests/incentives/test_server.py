@@ -115,10 +115,6 @@ def test_optimal_reward_degenerate_cases() -> None:
     assert (lo, hi) == (0.0, 20.0)
 
 
-# one test process computes the module fixture below for all of this module's tests (scripts/test.sh)
-pytestmark = pytest.mark.xdist_group("server")
-
-
 @pytest.fixture(scope="module")
 def equilibrium() -> tuple:
     rng = np.random.default_rng(5)

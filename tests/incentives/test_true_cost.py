@@ -31,10 +31,6 @@ KAPPA = 1000.0
 REL = 1e-6  # the brute-force tolerance of spec §7 R2
 
 
-# one test process computes the module fixture below for all of this module's tests (scripts/test.sh)
-pytestmark = pytest.mark.xdist_group("true_cost")
-
-
 @pytest.fixture(scope="module")
 def instance() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
