@@ -22,6 +22,7 @@ __all__ = [
     "RoundState",
     "Probe",
     "ClientResult",
+    "DIVERGED",
     "LOCAL_GRAD_VARIANCE",
     "RoundOutcome",
     "steps_per_round",
@@ -135,6 +136,11 @@ LOCAL_GRAD_VARIANCE = "local_grad_variance"
 """``ClientResult.extras`` key (and ``SelectionStrategy.needs`` entry) of the client's local
 mini-batch gradient variance σ_L² (DELTA, Wang et al. 2023, a FedPCS baseline, Sec. VIII-A),
 measured by the trainer on request."""
+
+DIVERGED = "diverged"
+"""``ClientResult.extras`` key: 1.0 when the client's local training diverged (a non-finite
+displacement) and it uploaded a zero displacement instead (see
+:func:`fedgame.sim.client.run_client_job`), else 0.0."""
 
 
 @dataclass

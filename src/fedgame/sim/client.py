@@ -24,6 +24,7 @@ from clients besides training: QI-DPFL's screening needs each client's label his
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -35,7 +36,7 @@ from torch import nn
 import fedgame.incentives.auctions  # noqa: F401  (registers the built-in ``bid`` query)
 from fedgame.core.queries import QUERIES, ClientView, QueryArgs, answer_query, check_query
 from fedgame.core.seeding import Streams
-from fedgame.core.types import LOCAL_GRAD_VARIANCE, ClientResult
+from fedgame.core.types import DIVERGED, LOCAL_GRAD_VARIANCE, ClientResult
 from fedgame.privacy.mechanisms import GaussianMechanism
 from fedgame.privacy.plans import DPSGD
 from fedgame.sim.local import LocalTrainer, client_losses
@@ -83,14 +84,26 @@ def run_client_job(job: ClientJob, *, trainer: LocalTrainer, indices: torch.Tens
     Local training draws from ``streams.torch("train", t, client, copy)``; the upload, if the
     job says to privatise it, is clipped and noised with ``streams.torch("noise", t, client,
     copy)``. Nothing is accounted here: the server records the privacy events of the results
-    it receives."""
+    it receives.
+
+    A local training that *diverged* (its displacement has a NaN or an infinite entry, e.g.
+    plain SGD at a large step size on a skewed shard) uploads a zero displacement instead, as if
+    the client had not moved, and says so in ``extras[DIVERGED]`` (1.0; else 0.0). Why zero and
+    not a missing reply: under DP a reply that is withheld *because* of the client's data would
+    itself leak, while the substitution keeps the upload's guarantee — with an upload mechanism
+    it is a function of the data of norm ≤ C, like any clipped displacement, and the noise is
+    added as usual; under DP-SGD it is post-processing of the noisy steps. So the client is
+    charged as usual and the engine lists it in the round's ``diverged`` column."""
     gen = streams.torch("train", job.t, job.client, job.copy)
     res = trainer.train(job.params, indices, gen, job.dpsgd, grad_variance=job.grad_variance)
     update = res.params - job.params
+    diverged = not bool(torch.isfinite(update).all())
+    if diverged:
+        update = torch.zeros_like(update)
     if job.upload is not None:
         update = job.upload.privatize(update, streams.torch("noise", job.t, job.client, job.copy))
-    extras: dict[str, float] = {"clipped_fraction": res.clipped_fraction}
-    if res.grad_variance is not None:
+    extras: dict[str, float] = {"clipped_fraction": res.clipped_fraction, DIVERGED: float(diverged)}
+    if res.grad_variance is not None and math.isfinite(res.grad_variance):
         extras[LOCAL_GRAD_VARIANCE] = res.grad_variance
     return ClientResult(job.client, update, res.train_loss, res.steps, int(indices.numel()), extras)
 

@@ -27,6 +27,7 @@ goes on with the replies that arrived (``"continue"``) or the run stops (``"fail
 from __future__ import annotations
 
 import json
+import math
 import logging
 import time
 from collections.abc import Callable
@@ -40,7 +41,7 @@ from torch import nn
 
 from fedgame.core.seeding import Streams
 from fedgame.core.server_update import RoundContext, ServerUpdate
-from fedgame.core.types import LOCAL_GRAD_VARIANCE, ClientResult, RoundOutcome, RoundState, Selection
+from fedgame.core.types import DIVERGED, LOCAL_GRAD_VARIANCE, ClientResult, RoundOutcome, RoundState, Selection
 from fedgame.incentives.base import Incentive, NoIncentive
 from fedgame.privacy.plans import ClientPrivacy
 from fedgame.selection.base import SelectionStrategy
@@ -361,6 +362,9 @@ class Engine(RoundLoop):
             out, self.server_state = self.server_update.update(slot_updates, self.server_state, ctx)
             self.params = self.params + out[0]
         replied = np.unique(np.array([r.client for r in results], dtype=np.int64))
+        diverged = sorted({int(r.client) for r in results if r.extras.get(DIVERGED, 0.0) > 0})
+        if diverged:
+            log.warning("round %d: local training of client(s) %s diverged (non-finite update); they uploaded a zero displacement", t, diverged)
         np.add.at(self.selected_counts, sel.clients, 1)
         outcome = RoundOutcome(t=t, selection=sel, results=results)
         self.selection.after_round(state, outcome)
@@ -369,12 +373,13 @@ class Engine(RoundLoop):
         record: dict[str, Any] = {
             "round": t,
             "n_selected": int(sel.clients.size),
-            "train_loss": float(np.mean([r.train_loss for r in results])) if results else nan,
+            "train_loss": float(np.mean(losses)) if (losses := [r.train_loss for r in results if math.isfinite(r.train_loss)]) else nan,
             "payments": float(np.sum(payments)),
             "clipped_fraction": float(np.mean([r.extras["clipped_fraction"] for r in results])) if results else nan,
             "selected": json.dumps(sel.indices.tolist()),
             "replied": json.dumps(replied.tolist()),
             "missing": json.dumps(missing),
+            "diverged": json.dumps(diverged),
             "select_time": pending.select_time,
             "probe_loss_queries": probe.loss_queries,
             "probe_trainings": probe.extra_trainings(sel),
