@@ -124,6 +124,14 @@ def test_a_table_says_when_its_runs_mix_code_versions(tmp_path: Path) -> None:
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "summary.json").write_text("{}")
     assert "not recorded (1 run)" in code_note([*dirs, tmp_path / "old"])
+    # a run stopped and resumed under another code version is named by its sessions
+    (tmp_path / "resumed").mkdir()
+    sessions = [{"from_round": 0, "code": sha_b, "cpu": "AMD EPYC"}, {"from_round": 7, "code": sha_a, "cpu": "AMD EPYC"}]
+    (tmp_path / "resumed" / "summary.json").write_text(json.dumps({"versions": {"code": sha_a, "cpu": "AMD EPYC"}, "sessions": sessions}))
+    assert code_note([*dirs[:2], tmp_path / "resumed"]) == (
+        "Code: all 3 runs from code aaaaaaaaaaaa (1 run resumed under another code version: see its `sessions`); "
+        "CPU: AMD EPYC (from each run's summary.json)."
+    )
 
 
 def test_table2_orderings_carry_computed_verdicts() -> None:

@@ -17,8 +17,8 @@ import yaml
 
 from fedgame.pipeline.build import build_engine
 from fedgame.pipeline.config import parse_recipe
-from fedgame.pipeline.runner import run_one
-from fedgame.pipeline.store import read_metrics
+from fedgame.pipeline.runner import code_version, cpu_model, run_one
+from fedgame.pipeline.store import ResultStore, read_metrics
 from fedgame.privacy.analysis.subsampled import dpsgd_epsilon
 from fedgame.privacy.plans import DPSGD
 from fedgame.sim.local import LocalSpec, LocalTrainer
@@ -145,6 +145,27 @@ def test_sigkill_then_resume_gives_the_uninterrupted_numbers(tmp_path: Path) -> 
     sa, sb = (yaml.safe_load((d / "summary.json").read_text()) for d in (ref, run))
     assert sa["final_accuracy"] == sb["final_accuracy"] and sa["epsilon_per_client"] == sb["epsilon_per_client"]
     assert 1 <= sb["resumed_from_round"] <= done  # the checkpoint trails metrics.csv by at most a round
+    # who trained which rounds: one session for the uninterrupted run, two for the killed one
+    me = {"code": code_version(), "cpu": cpu_model()}
+    assert sa["sessions"] == [{"from_round": 0, **me}]
+    assert sb["sessions"] == [{"from_round": 0, **me}, {"from_round": sb["resumed_from_round"], **me}]
+
+
+def test_a_checkpoint_without_sessions_says_its_first_rounds_code_is_unknown(tmp_path: Path) -> None:
+    cfg = parse_recipe(smoke())
+    built = build_engine(cfg)
+    store = ResultStore(tmp_path / "run")  # a folder as a fedgame before sessions.json left it: a checkpoint after round 0
+    store.write_text("config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    built.engine.run(1, sink=store)
+    assert not store.exists("sessions.json")
+    summary = run_one(cfg, tmp_path / "run")
+    assert summary["resumed_from_round"] == 1
+    assert summary["sessions"] == [
+        {"from_round": 0, "code": "unknown (before sessions.json)", "cpu": "unknown"},
+        {"from_round": 1, "code": code_version(), "cpu": cpu_model()},
+    ]
+    again = run_one(cfg, tmp_path / "fresh")
+    assert again["sessions"] == [{"from_round": 0, "code": code_version(), "cpu": cpu_model()}]
 
 
 def test_run_folder_contents(tmp_path: Path) -> None:

@@ -112,12 +112,18 @@ def export_runs(src: Path, dest: Path, files: tuple[str, ...] = EXPORTED) -> lis
 def code_note(run_dirs: Iterable[Path]) -> str:
     """The line a table page carries about where its runs came from: the code version each
     ``summary.json`` records (``versions.code``: the git commit, ``+dirty`` with uncommitted
-    changes) and the CPU model, counted over the runs, so that a table mixing code versions says so."""
+    changes) and the CPU model, counted over the runs, so that a table mixing code versions says so;
+    a run that was stopped and resumed under another code version (two codes in its ``sessions``,
+    written by :func:`~fedgame.pipeline.runner.run_one`) is counted by the code it ended with and
+    the line says how many such runs there are."""
     codes: Counter[str] = Counter()
     cpus: Counter[str] = Counter()
+    mixed = 0  # runs stopped and resumed under another code version (their ``sessions``)
     for d in run_dirs:
         path = Path(d) / "summary.json"
-        versions = json.loads(path.read_text()).get("versions", {}) if path.exists() else {}
+        summary = json.loads(path.read_text()) if path.exists() else {}
+        versions = summary.get("versions", {})
+        mixed += len({str(s.get("code")) for s in summary.get("sessions", [])}) > 1
         code = str(versions.get("code", "not recorded"))
         codes[code[:12] + code[40:] if len(code) >= 40 else code] += 1
         cpus[str(versions.get("cpu", "not recorded"))] += 1
@@ -128,6 +134,8 @@ def code_note(run_dirs: Iterable[Path]) -> str:
         code_part = f"all {n} runs from code {next(iter(codes))}"
     else:
         code_part = f"the runs mix {len(codes)} code versions: {listed(codes)}"
+    if mixed:
+        code_part += f" ({mixed} run{'s' if mixed > 1 else ''} resumed under another code version: see its `sessions`)"
     cpu_part = next(iter(cpus)) if len(cpus) == 1 else listed(cpus)
     return f"Code: {code_part}; CPU: {cpu_part} (from each run's summary.json)."
 

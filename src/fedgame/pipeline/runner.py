@@ -24,7 +24,7 @@ from fedgame.data import save_partition
 from fedgame.pipeline.build import Built, BuiltJDP, build_engine, build_jdp
 from fedgame.sim.pool import available_cores
 from fedgame.pipeline.config import JDPPrivacyCfg, RunConfig, parse_recipe
-from fedgame.pipeline.store import ResultStore
+from fedgame.pipeline.store import ResultStore, read_metrics
 from fedgame.incentives.qidpfl import QIDPFLPlan
 from fedgame.sim import RunResult
 from fedgame.privacy.analysis.jdp import jdp_totals
@@ -160,11 +160,46 @@ def run_one(
         summary: dict[str, Any] = store.read_json("summary.json")
         return summary
     store.write_text("config.yaml", resolved)
+    _start_session(store, resume)
     built = PROTOCOLS[protocol_of(cfg)](cfg, parallel=execute is None, cores=cores)
     try:
         return _run_built(cfg, store, built, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
     finally:
         built.close()
+
+
+def _start_session(store: ResultStore, resume: bool) -> None:
+    """Append this process's code version and CPU to the run folder's ``sessions.json``.
+
+    A run stopped and resumed may have trained its rounds with two versions of the code (or on
+    two machines); the summary's ``versions`` names only the last. So every start of a run
+    records ``{"from_round", "code", "cpu"}`` — ``from_round`` provisional (the rounds in
+    ``metrics.csv``) until the run ends and :func:`_end_session` sets it to the round it
+    actually resumed from — and the summary carries the whole list as ``sessions``. A fresh
+    run (no checkpoint to resume) starts a new list."""
+    ongoing = resume and store.exists("checkpoint.pt")
+    if ongoing and store.exists(SESSIONS):
+        sessions: list[dict[str, Any]] = store.read_json(SESSIONS)
+    elif ongoing:  # a checkpoint from a fedgame that did not keep sessions.json yet
+        sessions = [{"from_round": 0, "code": "unknown (before sessions.json)", "cpu": "unknown"}]
+    else:
+        sessions = []
+    done = len(read_metrics(store.path("metrics.csv"))) if ongoing and store.exists("metrics.csv") else 0
+    sessions.append({"from_round": done, "code": code_version(), "cpu": cpu_model()})
+    store.write_json(SESSIONS, sessions)
+
+
+def _end_session(store: ResultStore, resumed_from: int) -> list[dict[str, Any]]:
+    """The run's sessions, the last one's ``from_round`` set to where it really resumed."""
+    sessions: list[dict[str, Any]] = store.read_json(SESSIONS) if store.exists(SESSIONS) else []
+    if sessions:
+        sessions[-1]["from_round"] = int(resumed_from)
+        store.write_json(SESSIONS, sessions)
+    return sessions
+
+
+#: The run folder's record of who trained which rounds (:func:`_start_session`).
+SESSIONS = "sessions.json"
 
 
 def _write_partition(store: ResultStore, data: Any) -> None:
@@ -216,6 +251,7 @@ def _run_built(
         **fields,
         "partition_fingerprint": data.fingerprint,
         "resumed_from_round": result.resumed_from,
+        "sessions": _end_session(store, result.resumed_from),
         "backend": "inprocess" if execute is None else execute.name,
         **({} if execute is None else {"backend_info": execute.describe()}),
         "versions": versions(),

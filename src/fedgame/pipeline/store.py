@@ -195,7 +195,9 @@ class ResultStore:
         self.write_csv("metrics.csv", self.rows)
         return state
 
-    RUN_FILES = ("config.yaml", "partition.npz", "partition.json", "metrics.csv", "privacy.csv", "summary.json", "checkpoint.pt")
+    RUN_FILES = (
+        "config.yaml", "partition.npz", "partition.json", "metrics.csv", "privacy.csv", "summary.json", "checkpoint.pt", "sessions.json",
+    )
 
     def clear(self) -> None:
         """Remove the files of a previous run (and only those) to start afresh."""
