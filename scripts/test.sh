@@ -9,7 +9,5 @@ bash scripts/setup.sh test,flower,tracking
 # Strict typing of the package first (pyproject.toml [tool.mypy]: strict, pydantic plugin).
 .venv/bin/mypy src/fedgame
 # One test process per core (pytest-xdist; tests/conftest.py gives each one torch thread), a
-# module's tests in one process so module fixtures are computed once, the slowest modules handed
-# out first (tests/conftest.py orders them; --no-loadscope-reorder keeps that order rather than
-# xdist's most-tests-first). "-n 0" runs them serially.
-exec .venv/bin/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder "$@"
+# module's tests in one process so module fixtures are computed once. "-n 0" runs them serially.
+exec .venv/bin/python -m pytest -q -n auto --dist loadscope "$@"

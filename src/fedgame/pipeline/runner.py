@@ -168,6 +168,10 @@ def run_one(
         built.close()
 
 
+#: The run folder's record of who trained which rounds (:func:`_start_session`).
+SESSIONS = "sessions.json"
+
+
 def _start_session(store: ResultStore, resume: bool) -> None:
     """Append this process's code version and CPU to the run folder's ``sessions.json``.
 
@@ -196,10 +200,6 @@ def _end_session(store: ResultStore, resumed_from: int) -> list[dict[str, Any]]:
         sessions[-1]["from_round"] = int(resumed_from)
         store.write_json(SESSIONS, sessions)
     return sessions
-
-
-#: The run folder's record of who trained which rounds (:func:`_start_session`).
-SESSIONS = "sessions.json"
 
 
 def _write_partition(store: ResultStore, data: Any) -> None:

@@ -27,8 +27,8 @@ goes on with the replies that arrived (``"continue"``) or the run stops (``"fail
 from __future__ import annotations
 
 import json
-import math
 import logging
+import math
 import time
 from collections.abc import Callable
 from collections.abc import Sequence
