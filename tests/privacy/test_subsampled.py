@@ -84,3 +84,23 @@ def test_edge_cases_and_errors() -> None:
         dpsgd_epsilon(1.0, 0.1, 2.5, 1e-5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"target_epsilon: must be > 0 and finite, got 0"):
         dpsgd_noise_multiplier(0.0, 1e-5, 0.1, 10)
+
+
+def test_the_written_out_rdp_orders_are_dp_accountings_default_grid() -> None:
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    from fedgame.privacy.analysis.subsampled import DEFAULT_RDP_ORDERS
+
+    assert DEFAULT_RDP_ORDERS == tuple(float(a) for a in rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
+
+
+def test_the_client_side_does_not_import_dp_accounting() -> None:
+    """A Flower ClientApp process (one per message) imports the client side and never
+    calibrates or accounts: dp-accounting (about 2 s of CPU to import) must stay out of it."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("flwr", reason="the flower extra is not installed")
+    code = "import sys, fedgame.deploy.flower.client_app, fedgame.pipeline.build; print('dp_accounting' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr

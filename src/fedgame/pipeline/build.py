@@ -32,7 +32,6 @@ from fedgame.incentives.fedpcs import FedPCSIncentive, fedpcs_game
 from fedgame.incentives.fedpcs import rho_source as baseline_rho
 from fedgame.incentives.qidpfl import QIDPFLIncentive
 from fedgame.models import build_model, count_params
-from fedgame.privacy.accountants import make_accountant
 from fedgame.privacy.events import PrivacyEvent
 from fedgame.privacy.jdp import local_perturbation
 from fedgame.privacy.mechanisms import GaussianMechanism
@@ -290,6 +289,15 @@ def query_label_counts(executor: Executor, n_clients: int) -> np.ndarray:
     return np.stack([np.asarray(a, dtype=np.int64) for a in answers])
 
 
+def _accountant(cfg: RunConfig, n_clients: int) -> Any:
+    """The run's privacy accountant. Imported here, not at the top: the accountants import
+    dp-accounting (about 2 s of CPU), which the client side (``build_client_side``, run by every
+    Flower ClientApp process) never needs."""
+    from fedgame.privacy.accountants import make_accountant
+
+    return make_accountant(cfg.accountant.kind, n_clients=n_clients)
+
+
 def build_engine(
     cfg: RunConfig,
     *,
@@ -330,7 +338,7 @@ def build_engine(
         trainer=trainer,
         selection=selection,
         privacy=build_privacy(cfg, data, plan, phs=budgets, selection=selection),
-        accountant=make_accountant(cfg.accountant.kind, n_clients=data.n_clients),
+        accountant=_accountant(cfg, data.n_clients),
         server_update=build_server_update(cfg),
         streams=streams,
         clients_per_round=cfg.train.clients_per_round,
@@ -551,7 +559,7 @@ def build_jdp(
         mechanisms=mechs,
         rule=rule,
         events=_jdp_events(cfg, winners, mechs, rule, eps_exp),
-        accountant=make_accountant(cfg.accountant.kind, n_clients=data.n_clients),
+        accountant=_accountant(cfg, data.n_clients),
         streams=streams,
         self_weighting=j.self_weighting,
         adversary=adversary,

@@ -21,7 +21,6 @@ import logging
 import math
 
 import numpy as np
-from dp_accounting.gaussian_mechanism import get_sigma_gaussian
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr
 
@@ -109,6 +108,11 @@ def _analytic_mu(eps: float, delta: float) -> float:
     found to rounding may sit on either side of it)."""
     if math.isinf(eps):
         return math.inf
+    # imported here: dp-accounting's package import costs about 2 s of CPU (SciPy's stats and
+    # signal modules), paid otherwise by every process that imports fedgame.privacy, such as
+    # each Flower ClientApp process (one per message), which never calibrates
+    from dp_accounting.gaussian_mechanism import get_sigma_gaussian
+
     sigma = float(get_sigma_gaussian(eps, delta, tol=1e-300))
     target = math.log(delta)
     while _log_delta_of_mu(1.0 / sigma, eps) > target:

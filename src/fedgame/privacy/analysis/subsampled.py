@@ -20,9 +20,6 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
-from dp_accounting import dp_event
-from dp_accounting.pld import pld_privacy_accountant
-from dp_accounting.rdp import rdp_privacy_accountant
 from numpy.typing import NDArray
 from scipy.optimize import brentq
 
@@ -39,8 +36,13 @@ __all__ = [
 
 Method = Literal["rdp", "pld"]
 
-#: RDP orders α used throughout fedgame: dp-accounting's default grid (1.1 … 1024).
-DEFAULT_RDP_ORDERS: tuple[float, ...] = tuple(float(a) for a in rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
+#: RDP orders α used throughout fedgame: dp-accounting's default grid (1.1 … 1024), written out
+#: so that importing this module does not import dp-accounting (about 2 s of CPU: SciPy's stats
+#: and signal modules), which every function here imports when it first needs it;
+#: tests/privacy check it equals ``dp_accounting.rdp.rdp_privacy_accountant.DEFAULT_RDP_ORDERS``.
+DEFAULT_RDP_ORDERS: tuple[float, ...] = tuple(
+    [1.0 + x / 10.0 for x in range(1, 100)] + [float(a) for a in range(11, 64)] + [128.0, 256.0, 512.0, 1024.0]
+)
 #: Value discretisation interval of the PLD accountant (dp-accounting's default).
 DEFAULT_PLD_DISCRETIZATION: float = 1e-4
 
@@ -80,6 +82,9 @@ def _check_method(method: str) -> Method:
 
 @lru_cache(maxsize=4096)
 def _rdp_curve_cached(sample_rate: float, noise_multiplier: float) -> tuple[float, ...]:
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+
     acc = rdp_privacy_accountant.RdpAccountant(orders=list(DEFAULT_RDP_ORDERS))
     gauss = dp_event.GaussianDpEvent(noise_multiplier)
     event = gauss if sample_rate == 1.0 else dp_event.PoissonSampledDpEvent(sample_rate, gauss)
@@ -109,6 +114,8 @@ def rdp_to_epsilon(rdp: NDArray[np.float64], delta: float) -> float:
         return 0.0
     if np.all(np.isinf(curve)):
         return math.inf
+    from dp_accounting.rdp import rdp_privacy_accountant
+
     eps, _ = rdp_privacy_accountant.compute_epsilon(np.array(DEFAULT_RDP_ORDERS), curve, d)
     return float(eps)
 
@@ -139,6 +146,9 @@ def dpsgd_epsilon(
         return rdp_to_epsilon(k * rdp_curve(z, q), d)
     if not value_discretization_interval > 0:
         raise ValueError(f"value_discretization_interval: must be > 0, got {value_discretization_interval}")
+    from dp_accounting import dp_event
+    from dp_accounting.pld import pld_privacy_accountant
+
     acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=value_discretization_interval)
     gauss = dp_event.GaussianDpEvent(z)
     step = gauss if q == 1.0 else dp_event.PoissonSampledDpEvent(q, gauss)
