@@ -216,3 +216,21 @@ def test_cifar10_pickle_batches_through_load_dataset(tmp_path: Path, rng: np.ran
     np.testing.assert_allclose(s.test.x * std + mean, exp["test_x"].reshape(3, 3, 32, 32) / 255.0, atol=1e-5)
     # the red plane of example 0 is its first 1024 bytes, row-major
     assert s.train.x[0, 0, 0, 1] * s.std[0] + s.mean[0] == pytest.approx(exp["train_x"][0, 1] / 255.0, abs=1e-5)
+
+
+def test_a_subset_holds_the_full_splits_values_and_statistics(tmp_path: Path, rng: np.random.Generator) -> None:
+    """``max_train``/``max_test`` keep each split's first examples, normalised with the whole
+    training set's statistics: bit for bit the rows of the full split; other sizes come from the
+    raw arrays already read (the same statistics), and bad sizes name the field."""
+    write_cifar10(tmp_path / "cifar-10-batches-py", rng)
+    full = load_dataset("cifar10", root=tmp_path)
+    part = load_dataset("cifar10", root=tmp_path, max_train=7, max_test=3)
+    assert part is not full and (part.mean, part.std) == (full.mean, full.std)
+    assert len(part.train) == 7 and len(part.test) == 3
+    np.testing.assert_array_equal(part.train.x, full.train.x[:7])
+    np.testing.assert_array_equal(part.train.y, full.train.y[:7])
+    np.testing.assert_array_equal(part.test.x, full.test.x[:3])
+    assert load_dataset("cifar10", root=tmp_path, max_train=7, max_test=3) is part  # cached per size
+    assert len(load_dataset("cifar10", root=tmp_path, max_train=10**9).train) == len(full.train)
+    with pytest.raises(ValueError, match=r"cifar10.max_train: must be >= 1 or None, got 0"):
+        load_dataset("cifar10", root=tmp_path, max_train=0, cache=False)

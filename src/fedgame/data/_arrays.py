@@ -151,8 +151,16 @@ def make_split(
     test_y: np.ndarray,
     classes: int,
     name: str,
+    max_train: int | None = None,
+    max_test: int | None = None,
 ) -> DatasetSplit:
     """Normalise raw uint8 images ``(N, C, H, W)`` with the training statistics.
+
+    ``max_train``/``max_test`` keep only the first that many examples of each split (a smoke
+    run's subset); the statistics are still those of the whole training set, so the kept
+    examples hold exactly the values they hold in the full split, and the dropped ones are never
+    normalised (for Fashion-MNIST, about 1 s of a fresh process's start, e.g. each Flower
+    ClientApp's).
 
     >>> import numpy as np
     >>> x = np.arange(2 * 1 * 2 * 2, dtype=np.uint8).reshape(2, 1, 2, 2)
@@ -166,7 +174,12 @@ def make_split(
                 f"{name}.{what}: must be a uint8 array (N, C, H, W), got dtype {getattr(a, 'dtype', None)} "
                 f"shape {getattr(a, 'shape', None)}"
             )
+    for what, m in (("max_train", max_train), ("max_test", max_test)):
+        if m is not None and m < 1:
+            raise ValueError(f"{name}.{what}: must be >= 1 or None, got {m}")
     mean, std = channel_stats(train_x)
+    train_x, train_y = train_x[:max_train], np.asarray(train_y)[:max_train]
+    test_x, test_y = test_x[:max_test], np.asarray(test_y)[:max_test]
     if any(not math.isfinite(v) for v in (*mean, *std)):
         raise ValueError(f"{name}: non-finite channel statistics mean={mean} std={std}")
     train = ArrayDataset(

@@ -345,13 +345,30 @@ def _check_options(name: str, spec: _Spec, kw: Mapping[str, Any]) -> dict[str, A
     return {k: _hashable(v) for k, v in kw.items()}
 
 
-@functools.lru_cache(maxsize=_CACHE_SIZE)
-def _load_resolved(name: str, folder: Path, stamp: int, options: tuple[tuple[str, Any], ...]) -> DatasetSplit:
+def _read(name: str, folder: Path, stamp: int, options: tuple[tuple[str, Any], ...]) -> tuple[RawSplit, int]:
     del stamp  # part of the cache key only: a rewritten folder is read again
-    spec = _SPECS[name]
-    raw, classes = spec.read(folder, dict(options))
+    return _SPECS[name].read(folder, dict(options))
+
+
+# the raw uint8 arrays, kept so that splits of other sizes (max_train, max_test) are cut from
+# them without reading the files again
+_read_cached = functools.lru_cache(maxsize=2)(_read)
+
+
+def _load_resolved(
+    name: str, folder: Path, stamp: int, options: tuple[tuple[str, Any], ...], rows: tuple[int | None, int | None]
+) -> DatasetSplit:
+    raw, classes = _read_cached(name, folder, stamp, options)
+    return _split(name, folder, raw, classes, rows)
+
+
+_load_cached = functools.lru_cache(maxsize=_CACHE_SIZE)(_load_resolved)
+
+
+def _split(name: str, folder: Path, raw: RawSplit, classes: int, rows: tuple[int | None, int | None]) -> DatasetSplit:
     split = make_split(
-        train_x=raw.train_x, train_y=raw.train_y, test_x=raw.test_x, test_y=raw.test_y, classes=classes, name=name
+        train_x=raw.train_x, train_y=raw.train_y, test_x=raw.test_x, test_y=raw.test_y, classes=classes, name=name,
+        max_train=rows[0], max_test=rows[1],
     )
     log.info("loaded %s from %s: %d train, %d test, shape %s", name, folder, len(split.train), len(split.test), split.train.shape)
     return split
@@ -359,16 +376,29 @@ def _load_resolved(name: str, folder: Path, stamp: int, options: tuple[tuple[str
 
 def clear_cache() -> None:
     """Forget every split loaded in this process."""
-    _load_resolved.cache_clear()
+    _load_cached.cache_clear()
+    _read_cached.cache_clear()
 
 
-def load_dataset(name: str, *, root: str | Path | None = None, cache: bool = True, **kw: Any) -> DatasetSplit:
+def load_dataset(
+    name: str,
+    *,
+    root: str | Path | None = None,
+    cache: bool = True,
+    max_train: int | None = None,
+    max_test: int | None = None,
+    **kw: Any,
+) -> DatasetSplit:
     """Load dataset ``name`` as a normalised :class:`DatasetSplit`.
 
     ``root`` (or the environment, see the module docstring) says where the files are;
     ``kw`` are dataset options (``split`` for emnist, ``labels`` for cifar100, ``test_fraction``,
-    ``seed``, ``size``, ``mode`` for image_folder). With ``cache=True`` a second call with the
-    same resolved folder and options returns the same object without reading anything.
+    ``seed``, ``size``, ``mode`` for image_folder). ``max_train``/``max_test`` keep the first
+    that many examples of each split, normalised with the whole training set's statistics
+    (the same values as in the full split; see :func:`~fedgame.data.make_split`). With
+    ``cache=True`` a second call with the same resolved folder, options and sizes returns the
+    same object without reading anything, and other sizes are cut from the raw arrays kept
+    from the first read.
     """
     spec = _spec(name)
     options = _check_options(name, spec, kw)
@@ -385,8 +415,10 @@ def load_dataset(name: str, *, root: str | Path | None = None, cache: bool = Tru
         folder = folder.resolve()
         key = tuple(sorted(options.items()))
         stamp = folder.stat().st_mtime_ns
+        rows = (max_train, max_test)
         if cache:
-            return _load_resolved(name, folder, stamp, key)
-        return _load_resolved.__wrapped__(name, folder, stamp, key)
+            return _load_cached(name, folder, stamp, key, rows)
+        raw, classes = _read(name, folder, stamp, key)
+        return _split(name, folder, raw, classes, rows)
     hint = spec.get_it.replace("{default}", str(_default_root(name)))
     raise DatasetNotFoundError(dataset=name, files=files, searched=searched, hint=hint)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -88,12 +87,8 @@ def privacy_setup(cfg: RunConfig, ctx: BuildContext) -> Any:
 
 def build_data(cfg: RunConfig, streams: Streams) -> FederatedDataset:
     """Load the dataset named by the recipe and partition it with the run's partition stream."""
-    split = load_dataset(cfg.data.dataset, root=cfg.data.root)
+    split = load_dataset(cfg.data.dataset, root=cfg.data.root, max_train=cfg.data.max_train, max_test=cfg.data.max_test)
     train, test = split.train, split.test
-    if cfg.data.max_train is not None and cfg.data.max_train < len(train.y):
-        train = dataclasses.replace(train, x=train.x[: cfg.data.max_train], y=train.y[: cfg.data.max_train])
-    if cfg.data.max_test is not None and cfg.data.max_test < len(test.y):
-        test = dataclasses.replace(test, x=test.x[: cfg.data.max_test], y=test.y[: cfg.data.max_test])
     p = cfg.data.partition
     params = p.model_dump(exclude={"kind", "n_clients"})
     n_val = cfg.data.validation
