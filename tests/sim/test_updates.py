@@ -7,6 +7,7 @@ import torch
 from fedgame.core import RoundContext, RoundState, Selection, chain
 from fedgame.selection import SELECTIONS
 from fedgame.sim import importance_weighted_mean, server_sgd, size_weighted_mean, uniform_mean
+from fedgame.sim.updates import upload_weights
 from tests.contracts.unbiased import aggregate_draws, assert_unbiased
 
 
@@ -29,6 +30,20 @@ def test_rules_on_exact_values() -> None:
     out, state = upd.update(ups, upd.init(torch.zeros(2)), _ctx(sel, theta))
     torch.testing.assert_close(out[0], torch.tensor([1 / 6, 2 / 3]))
     assert state == ((), ())
+
+
+def test_upload_weights_sum_a_clients_slots_in_client_order() -> None:
+    """A client drawn m times uploads once with its m slot weights summed, uploads ordered like
+    ``selection.clients``; independent copies keep one weight per slot; the rules report the
+    largest as ``max_agg_weight``."""
+    sel = Selection(indices=np.array([7, 2, 7, 0]), probs=np.array([0.1, 0.2, 0.1, 0.3]), k=4)
+    np.testing.assert_array_equal(upload_weights(sel, np.array([1.0, 2.0, 3.0, 4.0])), [4.0, 2.0, 4.0])
+    copies = Selection(indices=np.array([7, 2, 7]), probs=np.array([0.1, 0.2, 0.1]), k=3, independent_copies=True)
+    np.testing.assert_array_equal(upload_weights(copies, np.array([1.0, 2.0, 3.0])), [1.0, 2.0, 3.0])
+    ctx = _ctx(sel, np.full(8, 1 / 8))
+    ups = [torch.zeros(2)] * 4
+    importance_weighted_mean().update(ups, (), ctx)
+    assert ctx.metrics["max_agg_weight"] == 2 * (1 / 8) / (4 * 0.1)  # client 7: two slots of θ/(K x)
 
 
 def test_importance_weighting_is_unbiased() -> None:

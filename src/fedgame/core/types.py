@@ -63,8 +63,9 @@ class Selection:
         p = np.asarray(self.probs, dtype=np.float64)
         if idx.ndim != 1 or p.shape != idx.shape:
             raise ValueError(f"selection: indices {idx.shape} and probs {p.shape} must be aligned 1-D arrays")
-        if np.any(p <= 0) or np.any(p > 1 + 1e-12):
-            raise ValueError(f"selection.probs: must lie in (0, 1], got min {p.min(initial=1)} max {p.max(initial=0)}")
+        lo, hi = float(p.min(initial=1)), float(p.max(initial=0))  # NaN fails both tests below
+        if not (lo > 0 and hi <= 1 + 1e-12):
+            raise ValueError(f"selection.probs: must lie in (0, 1], got min {lo} max {hi}")
         if self.scheme == "inclusion" and np.unique(idx).size != idx.size:
             raise ValueError("selection.indices: an inclusion sample cannot repeat a client")
         object.__setattr__(self, "indices", idx)

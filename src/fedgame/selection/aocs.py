@@ -27,6 +27,7 @@ inclusion probabilities are then exactly π_i = p_i / (1 − P_0) ≤ 1, and tho
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import numpy as np
@@ -45,7 +46,7 @@ def aocs_probabilities(u: np.ndarray, m: int) -> np.ndarray:
     are floored at 1e-12 · max u so that every p lies in (0, 1]; all-zero u gives p = m/N."""
     u = np.asarray(u, dtype=np.float64)
     n = u.size
-    if u.ndim != 1 or n == 0 or not np.all(np.isfinite(u)) or np.any(u < 0):
+    if u.ndim != 1 or n == 0 or not (math.isfinite(float(u.sum())) and float(u.min()) >= 0):
         raise ValueError(f"aocs: importances must be a non-empty vector of finite values >= 0, got {u}")
     if not 1 <= m <= n:
         raise ValueError(f"train.clients_per_round: must be in [1, {n}] (expected participants), got {m}")
@@ -60,6 +61,14 @@ def aocs_probabilities(u: np.ndarray, m: int) -> np.ndarray:
     p = np.empty(n)
     p[order] = np.minimum(ps, 1.0)
     return p
+
+
+def _inclusion(p: np.ndarray) -> np.ndarray:
+    """π_i = p_i / (1 − Π_j(1 − p_j)) from the participation probabilities p."""
+    with np.errstate(divide="ignore"):
+        p0 = float(np.exp(np.log1p(-p).sum()))
+    out: np.ndarray = np.minimum(p / (1.0 - p0), 1.0)
+    return out
 
 
 @SELECTIONS.register("aocs")
@@ -101,10 +110,7 @@ class AOCS(SelectionStrategy):
 
     def inclusion(self, state: RoundState) -> np.ndarray:
         """π_i = p_i / (1 − Π_j(1 − p_j)): inclusion given that the round is not empty."""
-        p = self.participation(state)
-        with np.errstate(divide="ignore"):
-            p0 = float(np.exp(np.log1p(-p).sum()))
-        return np.minimum(p / (1.0 - p0), 1.0)
+        return _inclusion(self.participation(state))
 
     def probabilities(self, state: RoundState) -> np.ndarray:
         """Inclusion probabilities normalised to one draw (≈ p_i / K)."""
@@ -127,7 +133,7 @@ class AOCS(SelectionStrategy):
         while not (mask := rng.random(p.size) < p).any():
             pass
         idx = np.flatnonzero(mask)
-        return Selection(indices=idx, probs=self.inclusion(state)[idx], k=state.k, scheme="inclusion")
+        return Selection(indices=idx, probs=_inclusion(p)[idx], k=state.k, scheme="inclusion")
 
     def after_round(self, state: RoundState, outcome: RoundOutcome) -> None:
         """Remember ‖U_i‖ of every client that uploaded this round."""

@@ -231,7 +231,12 @@ class PowerOfChoice(SelectionStrategy):
         """Inclusion probabilities at the stored losses and current caps: exact by enumeration
         where feasible, otherwise estimated from :data:`MC_ROUNDS` draws of ``rng`` (seeded by
         ``t`` if None). Ineligible clients have probability 0."""
-        sub, sizes, rank, k, d = self._design(state)
+        return self._inclusion(state, self._design(state), rng)
+
+    def _inclusion(
+        self, state: RoundState, design: tuple[np.ndarray, np.ndarray, np.ndarray, int, int], rng: np.random.Generator | None
+    ) -> np.ndarray:
+        sub, sizes, rank, k, d = design
         n = state.n_clients
         pi = np.zeros(n)
         sets = self._candidate_sets(sizes, d)
@@ -260,7 +265,8 @@ class PowerOfChoice(SelectionStrategy):
         return probs
 
     def select(self, state: RoundState, rng: np.random.Generator) -> Selection:
-        sub, sizes, _, k, d = self._design(state)
+        design = self._design(state)
+        sub, sizes, _, k, d = design
         n = state.n_clients
         cand = sub[np.argsort(rng.standard_exponential(sub.size) / sizes, kind="stable")[:d]]  # successive ∝ |D_i|
         loss = self.losses(n)
@@ -275,7 +281,8 @@ class PowerOfChoice(SelectionStrategy):
         else:
             order = np.argsort(rank, kind="stable")
         idx = np.sort(cand[order[:k]])
-        pi = self.inclusion(state, rng)
+        # π at the losses as they stand now: this round's measured ones in 'current' mode
+        pi = self._inclusion(state, self._design(state) if self.loss_mode == "current" else design, rng)
         if self._candidate_sets(sizes, d) is None:  # MC estimate: count the realised draw
             pi = (pi * MC_ROUNDS + np.isin(np.arange(n), idx)) / (MC_ROUNDS + 1)
         self.counts(n)[idx] += 1
