@@ -8,6 +8,9 @@ export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 FLWR_TELEMETRY_ENABLED=0 F
 bash scripts/setup.sh test,flower,tracking
 # Strict typing of the package first (pyproject.toml [tool.mypy]: strict, pydantic plugin).
 .venv/bin/mypy src/fedgame
-# One test process per core (pytest-xdist; tests/conftest.py gives each one torch thread), a
-# module's tests in one process so module fixtures are computed once. "-n 0" runs them serially.
-exec .venv/bin/python -m pytest -q -n auto --dist loadscope "$@"
+# One test process per core plus one (pytest-xdist; tests/conftest.py gives each one torch thread),
+# a module's tests in one process so module fixtures are computed once, the slowest modules handed
+# out first (tests/conftest.py's SLOWEST_FIRST; --no-loadscope-reorder keeps that order): the Flower
+# deployment module waits much of its eleven minutes in its own process while the others keep the
+# cores busy (docs/speed.md). "-n 0" runs them serially.
+exec .venv/bin/python -m pytest -q -n "$(( $(nproc) + 1 ))" --dist loadscope --no-loadscope-reorder "$@"

@@ -69,6 +69,44 @@ def test_workers_are_bit_identical_to_one_thread(recipe: str) -> None:
     _same(a.records, b.records)
 
 
+def test_pools_do_not_fork_a_process_that_has_run_a_flower_simulation() -> None:
+    """Forking copies one thread of a process whose gRPC/Ray threads hold locks and sockets; a
+    pool started after them spawns its workers instead. Importing them starts nothing and
+    keeps fork (checked in fresh interpreters)."""
+    import subprocess
+    import sys
+
+    def method(prelude: str) -> str:
+        script = f"{prelude}\nfrom fedgame.core.processes import safe_start_method\nprint(safe_start_method())"
+        return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    assert method("") == "fork"
+    assert method("import grpc, flwr.simulation") == "fork"
+    marked = "from fedgame.core.processes import mark_fork_unsafe\nmark_fork_unsafe('test')"
+    assert method(marked) == "spawn"  # what a Flower simulation does (tests/deploy/test_flower_sim.py)
+
+
+@needs_fmnist
+def test_a_spawned_pool_is_bit_identical_to_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool used where fork is unsafe: data through shared memory, same numbers (non-DP
+    training trains the worker's model itself, which must not be shared between workers)."""
+    from fedgame.sim import pool as pool_mod
+
+    recipe = "main/fedavg.yaml"
+    seq = build_engine(_cfg(recipe, RECIPES[recipe] + ["train.workers=1", "train.threads=1"]))
+    a = seq.engine.run(2)
+    monkeypatch.setattr(pool_mod, "safe_start_method", lambda: "spawn")
+    par = build_engine(_cfg(recipe, RECIPES[recipe] + ["train.workers=2"]), parallel=True)
+    try:
+        assert par.pool is not None and par.pool.start_method == "spawn"
+        b = par.engine.run(2)
+    finally:
+        par.close()
+    assert torch.equal(a.params, b.params)
+    _same(a.records, b.records)
+
+
 @needs_fmnist
 def test_jdp_workers_are_bit_identical_to_one_thread() -> None:
     extra = ["data.partition.n_clients=8", "data.validation=200", "jdp.auction.budget=4000", "train.local.batch_size=32"]
@@ -133,7 +171,7 @@ def test_a_worker_error_comes_back_with_its_traceback_and_the_pool_stays_usable(
 
     monkeypatch.setitem(pool_mod.TASKS, "boom", _boom)  # inherited by the forked workers
     ctx = WorkerContext(trainer=None, parts=[], streams=None, classes=2)  # type: ignore[arg-type]
-    with WorkerPool(ctx, 2) as pool:
+    with WorkerPool(ctx, 2, start_method="fork") as pool:
         assert pool.map("boom", [1, 2, 4, 5, 6]) == [2, 4, 8, 10, 12]  # in payload order
         with pytest.raises(RuntimeError, match="ValueError: payload three"):
             pool.map("boom", [1, 2, 3, 4])

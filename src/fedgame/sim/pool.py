@@ -6,7 +6,8 @@ and vectorising clients with ``torch.func.vmap`` is slower for conv nets (stacke
 become grouped convolutions). So a round's independent work is spread over processes:
 
 * :class:`WorkerPool` starts ``workers`` processes **once per run**, after the dataset and the
-  trainer exist. With the ``fork`` start method (Linux, the default here) each worker inherits
+  trainer exist. With the ``fork`` start method (Linux, the default here, unless the process
+  has run Ray or gRPC: :func:`fedgame.core.processes.safe_start_method`) each worker inherits
   the training data, the partition and its own copy of the model and trainer: nothing large is
   pickled per job, only a job's flat parameters (one vector) and its reply. With ``spawn`` the
   data tensors travel once, through shared memory (``torch.multiprocessing``).
@@ -28,7 +29,6 @@ tell it from :class:`~fedgame.sim.client.InProcessExecutor` except by the wall c
 from __future__ import annotations
 
 import atexit
-import multiprocessing as mp
 import os
 import traceback
 import weakref
@@ -41,6 +41,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from fedgame.core.processes import safe_start_method
 from fedgame.core.seeding import Streams
 from fedgame.core.types import ClientResult
 from fedgame.sim.client import ClientJob, ClientView, QueryArgs, answer_query, check_query, run_client_job
@@ -125,13 +126,26 @@ TASKS: dict[str, Callable[[WorkerContext, Any], Any]] = {
 }
 
 
-def _worker_main(conn: Connection, ctx: WorkerContext, inherited: Sequence[Connection] = ()) -> None:
+def _own_model(ctx: WorkerContext) -> None:
+    """Give this worker a private copy of the model's parameters and buffers. A spawned worker
+    receives the context through shared memory, so every worker would otherwise train the
+    *same* parameter storage at once (a forked worker has its own copy-on-write pages); the
+    read-only data stays shared."""
+    with torch.no_grad():
+        for t in [*ctx.trainer.model.parameters(), *ctx.trainer.model.buffers()]:
+            t.data = t.data.clone(memory_format=torch.preserve_format)
+
+
+def _worker_main(conn: Connection, ctx: WorkerContext, inherited: Sequence[Connection] = (), shared: bool = False) -> None:
     """A worker's life: one thread, then answer ``(task, payload)`` messages until None, or
     until the server's end of the pipe closes. ``inherited`` are the server's pipe ends a forked
     worker holds copies of (its own and earlier workers'): closed first, so that when the server
-    dies, even by SIGKILL, every worker reads end-of-file and exits instead of waiting forever."""
+    dies, even by SIGKILL, every worker reads end-of-file and exits instead of waiting forever.
+    ``shared``: ``ctx`` came through shared memory (spawn), so the model is copied first."""
     for end in inherited:
         end.close()
+    if shared and ctx.trainer is not None:
+        _own_model(ctx)
     torch.set_num_threads(1)
     try:
         torch.set_num_interop_threads(1)
@@ -158,7 +172,7 @@ class WorkerPool:
 
     def __init__(self, ctx: WorkerContext, workers: int, *, start_method: str | None = None) -> None:
         self.workers = check_workers(workers)
-        method = start_method or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        method = start_method or safe_start_method()
         mpctx = torch.multiprocessing.get_context(method)
         self.start_method = method
         self._conns: list[Connection] = []
@@ -166,7 +180,7 @@ class WorkerPool:
         for _ in range(self.workers):
             parent, child = mpctx.Pipe(duplex=True)
             inherited = [*self._conns, parent] if method == "fork" else []
-            proc = mpctx.Process(target=_worker_main, args=(child, ctx, inherited), daemon=True)  # type: ignore[attr-defined]  # typeshed: get_context(str) -> BaseContext, whose concrete subclasses all have Process
+            proc = mpctx.Process(target=_worker_main, args=(child, ctx, inherited, method != "fork"), daemon=True)  # type: ignore[attr-defined]  # typeshed: get_context(str) -> BaseContext, whose concrete subclasses all have Process
             proc.start()
             child.close()
             self._conns.append(parent)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fedgame.core.processes import mark_fork_unsafe
 from fedgame.deploy.flower._env import configure
 
 configure()
@@ -86,6 +87,7 @@ class FlowerSimulation:
     def __call__(self, built: Built | BuiltJDP, cfg: RunConfig, run: Callable[[], RunResult]) -> RunResult:
         from flwr.simulation import run_simulation
 
+        mark_fork_unsafe("a Flower simulation (Ray, gRPC) ran in this process")
         box: dict[str, Any] = {}
         run_simulation(
             server_app=self.server_app(built, cfg, run, box),

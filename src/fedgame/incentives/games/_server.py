@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import minimize_scalar
 
+from fedgame.core.processes import fork_is_safe
 from fedgame.incentives.games._best_response import cores
 from fedgame.incentives.games._dynamics import (
     _INCLUSION,
@@ -623,7 +624,7 @@ class _TrueCost:
         self.evaluations = 0
         self.best_x: FloatArray | None = None
         self.best_f = np.inf
-        self.workers = workers if "fork" in multiprocessing.get_all_start_methods() else 1
+        self.workers = workers if fork_is_safe() else 1
         self._pool: Executor | None = None
 
     @staticmethod

@@ -1,0 +1,55 @@
+"""Which start method a pool of worker processes can use safely in this process.
+
+``fork`` is the cheap one on Linux: a worker inherits the dataset, the model and the solver's
+state without pickling anything. But ``fork`` copies only the calling thread, and a process
+that has *run* Ray or gRPC (Flower's simulation backend and transport) keeps their background
+threads, locks and sockets, which a forked child then finds half-held: a pool forked after a
+Flower simulation in the same process (a notebook, a test process) had a worker die in its
+first training. Importing those libraries starts nothing, so it does not count; running them
+does:
+
+* fedgame's own Flower simulation calls :func:`mark_fork_unsafe` before it starts Ray, and
+* a Ray driver that is up (``ray.is_initialized()``) counts too.
+
+There the pools use ``spawn`` instead (a fresh interpreter; the data sent once through shared
+memory). The answer is the same either way; only the start-up cost differs. gRPC used
+directly by other code cannot be seen from here: call :func:`mark_fork_unsafe` after it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sys
+
+__all__ = ["fork_is_safe", "fork_unsafe_reason", "mark_fork_unsafe", "safe_start_method"]
+
+_reasons: list[str] = []
+
+
+def mark_fork_unsafe(reason: str) -> None:
+    """Record that this process has started threads that ``fork`` cannot copy (``reason``
+    says which, for :func:`fork_unsafe_reason`); from now on pools spawn their workers."""
+    if reason not in _reasons:
+        _reasons.append(reason)
+
+
+def fork_unsafe_reason() -> str | None:
+    """Why ``fork`` is not safe here (None where it is)."""
+    if "fork" not in mp.get_all_start_methods():
+        return "this platform has no fork"
+    if _reasons:
+        return ", ".join(_reasons)
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        return "a Ray driver is running in this process"
+    return None
+
+
+def fork_is_safe() -> bool:
+    """True where ``fork`` exists and this process has not run Ray or gRPC (above)."""
+    return fork_unsafe_reason() is None
+
+
+def safe_start_method() -> str:
+    """``"fork"`` where :func:`fork_is_safe`, else ``"spawn"``."""
+    return "fork" if fork_is_safe() else "spawn"
