@@ -72,10 +72,10 @@ def test_flower_simulation_equals_in_process_bit_for_bit() -> None:
             assert g[key] == r[key] or (np.isnan(g[key]) and np.isnan(r[key])), key
     assert sim.executor is not None and sim.executor.errors == []
     assert len(sim.executor.node_of) == 6
-    # Ray and gRPC ran in this process: a worker pool started now spawns instead of forking
+    # Ray and gRPC ran in this process: a worker pool started now no longer forks it
     from fedgame.core.processes import safe_start_method
 
-    assert safe_start_method() == "spawn"
+    assert safe_start_method() == "forkserver"
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

@@ -71,7 +71,7 @@ def test_workers_are_bit_identical_to_one_thread(recipe: str) -> None:
 
 def test_pools_do_not_fork_a_process_that_has_run_a_flower_simulation() -> None:
     """Forking copies one thread of a process whose gRPC/Ray threads hold locks and sockets; a
-    pool started after them spawns its workers instead. Importing them starts nothing and
+    pool started after them starts its workers from a fork server instead. Importing them starts nothing and
     keeps fork (checked in fresh interpreters)."""
     import subprocess
     import sys
@@ -84,11 +84,12 @@ def test_pools_do_not_fork_a_process_that_has_run_a_flower_simulation() -> None:
     assert method("") == "fork"
     assert method("import grpc, flwr.simulation") == "fork"
     marked = "from fedgame.core.processes import mark_fork_unsafe\nmark_fork_unsafe('test')"
-    assert method(marked) == "spawn"  # what a Flower simulation does (tests/deploy/test_flower_sim.py)
+    assert method(marked) == "forkserver"  # what a Flower simulation does (tests/deploy/test_flower_sim.py)
 
 
 @needs_fmnist
-def test_a_spawned_pool_is_bit_identical_to_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_a_spawned_pool_is_bit_identical_to_one_thread(method: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The pool used where fork is unsafe: data through shared memory, same numbers (non-DP
     training trains the worker's model itself, which must not be shared between workers)."""
     from fedgame.sim import pool as pool_mod
@@ -96,10 +97,10 @@ def test_a_spawned_pool_is_bit_identical_to_one_thread(monkeypatch: pytest.Monke
     recipe = "main/fedavg.yaml"
     seq = build_engine(_cfg(recipe, RECIPES[recipe] + ["train.workers=1", "train.threads=1"]))
     a = seq.engine.run(2)
-    monkeypatch.setattr(pool_mod, "safe_start_method", lambda: "spawn")
+    monkeypatch.setattr(pool_mod, "safe_start_method", lambda: method)
     par = build_engine(_cfg(recipe, RECIPES[recipe] + ["train.workers=2"]), parallel=True)
     try:
-        assert par.pool is not None and par.pool.start_method == "spawn"
+        assert par.pool is not None and par.pool.start_method == method
         b = par.engine.run(2)
     finally:
         par.close()

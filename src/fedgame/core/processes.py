@@ -11,8 +11,9 @@ does:
 * fedgame's own Flower simulation calls :func:`mark_fork_unsafe` before it starts Ray, and
 * a Ray driver that is up (``ray.is_initialized()``) counts too.
 
-There the pools use ``spawn`` instead (a fresh interpreter; the data sent once through shared
-memory). The answer is the same either way; only the start-up cost differs. gRPC used
+There the pools use ``forkserver`` instead (``spawn`` where there is none): a clean server
+process, started once with the library imported, forks the workers; the data reaches them once
+through shared memory. The answer is the same either way; only the start-up cost differs. gRPC used
 directly by other code cannot be seen from here: call :func:`mark_fork_unsafe` after it.
 """
 
@@ -51,5 +52,8 @@ def fork_is_safe() -> bool:
 
 
 def safe_start_method() -> str:
-    """``"fork"`` where :func:`fork_is_safe`, else ``"spawn"``."""
-    return "fork" if fork_is_safe() else "spawn"
+    """``"fork"`` where :func:`fork_is_safe`, else ``"forkserver"`` (``"spawn"`` where the
+    platform has no fork server)."""
+    if fork_is_safe():
+        return "fork"
+    return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"

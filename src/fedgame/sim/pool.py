@@ -127,8 +127,8 @@ TASKS: dict[str, Callable[[WorkerContext, Any], Any]] = {
 
 
 def _own_model(ctx: WorkerContext) -> None:
-    """Give this worker a private copy of the model's parameters and buffers. A spawned worker
-    receives the context through shared memory, so every worker would otherwise train the
+    """Give this worker a private copy of the model's parameters and buffers. A spawned (or
+    fork-server) worker receives the context through shared memory, so every worker would otherwise train the
     *same* parameter storage at once (a forked worker has its own copy-on-write pages); the
     read-only data stays shared."""
     with torch.no_grad():
@@ -141,7 +141,8 @@ def _worker_main(conn: Connection, ctx: WorkerContext, inherited: Sequence[Conne
     until the server's end of the pipe closes. ``inherited`` are the server's pipe ends a forked
     worker holds copies of (its own and earlier workers'): closed first, so that when the server
     dies, even by SIGKILL, every worker reads end-of-file and exits instead of waiting forever.
-    ``shared``: ``ctx`` came through shared memory (spawn), so the model is copied first."""
+    ``shared``: ``ctx`` came through shared memory (spawn, forkserver), so the model is copied
+    first."""
     for end in inherited:
         end.close()
     if shared and ctx.trainer is not None:
@@ -174,6 +175,8 @@ class WorkerPool:
         self.workers = check_workers(workers)
         method = start_method or safe_start_method()
         mpctx = torch.multiprocessing.get_context(method)
+        if method == "forkserver":  # the server imports the library once; each worker is a fork of it
+            mpctx.set_forkserver_preload(["fedgame.sim.pool"])  # type: ignore[attr-defined]  # typeshed: BaseContext lacks it, ForkServerContext has it
         self.start_method = method
         self._conns: list[Connection] = []
         self._procs: list[Any] = []
