@@ -163,6 +163,7 @@ class PowerOfChoice(SelectionStrategy):
         self._count: np.ndarray | None = None
         self._sequences: dict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = {}
         self._exact: tuple[tuple[int, int, bytes, bytes], np.ndarray] | None = None
+        self._rank: tuple[bytes, np.ndarray] | None = None
 
     def _check(self, state: RoundState) -> int:
         n, k = state.n_clients, state.k
@@ -199,7 +200,14 @@ class PowerOfChoice(SelectionStrategy):
         return None if self.caps is None else self.caps.copy()
 
     def _ranks(self, loss: np.ndarray) -> np.ndarray:
-        return strict_ranks(loss) if self.ties == "id" else loss_ranks(loss)
+        """The clients' ranks by ``loss`` (kept for the next call: in stale mode the losses
+        change only after a round, and ``select`` asks twice per draw)."""
+        key = loss.tobytes()
+        if self._rank is None or self._rank[0] != key:
+            rank = strict_ranks(loss) if self.ties == "id" else loss_ranks(loss)
+            rank.flags.writeable = False
+            self._rank = (key, rank)
+        return self._rank[1]
 
     def _candidate_sets(self, sizes: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray] | None:
         """Every ordered candidate sequence with its successive-sampling probability

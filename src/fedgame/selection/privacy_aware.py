@@ -93,6 +93,7 @@ class PrivacyAware(SelectionStrategy):
             raise ValueError(f"selection.sampler: must be 'multinomial' or 'pips', got {sampler!r}")
         self.rho = r
         self.sampler = sampler
+        self._pips: tuple[bytes, int, np.ndarray] | None = None  # the last round's π (same ρ: same π)
 
     def rho_at(self, t: int) -> np.ndarray:
         return self.rho if self.rho.ndim == 1 else self.rho[:, min(t, self.rho.shape[1] - 1)]
@@ -108,6 +109,11 @@ class PrivacyAware(SelectionStrategy):
         x = self.probabilities(state)
         if self.sampler == "multinomial":
             return multinomial(rng, x, state.k)
-        pi = pips_inclusion(x, state.k)
+        key = x.tobytes()
+        if self._pips is None or self._pips[0] != key or self._pips[1] != state.k:
+            pi = pips_inclusion(x, state.k)
+            pi.flags.writeable = False
+            self._pips = (key, state.k, pi)
+        pi = self._pips[2]
         idx = systematic_sample(pi, rng)
         return Selection(indices=idx, probs=pi[idx], k=state.k, scheme="inclusion")

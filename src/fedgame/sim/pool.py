@@ -176,7 +176,7 @@ class WorkerPool:
         method = start_method or safe_start_method()
         mpctx = torch.multiprocessing.get_context(method)
         if method == "forkserver":  # the server imports the library once; each worker is a fork of it
-            mpctx.set_forkserver_preload(["fedgame.sim.pool"])  # type: ignore[attr-defined]  # typeshed: BaseContext lacks it, ForkServerContext has it
+            mpctx.set_forkserver_preload(["fedgame.sim.pool"])
         self.start_method = method
         self._conns: list[Connection] = []
         self._procs: list[Any] = []
