@@ -1,5 +1,5 @@
-"""Suite-wide set-up: under pytest-xdist (``scripts/test.sh`` runs ``-n <cores>``) each test process
-computes on one thread.
+"""Suite-wide set-up: under pytest-xdist (``scripts/test.sh`` runs ``-n <cores + 1>``) each test
+process computes on one thread.
 
 Two test processes on two cores, each with torch's default of one thread per core, would put four
 busy threads on two cores, and oversubscribed OpenMP threads spin rather than yield: a training
@@ -14,7 +14,9 @@ the Flower deployment module (about eleven minutes in one process, much of it wa
 SuperNodes, ClientApp processes and the timeouts it tests) starts at once in its own process and
 the other processes keep both cores busy meanwhile. Measured on the 2-core AVX2 host on
 2026-11-27 (docs/speed.md): pytest 19 min 52 s with two processes in xdist's default order,
-20 min 05 s with three in that order, 18 min 33 s with three and this order.
+20 min 05 s with three in that order, 18 min 33 s with three and this order. A process here may
+run Flower simulations before other modules' pooled runs: the library then starts those pools from
+a fork server instead of forking (``fedgame.core.processes``), which is what made this set-up pass.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ does:
 
 There the pools use ``forkserver`` instead (``spawn`` where there is none): a clean server
 process, started once with the library imported, forks the workers; the data reaches them once
-through shared memory. The answer is the same either way; only the start-up cost differs. gRPC used
-directly by other code cannot be seen from here: call :func:`mark_fork_unsafe` after it.
+through shared memory. The answer is the same either way; only the start-up cost differs. gRPC
+used directly by other code cannot be seen from here: call :func:`mark_fork_unsafe` after it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ _reasons: list[str] = []
 
 def mark_fork_unsafe(reason: str) -> None:
     """Record that this process has started threads that ``fork`` cannot copy (``reason``
-    says which, for :func:`fork_unsafe_reason`); from now on pools spawn their workers."""
+    says which, for :func:`fork_unsafe_reason`); from now on pools start their workers
+    without forking this process (:func:`safe_start_method`)."""
     if reason not in _reasons:
         _reasons.append(reason)
 

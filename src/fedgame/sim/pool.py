@@ -9,8 +9,9 @@ become grouped convolutions). So a round's independent work is spread over proce
   trainer exist. With the ``fork`` start method (Linux, the default here, unless the process
   has run Ray or gRPC: :func:`fedgame.core.processes.safe_start_method`) each worker inherits
   the training data, the partition and its own copy of the model and trainer: nothing large is
-  pickled per job, only a job's flat parameters (one vector) and its reply. With ``spawn`` the
-  data tensors travel once, through shared memory (``torch.multiprocessing``).
+  pickled per job, only a job's flat parameters (one vector) and its reply. With ``forkserver``
+  or ``spawn`` the data tensors travel once, through shared memory (``torch.multiprocessing``),
+  and each worker first copies the model's parameters into memory of its own.
 * Every worker runs on one thread (``torch.set_num_threads(1)``), and so does the server side of
   a pooled run, so every floating-point operation is the same as on the sequential path with
   ``threads: 1``: a run with ``workers: N`` is **bit-identical** to ``workers: 1, threads: 1``.
@@ -128,9 +129,9 @@ TASKS: dict[str, Callable[[WorkerContext, Any], Any]] = {
 
 def _own_model(ctx: WorkerContext) -> None:
     """Give this worker a private copy of the model's parameters and buffers. A spawned (or
-    fork-server) worker receives the context through shared memory, so every worker would otherwise train the
-    *same* parameter storage at once (a forked worker has its own copy-on-write pages); the
-    read-only data stays shared."""
+    fork-server) worker receives the context through shared memory, so every worker would
+    otherwise train the *same* parameter storage at once (a forked worker has its own
+    copy-on-write pages); the read-only data stays shared."""
     with torch.no_grad():
         for t in [*ctx.trainer.model.parameters(), *ctx.trainer.model.buffers()]:
             t.data = t.data.clone(memory_format=torch.preserve_format)
