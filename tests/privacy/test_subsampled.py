@@ -94,6 +94,31 @@ def test_the_written_out_rdp_orders_are_dp_accountings_default_grid() -> None:
     assert DEFAULT_RDP_ORDERS == tuple(float(a) for a in rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
 
 
+@pytest.mark.parametrize("q", [1e-6, 0.004, 0.05, 0.11985, 0.5, 0.999])
+def test_the_rdp_curve_is_dp_accountings_bit_for_bit(q: float) -> None:
+    """fedgame evaluates the subsampled Gaussian's RDP series itself, as arrays, for speed
+    (``subsampled._poisson_gaussian_rdp``): every order must give dp-accounting's float exactly,
+    including the fractional orders whose series does not converge (``inf`` in both: q = 0.11985,
+    z = 0.77 has several), so no ε, noise multiplier or result changes."""
+    import numpy as np
+    from absl import logging as absl_logging
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    from fedgame.privacy.analysis.subsampled import DEFAULT_RDP_ORDERS, rdp_curve
+
+    absl_logging.set_verbosity(absl_logging.ERROR)  # dp-accounting warns for each order it drops
+    dropped = 0
+    for z in (0.3, 0.767794, 1.5, 8.0):
+        acc = rdp_privacy_accountant.RdpAccountant(orders=list(DEFAULT_RDP_ORDERS))
+        acc.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(z)))
+        got = rdp_curve(z, q)
+        assert np.array_equal(got, acc.rdp), (q, z, np.flatnonzero(got != acc.rdp))
+        dropped += int(np.isinf(acc.rdp).sum())
+    if q == 0.11985:
+        assert dropped >= 6
+
+
 def test_the_client_side_does_not_import_dp_accounting() -> None:
     """A Flower ClientApp process (one per message) imports the client side and never
     calibrates or accounts: dp-accounting (about 2 s of CPU to import) must stay out of it."""
