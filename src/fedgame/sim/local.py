@@ -176,6 +176,41 @@ class _GradMoments:
         return max(0.0, (self.sq / s - mean_sq) * s / (s - 1))
 
 
+class _SGD:
+    """``torch.optim.SGD(params, lr, momentum, weight_decay, foreach=True)`` for one local
+    training: ``step`` calls PyTorch's own functional SGD (``torch.optim.sgd.sgd``, the function
+    ``SGD.step`` calls, with the same arguments), so the update is the same bit for bit
+    (tests/sim/test_local.py). Not ``torch.optim.SGD`` itself because constructing any
+    ``torch.optim.Optimizer`` imports ``torch._dynamo`` (its methods are wrapped to disable
+    ``torch.compile`` inside them): about 2 s of CPU in every fresh process that trains once, i.e.
+    every Flower ClientApp process (one per message in Flower 1.41), every spawned pool worker."""
+
+    def __init__(self, params: list[nn.Parameter], *, lr: float, momentum: float, weight_decay: float) -> None:
+        self.params, self.lr, self.momentum, self.weight_decay = params, lr, momentum, weight_decay
+        self.buffers: list[torch.Tensor | None] = [None] * len(params)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        if not set_to_none:
+            raise ValueError("set_to_none: only True is supported")
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        from torch.optim.sgd import sgd
+
+        live = [i for i, p in enumerate(self.params) if p.grad is not None]
+        params: list[torch.Tensor] = [self.params[i] for i in live]
+        grads: list[torch.Tensor] = [g for g in (p.grad for p in params) if g is not None]
+        buffers = [self.buffers[i] for i in live] if self.momentum != 0 else []
+        sgd(params, grads, buffers, weight_decay=self.weight_decay, momentum=self.momentum, lr=self.lr,
+            dampening=0, nesterov=False, maximize=False, has_sparse_grad=False, foreach=True, fused=False,
+            grad_scale=None, found_inf=None)
+        if self.momentum != 0:
+            for i, b in zip(live, buffers, strict=True):
+                self.buffers[i] = b
+
+
 class LocalTrainer:
     """Trains any client of one federated dataset with one reusable model instance.
 
@@ -294,9 +329,9 @@ class LocalTrainer:
         return batch if self.device.type == "cpu" else batch.to(self.device, non_blocking=True)
 
     # -- plain SGD ----------------------------------------------------------------------
-    def _optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    def _optimizer(self, params: list[nn.Parameter]) -> _SGD:
         s = self.spec
-        return torch.optim.SGD(params, lr=s.lr, momentum=s.momentum, weight_decay=s.weight_decay, foreach=True)
+        return _SGD(params, lr=s.lr, momentum=s.momentum, weight_decay=s.weight_decay)
 
     def _batches(self, indices: torch.Tensor, gen: torch.Generator, steps: int) -> list[torch.Tensor]:
         """Shuffled fixed-size mini-batches, reshuffled every pass, ``steps`` of them."""
