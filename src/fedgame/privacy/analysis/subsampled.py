@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from math import exp, log1p
 from functools import lru_cache
+from math import exp, log1p
 from typing import Literal
 
 import numpy as np
@@ -149,20 +149,21 @@ def _log_sum(terms: NDArray[np.float64]) -> float:
     """log Σ exp(terms), added left to right as dp-accounting's ``_log_add`` does (inlined)."""
     acc = -math.inf
     for t in terms.tolist():
-        a, b = (acc, t) if acc <= t else (t, acc)
+        a, b = (t if t < acc else acc), (t if t > acc else acc)  # min(acc, t), max(acc, t)
         acc = b if a == -math.inf else log1p(exp(a - b)) + b
     return acc
 
 
 def _frac_sum(s0: NDArray[np.float64], s1: NDArray[np.float64]) -> float:
-    """dp-accounting's ``_compute_log_a_frac`` loop on precomputed terms (``_log_add`` inlined)."""
+    """dp-accounting's ``_compute_log_a_frac`` loop on precomputed terms (``_log_add`` inlined,
+    with ``min``/``max``'s exact semantics, NaN included)."""
     a0 = a1 = last0 = last1 = -math.inf
     for t0, t1 in zip(s0.tolist(), s1.tolist(), strict=True):
-        a, b = (a0, t0) if a0 <= t0 else (t0, a0)
+        a, b = (t0 if t0 < a0 else a0), (t0 if t0 > a0 else a0)
         a0 = b if a == -math.inf else log1p(exp(a - b)) + b
-        a, b = (a1, t1) if a1 <= t1 else (t1, a1)
+        a, b = (t1 if t1 < a1 else a1), (t1 if t1 > a1 else a1)
         a1 = b if a == -math.inf else log1p(exp(a - b)) + b
-        a, b = (a0, a1) if a0 <= a1 else (a1, a0)
+        a, b = (a1 if a1 < a0 else a0), (a1 if a1 > a0 else a0)
         total = b if a == -math.inf else log1p(exp(a - b)) + b
         if t0 < last0 and t1 < last1 and max(t0, t1) < total - 30:
             return total
