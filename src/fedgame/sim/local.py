@@ -189,9 +189,8 @@ class _SGD:
         self.params, self.lr, self.momentum, self.weight_decay = params, lr, momentum, weight_decay
         self.buffers: list[torch.Tensor | None] = [None] * len(params)
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        if not set_to_none:
-            raise ValueError("set_to_none: only True is supported")
+    def zero_grad(self) -> None:
+        """``zero_grad(set_to_none=True)``: every gradient to None."""
         for p in self.params:
             p.grad = None
 
@@ -352,7 +351,7 @@ class LocalTrainer:
         opt = self._optimizer(params)
         total = torch.zeros((), device=self.device)
         for batch in self._batches(indices, gen, steps):
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()
             b = self._on(batch)
             with self._amp():
                 loss = self._loss(model(self.x[b]), self.y[b])
@@ -471,7 +470,7 @@ class LocalTrainer:
         std = dp.noise_multiplier * c
         total, seen, clipped = torch.zeros((), device=self.device), 0, 0
         for batch in self._dp_batches(indices, gen, steps, dp):
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()
             b = int(batch.numel())
             if b > 0:
                 on = self._on(batch)
