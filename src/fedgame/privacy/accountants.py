@@ -43,14 +43,9 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import attr
 import numpy as np
-from dp_accounting import dp_event
-from dp_accounting.pld import pld_privacy_accountant
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
-from dp_accounting.pld.common import DifferentialPrivacyParameters
 
 from fedgame.privacy.analysis.subsampled import (
     DEFAULT_PLD_DISCRETIZATION,
@@ -60,6 +55,11 @@ from fedgame.privacy.analysis.subsampled import (
 )
 from fedgame.privacy.analysis.zcdp import zcdp_to_eps
 from fedgame.privacy.events import PrivacyEvent
+
+if TYPE_CHECKING:
+    from dp_accounting import dp_event
+
+    from fedgame.privacy._dp_accounting import EpsilonDeltaDpEvent
 
 __all__ = [
     "Ledger",
@@ -186,16 +186,6 @@ def event_rho(event: PrivacyEvent) -> float:
     raise ValueError(f"accountant 'zcdp': {event!r} has no zCDP expression; it is composed by basic composition")
 
 
-@attr.s(frozen=True, slots=True, auto_attribs=True)
-class EpsilonDeltaDpEvent(dp_event.DpEvent):  # type: ignore[misc]
-    """A generic (ε, δ)-DP release as a ``dp_accounting`` event (dp-accounting has none).
-    Understood by fedgame's PLD accountant (worst-case PLD of Kairouz, Oh & Viswanath 2015);
-    RDP accountants cannot represent δ > 0, fedgame composes it by basic composition there."""
-
-    epsilon: float
-    delta: float = 0.0
-
-
 def _split(
     composition: Sequence[Entry], target: Literal["rdp", "pld"]
 ) -> tuple[float, dict[tuple[float, float], int], list[Entry]]:
@@ -233,6 +223,10 @@ def ledger_to_dp_event(entries: Sequence[Entry] | Ledger, *, target: Literal["rd
 
     The result is a ``ComposedDpEvent`` (``NoOpDpEvent`` for an empty ledger).
     """
+    from dp_accounting import dp_event
+
+    from fedgame.privacy._dp_accounting import EpsilonDeltaDpEvent
+
     comp = entries.composition() if isinstance(entries, Ledger) else Ledger(entries).composition()
     rho, sub, generic = _split(comp, target)
     events: list[dp_event.DpEvent] = []
@@ -443,21 +437,6 @@ class RDPAccountant(_CachedAccountant):
         return rdp_to_epsilon(curve, delta_left) + eps_generic
 
 
-class _DpAccountingPLD(pld_privacy_accountant.PLDAccountant):  # type: ignore[misc]
-    """dp-accounting's PLD accountant, taught :class:`EpsilonDeltaDpEvent` (the worst-case PLD
-    of an (ε, δ)-DP mechanism, ``PrivacyLossDistribution.from_privacy_parameters``)."""
-
-    def _maybe_compose(self, event: dp_event.DpEvent, count: int, do_compose: bool) -> Any:
-        if isinstance(event, EpsilonDeltaDpEvent):
-            if do_compose:
-                params = DifferentialPrivacyParameters(epsilon=event.epsilon, delta=event.delta)
-                vdi = self._value_discretization_interval
-                pld = pld_lib.from_privacy_parameters(params, value_discretization_interval=vdi)
-                self._pld = self._pld.compose(pld.self_compose(count) if count > 1 else pld)  # type: ignore[has-type]
-            return None
-        return super()._maybe_compose(event, count, do_compose)
-
-
 class PLDAccountant(_CachedAccountant):
     """Privacy-loss-distribution accounting with ``dp_accounting.pld`` (add/remove adjacency,
     pessimistic discretisation with interval ``value_discretization_interval``): the ledger is
@@ -473,7 +452,9 @@ class PLDAccountant(_CachedAccountant):
         super().__init__(n_clients=n_clients)
 
     def _epsilon_of(self, composition: tuple[Entry, ...], delta: float) -> float:
-        acc = _DpAccountingPLD(value_discretization_interval=self.value_discretization_interval)
+        from fedgame.privacy._dp_accounting import DpAccountingPLD
+
+        acc = DpAccountingPLD(value_discretization_interval=self.value_discretization_interval)
         acc.compose(ledger_to_dp_event(composition, target="pld"))
         return float(acc.get_epsilon(delta))
 
@@ -494,3 +475,13 @@ def make_accountant(name: str, *, n_clients: int, **options: Any) -> Accountant:
         known = ", ".join(sorted(ACCOUNTANTS))
         raise ValueError(f"accountant: unknown name {name!r}; registered: {known}") from None
     return cls(n_clients=n_clients, **options)
+
+
+def __getattr__(name: str) -> Any:
+    """``EpsilonDeltaDpEvent`` on first use (it subclasses a dp-accounting type; see
+    :mod:`fedgame.privacy._dp_accounting` for why dp-accounting is imported late)."""
+    if name == "EpsilonDeltaDpEvent":
+        from fedgame.privacy._dp_accounting import EpsilonDeltaDpEvent
+
+        return EpsilonDeltaDpEvent
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

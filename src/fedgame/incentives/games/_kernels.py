@@ -16,6 +16,7 @@ and the library gives the same numbers with or without Numba installed."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -168,8 +169,27 @@ def _compile() -> tuple[_Kernel, _Kernel, _Kernel] | None:
     return jit(_trajectory_nb), jit(_costate_nb), jit(_riccati_nb)
 
 
-_COMPILED_KERNELS = _compile()
-#: whether the compiled recursions are in use (Numba importable)
-COMPILED = _COMPILED_KERNELS is not None
-trajectory, costate, riccati = _COMPILED_KERNELS if _COMPILED_KERNELS is not None else (
-    _trajectory_py, _costate_py, _riccati_py)
+#: whether the compiled recursions are in use (Numba importable); like the three kernels, set on
+#: first use by :func:`__getattr__`
+COMPILED: bool
+trajectory: _Kernel
+costate: _Kernel
+riccati: _Kernel
+_LOAD = threading.Lock()
+
+
+def __getattr__(name: str) -> Any:
+    """The kernels (and ``COMPILED``) on first use: importing Numba costs about 0.2 s of CPU,
+    which every process that imports the games but never solves one (a Flower ClientApp reading
+    a FedPCS recipe, a CLI call) would pay at import. After the first use they are plain module
+    attributes. The lock makes the threads of ``_best_response._on_threads`` load them once."""
+    if name not in ("COMPILED", "trajectory", "costate", "riccati"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    with _LOAD:
+        g = globals()
+        if "riccati" not in g:
+            kernels = _compile()
+            g["trajectory"], g["costate"], g["riccati"] = kernels if kernels is not None else (
+                _trajectory_py, _costate_py, _riccati_py)
+            g["COMPILED"] = kernels is not None
+    return g[name]
