@@ -31,6 +31,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None
     for k in list(os.environ):
         if k.startswith("FEDGAME_DATA"):
             monkeypatch.delenv(k)
+    monkeypatch.delenv("FEDGAME_CACHE", raising=False)  # the dataset cache goes under the test's HOME
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     clear_cache()
     yield
@@ -234,3 +235,71 @@ def test_a_subset_holds_the_full_splits_values_and_statistics(tmp_path: Path, rn
     assert len(load_dataset("cifar10", root=tmp_path, max_train=10**9).train) == len(full.train)
     with pytest.raises(ValueError, match=r"cifar10.max_train: must be >= 1 or None, got 0"):
         load_dataset("cifar10", root=tmp_path, max_train=0, cache=False)
+
+
+# -- the dataset cache on disk (fedgame.data._disk_cache) ------------------------------------
+def _never_read(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """From now on, reading ``name``'s files fails the test."""
+    import dataclasses
+
+    from fedgame.data import catalog
+
+    def boom(folder: Path, kw: object) -> None:
+        raise AssertionError(f"the files of {folder} were read")
+
+    monkeypatch.setitem(catalog._SPECS, name, dataclasses.replace(catalog._SPECS[name], read=boom))
+
+
+def _same(a: object, b: object) -> None:
+    for part in ("train", "test"):
+        x, y = getattr(a, part), getattr(b, part)
+        assert np.array_equal(x.x, y.x) and np.array_equal(x.y, y.y) and x.classes == y.classes
+    assert a.mean == b.mean and a.std == b.std  # type: ignore[attr-defined]
+
+
+def test_a_fresh_load_takes_the_decoded_arrays_from_the_dataset_cache(
+    tmp_path: Path, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first load writes the decoded arrays and the training statistics under
+    ``$FEDGAME_CACHE/datasets``; a later one (a new process: the in-process cache cleared) gives
+    the same split bit for bit without reading the files, at every max_train."""
+    from fedgame.data._disk_cache import data_cache_dir
+
+    monkeypatch.setenv("FEDGAME_CACHE", str(tmp_path / "cache"))
+    write_mnist_dir(tmp_path / "mnist", mnist_arrays(rng, n_train=40, n_test=12))
+    files = load_dataset("mnist", root=tmp_path / "mnist", cache=False, max_train=25)
+    assert not data_cache_dir().exists()  # cache=False keeps nothing
+    first = load_dataset("mnist", root=tmp_path / "mnist", max_train=25)
+    assert [p.name for p in data_cache_dir().iterdir()] == [p.name for p in data_cache_dir().glob("mnist-*")] != []
+    _same(first, files)
+    clear_cache()
+    _never_read(monkeypatch, "mnist")
+    _same(load_dataset("mnist", root=tmp_path / "mnist", max_train=25), files)
+    assert len(load_dataset("mnist", root=tmp_path / "mnist").train) == 40
+
+
+def test_the_dataset_cache_reads_the_files_again_when_they_change_or_it_is_damaged(
+    tmp_path: Path, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rewritten file (new size and time) is a new entry: the load holds the new examples. A
+    damaged entry is named in a warning, the files are read and the entry is written again."""
+    from fedgame.data._disk_cache import data_cache_dir
+
+    monkeypatch.setenv("FEDGAME_CACHE", str(tmp_path / "cache"))
+    folder = write_mnist_dir(tmp_path / "mnist", mnist_arrays(rng, n_train=40, n_test=12))
+    assert len(load_dataset("mnist", root=folder).train) == 40
+    clear_cache()
+    write_mnist_dir(folder, mnist_arrays(rng, n_train=30, n_test=12))
+    again = load_dataset("mnist", root=folder)
+    assert len(again.train) == 30
+    _same(again, load_dataset("mnist", root=folder, cache=False))
+    assert len(list(data_cache_dir().glob("mnist-*"))) == 2
+    for entry in data_cache_dir().glob("mnist-*"):
+        (entry / "train_x.npy").write_bytes(b"not an array")
+    clear_cache()
+    with caplog.at_level("WARNING", logger="fedgame.data._disk_cache"):
+        _same(load_dataset("mnist", root=folder), again)
+    assert "could not be read" in caplog.text
+    clear_cache()
+    _never_read(monkeypatch, "mnist")
+    _same(load_dataset("mnist", root=folder), again)  # the entry was written again

@@ -153,6 +153,7 @@ def make_split(
     name: str,
     max_train: int | None = None,
     max_test: int | None = None,
+    stats: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
 ) -> DatasetSplit:
     """Normalise raw uint8 images ``(N, C, H, W)`` with the training statistics.
 
@@ -160,7 +161,8 @@ def make_split(
     run's subset); the statistics are still those of the whole training set, so the kept
     examples hold exactly the values they hold in the full split, and the dropped ones are never
     normalised (for Fashion-MNIST, about 1 s of a fresh process's start, e.g. each Flower
-    ClientApp's).
+    ClientApp's). ``stats`` are those statistics, ``channel_stats(train_x)``, when the caller
+    has them already (the dataset cache keeps them beside the arrays).
 
     >>> import numpy as np
     >>> x = np.arange(2 * 1 * 2 * 2, dtype=np.uint8).reshape(2, 1, 2, 2)
@@ -177,7 +179,7 @@ def make_split(
     for what, m in (("max_train", max_train), ("max_test", max_test)):
         if m is not None and m < 1:
             raise ValueError(f"{name}.{what}: must be >= 1 or None, got {m}")
-    mean, std = channel_stats(train_x)
+    mean, std = channel_stats(train_x) if stats is None else stats
     train_x, train_y = train_x[:max_train], np.asarray(train_y)[:max_train]
     test_x, test_y = test_x[:max_test], np.asarray(test_y)[:max_test]
     if any(not math.isfinite(v) for v in (*mean, *std)):

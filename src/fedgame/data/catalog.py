@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fedgame.data._arrays import DatasetSplit, make_split
+from fedgame.data._arrays import DatasetSplit, channel_stats, make_split
+from fedgame.data._disk_cache import Stats, cached_read
 from fedgame.data.readers import (
     CIFAR10_FILES,
     CIFAR100_FILES,
@@ -108,6 +109,7 @@ class _Spec:
     locate: Callable[[Path, Mapping[str, Any]], Path]
     read: Callable[[Path, Mapping[str, Any]], tuple[RawSplit, int]]
     get_it: str  # how to obtain the files
+    on_disk: bool = True  # decoded arrays kept in the dataset cache (fedgame.data._disk_cache)
 
 
 def env_var(name: str) -> str:
@@ -280,12 +282,16 @@ _SPECS: dict[str, _Spec] = {
         ),
         locate=_locate_image_folder,
         read=_read_image_folder,
+        on_disk=False,  # a file per image in subfolders: the cache's key would walk them all
         get_it=(
             "Put one folder per class holding its images (png/jpg) under the root, "
             "and pass root=<folder> or set FEDGAME_DATA_IMAGE_FOLDER=<folder>."
         ),
     ),
 }
+
+
+_Raw = tuple[RawSplit, int, Stats | None]
 
 
 # -- public API ------------------------------------------------------------------------------
@@ -345,9 +351,16 @@ def _check_options(name: str, spec: _Spec, kw: Mapping[str, Any]) -> dict[str, A
     return {k: _hashable(v) for k, v in kw.items()}
 
 
-def _read(name: str, folder: Path, stamp: int, options: tuple[tuple[str, Any], ...]) -> tuple[RawSplit, int]:
-    del stamp  # part of the cache key only: a rewritten folder is read again
-    return _SPECS[name].read(folder, dict(options))
+def _read(name: str, folder: Path, stamp: int, options: tuple[tuple[str, Any], ...], disk: bool = True) -> _Raw:
+    """The raw arrays, class count and training statistics; with ``disk``, through the dataset
+    cache of :mod:`fedgame.data._disk_cache` (a fresh process skips decoding the files)."""
+    del stamp  # part of the in-process cache key only: a rewritten folder is read again
+    spec = _SPECS[name]
+    read = functools.partial(spec.read, folder, dict(options))
+    if disk and spec.on_disk:
+        return cached_read(name, folder, options, read, lambda raw: channel_stats(raw.train_x))
+    raw, classes = read()
+    return raw, classes, None
 
 
 # the raw uint8 arrays, kept so that splits of other sizes (max_train, max_test) are cut from
@@ -358,17 +371,17 @@ _read_cached = functools.lru_cache(maxsize=2)(_read)
 def _load_resolved(
     name: str, folder: Path, stamp: int, options: tuple[tuple[str, Any], ...], rows: tuple[int | None, int | None]
 ) -> DatasetSplit:
-    raw, classes = _read_cached(name, folder, stamp, options)
-    return _split(name, folder, raw, classes, rows)
+    return _split(name, folder, _read_cached(name, folder, stamp, options), rows)
 
 
 _load_cached = functools.lru_cache(maxsize=_CACHE_SIZE)(_load_resolved)
 
 
-def _split(name: str, folder: Path, raw: RawSplit, classes: int, rows: tuple[int | None, int | None]) -> DatasetSplit:
+def _split(name: str, folder: Path, read: _Raw, rows: tuple[int | None, int | None]) -> DatasetSplit:
+    raw, classes, stats = read
     split = make_split(
         train_x=raw.train_x, train_y=raw.train_y, test_x=raw.test_x, test_y=raw.test_y, classes=classes, name=name,
-        max_train=rows[0], max_test=rows[1],
+        max_train=rows[0], max_test=rows[1], stats=stats,
     )
     log.info("loaded %s from %s: %d train, %d test, shape %s", name, folder, len(split.train), len(split.test), split.train.shape)
     return split
@@ -418,7 +431,6 @@ def load_dataset(
         rows = (max_train, max_test)
         if cache:
             return _load_cached(name, folder, stamp, key, rows)
-        raw, classes = _read(name, folder, stamp, key)
-        return _split(name, folder, raw, classes, rows)
+        return _split(name, folder, _read(name, folder, stamp, key, disk=False), rows)
     hint = spec.get_it.replace("{default}", str(_default_root(name)))
     raise DatasetNotFoundError(dataset=name, files=files, searched=searched, hint=hint)

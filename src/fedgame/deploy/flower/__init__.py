@@ -13,11 +13,37 @@ dependency installation, no telemetry, no update check) before ``flwr`` is impor
 Needs the ``flower`` extra: ``pip install -e ".[flower]"``.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from fedgame.deploy.flower._env import FLOWER_ENV, configure
 
 configure()
 
-from fedgame.deploy.flower.executor import FlowerExecutor, NodesNotReady  # noqa: E402
-from fedgame.deploy.flower.simulation import FlowerSimulation, run_flower_simulation  # noqa: E402
+if TYPE_CHECKING:
+    from fedgame.deploy.flower.executor import FlowerExecutor, NodesNotReady
+    from fedgame.deploy.flower.simulation import FlowerSimulation, run_flower_simulation
+
+# Attributes are imported on first use (PEP 562): a Flower ClientApp process (Flower 1.41 starts
+# one per message) imports ``fedgame.deploy.flower.client_app`` and so this package, and must
+# not pay for the server side (the executor, the engine, the simulation) on every message.
+_WHERE = {
+    "FlowerExecutor": "executor",
+    "NodesNotReady": "executor",
+    "FlowerSimulation": "simulation",
+    "run_flower_simulation": "simulation",
+}
 
 __all__ = ["FLOWER_ENV", "FlowerExecutor", "FlowerSimulation", "NodesNotReady", "configure", "run_flower_simulation"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"fedgame.deploy.flower.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)
