@@ -9,8 +9,9 @@ writes the uint8 arrays as ``.npy`` files and the statistics as JSON under
 
 An entry is keyed on the dataset, its options, its folder and every file in that folder (name,
 size, modification time), so rewriting, adding or removing a file reads the files again. Your
-own image folders (``image_folder``: a file per image, in subfolders) are not cached. Entries are written to a temporary folder and renamed into place, so a process
-never sees half an entry and two processes that read at once both succeed (one entry stays).
+own image folders (``image_folder``: a file per image, in subfolders) are not cached. Entries
+are written to a temporary folder and renamed into place, so a process never sees half an entry
+and two processes that read at once both succeed (one entry stays).
 An entry that cannot be read (damaged, removed meanwhile) is logged, the files are read and the
 entry written again; a cache folder that cannot be written only costs the speed-up.
 """

@@ -14,7 +14,10 @@ also accepts the parent of the dataset's own folder. If nothing is found, one
 :class:`DatasetNotFoundError` names the files, every folder examined and how to get the data.
 
 Loaded splits are kept in a small in-process LRU cache keyed on the resolved folder and the
-options, so the second load of a dataset in a process is free (the arrays are read-only).
+options, so the second load of a dataset in a process is free (the arrays are read-only). The
+decoded arrays and the training statistics are also kept on disk for the next process
+(:mod:`fedgame.data._disk_cache`, ``$FEDGAME_CACHE/datasets``), keyed on the folder's files;
+``cache=False`` uses neither cache.
 """
 
 from __future__ import annotations
