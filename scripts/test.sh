@@ -6,11 +6,26 @@ cd "$(dirname "$0")/.."
 # tests start simulations and SuperLinks); Ray must not report usage.
 export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 FLWR_TELEMETRY_ENABLED=0 FLWR_DISABLE_UPDATE_CHECK=1 RAY_USAGE_STATS_ENABLED=0
 bash scripts/setup.sh test,flower,tracking
-# Strict typing of the package first (pyproject.toml [tool.mypy]: strict, pydantic plugin).
-.venv/bin/mypy src/fedgame
+# Strict typing of the package (pyproject.toml [tool.mypy]: strict, pydantic plugin), on one core
+# while pytest starts on the others: mypy is single-threaded (about 50 s from a cold cache) and the
+# suite is CPU-bound, so running it first left a core idle for that long (docs/speed.md). Its
+# report is printed after pytest's, and either failing fails the command.
+mypy_log="$(mktemp)"
+.venv/bin/mypy src/fedgame > "$mypy_log" 2>&1 &
+mypy_pid=$!
 # One test process per core plus one (pytest-xdist; tests/conftest.py gives each one torch thread),
 # a module's tests in one process so module fixtures are computed once, the slowest modules handed
 # out first (tests/conftest.py's SLOWEST_FIRST; --no-loadscope-reorder keeps that order): the Flower
-# deployment module waits much of its eleven minutes in its own process while the others keep the
-# cores busy (docs/speed.md). "-n 0" runs them serially.
-exec .venv/bin/python -m pytest -q -n "$(( $(nproc) + 1 ))" --dist loadscope --no-loadscope-reorder "$@"
+# deployment module waits much of its minutes in its own process while the others keep the cores
+# busy (docs/speed.md). "-n 0" runs them serially.
+set +e
+.venv/bin/python -m pytest -q -n "$(( $(nproc) + 1 ))" --dist loadscope --no-loadscope-reorder "$@"
+tests=$?
+wait "$mypy_pid"
+typing=$?
+set -e
+echo "== mypy --strict src/fedgame"
+cat "$mypy_log"
+rm -f "$mypy_log"
+[ "$typing" -eq 0 ] || { echo "mypy found type errors (above)" >&2; exit "$typing"; }
+exit "$tests"
