@@ -263,10 +263,15 @@ def test_a_fresh_load_takes_the_decoded_arrays_from_the_dataset_cache(
     """The first load writes the decoded arrays and the training statistics under
     ``$FEDGAME_CACHE/datasets``; a later one (a new process: the in-process cache cleared) gives
     the same split bit for bit without reading the files, at every max_train."""
+    from fedgame.data import _disk_cache
     from fedgame.data._disk_cache import data_cache_dir
 
     monkeypatch.setenv("FEDGAME_CACHE", str(tmp_path / "cache"))
     write_mnist_dir(tmp_path / "mnist", mnist_arrays(rng, n_train=40, n_test=12))
+    assert len(load_dataset("mnist", root=tmp_path / "mnist").train) == 40
+    assert not data_cache_dir().exists()  # 40 images: below MIN_BYTES, not worth an entry
+    clear_cache()
+    monkeypatch.setattr(_disk_cache, "MIN_BYTES", 0)
     files = load_dataset("mnist", root=tmp_path / "mnist", cache=False, max_train=25)
     assert not data_cache_dir().exists()  # cache=False keeps nothing
     first = load_dataset("mnist", root=tmp_path / "mnist", max_train=25)
@@ -283,9 +288,11 @@ def test_the_dataset_cache_reads_the_files_again_when_they_change_or_it_is_damag
 ) -> None:
     """A rewritten file (new size and time) is a new entry: the load holds the new examples. A
     damaged entry is named in a warning, the files are read and the entry is written again."""
+    from fedgame.data import _disk_cache
     from fedgame.data._disk_cache import data_cache_dir
 
     monkeypatch.setenv("FEDGAME_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(_disk_cache, "MIN_BYTES", 0)
     folder = write_mnist_dir(tmp_path / "mnist", mnist_arrays(rng, n_train=40, n_test=12))
     assert len(load_dataset("mnist", root=folder).train) == 40
     clear_cache()

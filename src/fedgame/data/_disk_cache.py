@@ -7,13 +7,14 @@ writes the uint8 arrays as ``.npy`` files and the statistics as JSON under
 ``$FEDGAME_CACHE/datasets`` (default ``~/.cache/fedgame/datasets``); later processes load them
 (tens of milliseconds), the same bytes.
 
-An entry is keyed on the dataset, its options, its folder and every file in that folder (name,
-size, modification time), so rewriting, adding or removing a file reads the files again. Your
-own image folders (``image_folder``: a file per image, in subfolders) are not cached. Entries
-are written to a temporary folder and renamed into place, so a process never sees half an entry
-and two processes that read at once both succeed (one entry stays).
-An entry that cannot be read (damaged, removed meanwhile) is logged, the files are read and the
-entry written again; a cache folder that cannot be written only costs the speed-up.
+Datasets under :data:`MIN_BYTES` of images (4 MiB) are read every time. An entry is keyed on
+the dataset, its options, its folder and every file in that folder (name, size, modification
+time), so rewriting, adding or removing a file reads the files again. Your own image folders
+(``image_folder``: a file per image, in subfolders) are not cached. Entries are written to a
+temporary folder and renamed into place, so a process never sees half an entry and two
+processes that read at once both succeed (one entry stays). An entry that cannot be read
+(damaged, removed meanwhile) is logged, the files are read and the entry written again; a
+cache folder that cannot be written only costs the speed-up.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 
 Stats = tuple[tuple[float, ...], tuple[float, ...]]
 _FORMAT = 1  # bump when what an entry holds changes
+#: datasets whose decoded images are smaller than this are not kept: reading them costs less than
+#: an entry's files would save (and the small folders tests write would pile up entries)
+MIN_BYTES = 4 << 20
 _ARRAYS = RawSplit._fields
 
 
@@ -110,5 +114,6 @@ def cached_read(
         shutil.rmtree(entry, ignore_errors=True)  # damaged: written again below
     raw, classes = read()
     st = stats(raw)
-    _store(entry, raw, classes, st)
+    if raw.train_x.nbytes + raw.test_x.nbytes >= MIN_BYTES:
+        _store(entry, raw, classes, st)
     return raw, classes, st
