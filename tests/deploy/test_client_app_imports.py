@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("flwr", reason="the flower extra is not installed (pip install -e '.[flower]')")
+
+FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 
 CODE = """
 import sys
@@ -31,6 +34,7 @@ print(sorted(m for m in ("dp_accounting", "numba") if m in sys.modules))
 """
 
 
+@pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fashion-mnist is not installed")
 def test_a_client_app_reads_its_recipe_without_dp_accounting_or_numba() -> None:
     """A ClientApp's imports and its client side for a DP-SGD and a FedPCS recipe leave
     ``dp_accounting`` and ``numba`` unimported; an accountant's ε and the game kernels, which
