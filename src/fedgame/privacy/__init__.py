@@ -9,8 +9,9 @@ fedgame.privacy.analysis`` stays free of torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fedgame._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from fedgame.privacy.accountants import (
@@ -70,11 +71,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"fedgame.privacy.{_WHERE[name]}"), name)
-    raise AttributeError(f"module 'fedgame.privacy' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE, __all__)

@@ -15,9 +15,9 @@ Needs the ``flower`` extra: ``pip install -e ".[flower]"``.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from fedgame._lazy import lazy_attributes
 from fedgame.deploy.flower._env import FLOWER_ENV, configure
 
 configure()
@@ -39,11 +39,4 @@ _WHERE = {
 __all__ = ["FLOWER_ENV", "FlowerExecutor", "FlowerSimulation", "NodesNotReady", "configure", "run_flower_simulation"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"fedgame.deploy.flower.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE, __all__)
