@@ -9,7 +9,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[2] / "src" / "fedgame"
 LAYER = {
-    "__init__": 0, "core": 0,
+    "__init__": 0, "_lazy": 0, "core": 0,
     "data": 1, "models": 1, "privacy": 1, "selection": 1, "incentives": 1, "robust": 1, "testing": 1,
     "sim": 2, "pipeline": 3, "deploy": 4, "experiments": 5, "cli": 6, "__main__": 6, "recipes": 0,
 }
