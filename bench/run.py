@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -58,7 +59,8 @@ from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
+#: where the JSON goes: bench/results, or ``$FEDGAME_BENCH_RESULTS`` (bench/gpu.sh: the lent GPU's $OUT)
+RESULTS = Path(os.environ.get("FEDGAME_BENCH_RESULTS") or ROOT / "bench" / "results")
 
 
 def machine() -> dict[str, object]:
@@ -180,9 +182,13 @@ def bench_engine(quick: bool) -> dict[str, object]:
 
 
 # -- 2. DP local training ------------------------------------------------------------------
-def bench_dp(quick: bool, *, model: str = "mcmahan_cnn", bs: int = 64, name: str = "dp_local_training") -> dict[str, object]:
+def bench_dp(
+    quick: bool, *, model: str = "mcmahan_cnn", bs: int = 64, name: str | None = "dp_local_training", device: str = "cpu", steps: int | None = None
+) -> dict[str, object]:
     """One DP-SGD local training of ``model`` at batch ``bs``: our per-example backends beside
-    Opacus (hooks, ghost clipping), a naive loop and non-DP SGD, interleaved in one process."""
+    Opacus (hooks, ghost clipping), a naive loop (CPU only) and non-DP SGD, interleaved in one
+    process, on ``device`` (each timed call ends with the device synchronised). ``name``: the
+    JSON it is saved as (None: not saved)."""
     from opacus import GradSampleModule
     from opacus.grad_sample import GradSampleModuleFastGradientClipping
 
@@ -191,23 +197,34 @@ def bench_dp(quick: bool, *, model: str = "mcmahan_cnn", bs: int = 64, name: str
     from fedgame.sim.local import LocalSpec, LocalTrainer
 
     c, z = 1.0, 1.0
-    n_batches = 4 if quick else 10
+    n_batches = steps if steps is not None else 4 if quick else 10
     n = bs * n_batches
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(n, 1, 28, 28, generator=gen)
-    y = torch.randint(0, 10, (n,), generator=gen)
+    dev = torch.device(device)
+    x = torch.randn(n, 1, 28, 28, generator=gen).to(dev)
+    y = torch.randint(0, 10, (n,), generator=gen).to(dev)
     idx = torch.arange(n)
 
     def fresh() -> nn.Module:
-        return build_model(model, in_shape=(1, 28, 28), num_classes=10, seed=0)
+        return build_model(model, in_shape=(1, 28, 28), num_classes=10, seed=0).to(dev)
 
-    start = parameters_to_vector(fresh().parameters()).detach().clone()
+    def synced(fn: Callable[[], object]) -> Callable[[], object]:
+        if dev.type != "cuda":
+            return fn
+
+        def run() -> object:
+            r = fn()
+            torch.cuda.synchronize()
+            return r
+        return run
+
+    start = parameters_to_vector(fresh().parameters()).detach().cpu().clone()
     spec = LocalSpec(batch_size=bs, lr=0.05, epochs=1)
     dp = DPSGD(max_grad_norm=c, noise_multiplier=z, sampling="shuffle")
     timings: dict[str, float] = {}
 
-    plain = LocalTrainer(model=fresh(), x=x, y=y, spec=spec)
-    trainers = {b: LocalTrainer(model=fresh(), x=x, y=y, spec=spec, per_example=b) for b in ("bk", "ghost", "functorch", "hooks")}  # type: ignore[arg-type]
+    plain = LocalTrainer(model=fresh(), x=x, y=y, spec=spec, device=dev)
+    trainers = {b: LocalTrainer(model=fresh(), x=x, y=y, spec=spec, per_example=b, device=dev) for b in ("bk", "ghost", "functorch", "hooks")}  # type: ignore[arg-type]
     fns: dict[str, Callable[[], object]] = {"non-DP SGD (reference)": lambda: plain.train(start, idx, torch.Generator().manual_seed(1))}
     for b, tr in trainers.items():
         fns[f"fedgame ({b})"] = lambda tr=tr: tr.train(start, idx, torch.Generator().manual_seed(1), dp)  # type: ignore[misc]
@@ -216,7 +233,7 @@ def bench_dp(quick: bool, *, model: str = "mcmahan_cnn", bs: int = 64, name: str
         m = GradSampleModule(fresh())
         ps = list(m.parameters())
         opt = torch.optim.SGD(ps, lr=0.05)
-        g = torch.Generator().manual_seed(1)
+        g = torch.Generator(device=dev).manual_seed(1)
         for i in range(0, n, bs):
             opt.zero_grad()
             nn.functional.cross_entropy(m(x[i : i + bs]), y[i : i + bs]).backward()
@@ -224,7 +241,7 @@ def bench_dp(quick: bool, *, model: str = "mcmahan_cnn", bs: int = 64, name: str
             norms = torch.cat(gs, 1).norm(dim=1)
             coef = (c / (norms + 1e-6)).clamp(max=1.0)
             for p in ps:
-                p.grad = (torch.einsum("b,b...->...", coef, p.grad_sample) + torch.normal(0, z * c, p.shape, generator=g)) / bs
+                p.grad = (torch.einsum("b,b...->...", coef, p.grad_sample) + torch.normal(0, z * c, p.shape, generator=g, device=dev)) / bs
                 p.grad_sample = None
             opt.step()
 
@@ -232,7 +249,7 @@ def bench_dp(quick: bool, *, model: str = "mcmahan_cnn", bs: int = 64, name: str
         m = GradSampleModuleFastGradientClipping(fresh(), max_grad_norm=c, use_ghost_clipping=True, loss_reduction="mean")
         ps = list(m.parameters())
         opt = torch.optim.SGD(ps, lr=0.05)
-        g = torch.Generator().manual_seed(1)
+        g = torch.Generator(device=dev).manual_seed(1)
         for i in range(0, n, bs):
             opt.zero_grad()
             per = nn.functional.cross_entropy(m(x[i : i + bs]), y[i : i + bs], reduction="none")
@@ -243,7 +260,7 @@ def bench_dp(quick: bool, *, model: str = "mcmahan_cnn", bs: int = 64, name: str
             (coef * per).sum().backward()
             m.enable_hooks()
             for p in ps:
-                p.grad = (p.grad + torch.normal(0, z * c, p.shape, generator=g)) / bs
+                p.grad = (p.grad + torch.normal(0, z * c, p.shape, generator=g, device=dev)) / bs
             opt.step()
 
     def naive_loop() -> None:
@@ -265,8 +282,9 @@ def bench_dp(quick: bool, *, model: str = "mcmahan_cnn", bs: int = 64, name: str
 
     fns["Opacus hooks (GradSampleModule)"] = opacus_hooks
     fns["Opacus ghost clipping"] = opacus_ghost
-    timings.update(interleaved(fns, repeats=2 if quick else 4))
-    timings["naive per-example loop"] = best_of(naive_loop, repeats=1 if quick else 2)
+    timings.update(interleaved({k: synced(f) for k, f in fns.items()}, repeats=2 if quick else 4))
+    if dev.type == "cpu":  # on a GPU, 64 backward passes per step of one example each: minutes, no target
+        timings["naive per-example loop"] = best_of(naive_loop, repeats=1 if quick else 2)
 
     ref = timings["non-DP SGD (reference)"]
     from fedgame.sim.clipping import supports
@@ -274,12 +292,13 @@ def bench_dp(quick: bool, *, model: str = "mcmahan_cnn", bs: int = 64, name: str
     auto = "bk" if supports(fresh()) else "ghost"
     ours = timings[f"fedgame ({auto})"]  # the default backend (train.per_example: auto) for this model
     opacus_best = min(timings["Opacus hooks (GradSampleModule)"], timings["Opacus ghost clipping"])
-    print(f"DP local training, {model}, batch {bs}, {n_batches} steps (examples/s; ratio to non-DP):")
+    print(f"DP local training, {model}, batch {bs}, {n_batches} steps on {dev.type} (examples/s; ratio to non-DP):")
     for k, v in timings.items():
         print(f"  {k:34s} {n / v:9.0f} ex/s   {v:.3f} s   throughput vs non-DP {ref / v:.3f}")
     print(ratio_line("  ours / Opacus fastest (time)", "ours", ours, "Opacus", opacus_best), "(target ≤ 1.0)")
     out = {
         "model": model,
+        "device": dev.type,
         "default_backend": auto,
         "batch_size": bs,
         "steps": n_batches,
@@ -289,14 +308,13 @@ def bench_dp(quick: bool, *, model: str = "mcmahan_cnn", bs: int = 64, name: str
         "ours_over_opacus_fastest_time": ours / opacus_best,
         "met": ours <= opacus_best * 1.02,
     }
-    save(name, out)
+    if name is not None:
+        save(name, out)
     return out
 
 
 # -- 3. main job -----------------------------------------------------------------------------
 def bench_main() -> dict[str, object]:
-    import os
-
     with tempfile.TemporaryDirectory() as d:
         env = {**os.environ, "FEDGAME_CACHE": str(Path(d) / "cache")}
         t = time.perf_counter()
@@ -314,8 +332,6 @@ def bench_main() -> dict[str, object]:
 
 # -- 4. the FedPCS game ---------------------------------------------------------------------
 def bench_game(quick: bool) -> dict[str, object]:
-    import os
-
     from fedgame.core.types import RoundState
     from fedgame.pipeline.build import build_engine
     from fedgame.pipeline.config import load_recipe
@@ -1005,8 +1021,6 @@ def bench_speed(quick: bool) -> dict[str, object]:
     # (6) one FedPCS run at the paper's budget, projected from 3 timed rounds
     for key, prec in (("paper_budget_fedpcs_run_s", "fp32"), ("paper_budget_fedpcs_run_bf16_s", "bf16")):
         with tempfile.TemporaryDirectory() as d:
-            import os
-
             os.environ["FEDGAME_CACHE"] = str(Path(d) / "cache")
             cfg = load_recipe(ROOT / "recipes" / "fedpcs" / "fmnist.yaml", [f"train.precision={prec}", f"train.workers={cores}"])
             tic = time.perf_counter()
@@ -1074,11 +1088,153 @@ def bench_speed_flower(quick: bool) -> dict[str, object]:
     return out
 
 
+def _gpu_machine() -> dict[str, object]:
+
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "gpu": props.name,
+        "multiprocessors": props.multi_processor_count,
+        "memory_gib": round(props.total_memory / 2**30, 1),
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "bf16": bool(torch.cuda.is_bf16_supported()),
+        "code": os.environ.get("FEDGAME_CODE_VERSION", "unknown"),
+    }
+
+
+def _deadline_left() -> float:
+    """Seconds left before ``$FEDGAME_BENCH_DEADLINE`` (a Unix time; a lent GPU's lease), inf without it."""
+
+    d = os.environ.get("FEDGAME_BENCH_DEADLINE")
+    return float(d) - time.time() if d else float("inf")
+
+
+def bench_speed_gpu(quick: bool) -> dict[str, object]:
+    """Issue 17's figures on a CUDA GPU (``--only speed_gpu``; ``bench/gpu.sh`` runs it on a lent
+    GPU) → ``bench/results/speed_gpu.json``, every figure marked with the GPU that measured it:
+
+    * a FedAvg round (N = 100 Dirichlet(0.5), K = 10, 1 epoch, McMahan CNN, batch 32) on the GPU
+      in fp32 and bf16, beside the same rounds on this machine's CPU with ``workers`` = its cores
+      (rounds in turns, the same clients on every path); and the training throughput of an IID
+      round of 10 equal clients (samples/s) on the GPU in fp32 and bf16;
+    * DP-SGD throughput (McMahan CNN, batch 64) on the GPU: ours (book-keeping) beside Opacus'
+      ghost clipping and non-DP SGD, as ``--only dp`` measures them on the CPU;
+    * one FedPCS run at the paper's budget (recipes/fedpcs/fmnist.yaml: τ = 0.2, 30 rounds × 5
+      epochs, batch 32, lr 0.1), all 30 rounds through ``fedgame run``'s code path, in fp32 and
+      then bf16 while ``$FEDGAME_BENCH_DEADLINE`` leaves time; its ``summary.json``,
+      ``metrics.csv`` and ``config.yaml`` are kept under ``bench/results/speed_gpu_runs/``.
+      The game's plan comes from ``$FEDGAME_CACHE`` when it is there (its solve is CPU work,
+      ``paper_budget_game_solve_s`` in speed.json).
+    """
+    import shutil
+
+    if not torch.cuda.is_available():
+        raise SystemExit("bench --only speed_gpu: no CUDA device here")
+    from fedgame.pipeline.build import build_engine
+    from fedgame.pipeline.config import load_recipe, parse_recipe
+    from fedgame.pipeline.runner import run_one
+    from fedgame.sim.pool import available_cores
+
+    cores = available_cores()
+    reps = 2 if quick else 5
+    threads0 = torch.get_num_threads()
+    out: dict[str, object] = {"measured_on": _gpu_machine(), "cpu_cores": cores}
+    name = "speed_gpu"
+
+    # (1) a FedAvg round: GPU fp32, GPU bf16, this machine's CPU with workers = cores
+    paths = {"cuda_fp32": ({"device": "cuda"}, False), "cuda_bf16": ({"device": "cuda", "precision": "bf16"}, False),
+             "cpu_workers": ({"device": "cpu", "workers": cores}, True)}
+    rounds: dict[str, list[float]] = {k: [] for k in paths}
+    built = {k: build_engine(parse_recipe(_speed_cfg(100, 10, **kw)), parallel=par) for k, (kw, par) in paths.items()}
+    try:
+        for t in range(reps + 1):
+            for k, b in built.items():
+                tic = time.perf_counter()
+                b.engine.round(t)
+                if t > 0:
+                    rounds[k].append(time.perf_counter() - tic)
+    finally:
+        for b in built.values():
+            b.close()
+    torch.set_num_threads(threads0)
+    mean = {k: float(np.mean(v)) for k, v in rounds.items()}
+    out["fedavg_round"] = {"recipe": "N = 100 Dirichlet(0.5), K = 10, 1 epoch, McMahan CNN, batch 32, lr 0.05", "round_s": mean,
+                           "rounds_timed": reps, "cpu_workers": cores,
+                           "cpu_over_gpu_fp32": mean["cpu_workers"] / mean["cuda_fp32"],
+                           "gpu_bf16_speedup": mean["cuda_fp32"] / mean["cuda_bf16"]}
+    print(f"FedAvg round (N = 100, K = 10, 1 epoch): GPU fp32 {mean['cuda_fp32']:.3f} s, GPU bf16 {mean['cuda_bf16']:.3f} s, "
+          f"CPU with {cores} workers {mean['cpu_workers']:.3f} s")
+    save(name, out)
+
+    # (1b) training throughput on the GPU: an IID round of K = 10 equal clients, fp32 and bf16
+    tp = {k: build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", **kw))) for k, kw in
+          (("fp32", {"device": "cuda"}), ("bf16", {"device": "cuda", "precision": "bf16"}))}
+    try:
+        def one(b: object) -> Callable[[], object]:
+            def run() -> object:
+                e = b.engine  # type: ignore[attr-defined]
+                return e.executor.train([e.job(0, int(c), 0) for c in range(10)])
+            return run
+
+        times = interleaved({k: one(b) for k, b in tp.items()}, repeats=reps)
+    finally:
+        for b in tp.values():
+            b.close()
+    samples = int(np.asarray(tp["fp32"].engine.sizes)[:10].sum())
+    sps = {k: samples / v for k, v in times.items()}
+    out["throughput_samples_per_s"] = sps
+    out["bf16_speedup"] = sps["bf16"] / sps["fp32"]
+    print(f"training throughput on the GPU (batch 32): fp32 {sps['fp32']:.0f} samples/s, bf16 {sps['bf16']:.0f} samples/s")
+    save(name, out)
+
+    # (2) DP-SGD throughput on the GPU
+    dp = bench_dp(quick, name=None, device="cuda", steps=10 if quick else 40)
+    eps = dp["examples_per_second"]  # type: ignore[index]
+    out["dp"] = {"examples_per_second": eps, "batch_size": 64, "steps": dp["steps"]}
+    out["dp_over_opacus_ghost"] = eps["fedgame (bk)"] / eps["Opacus ghost clipping"]
+    out["dp_over_nondp"] = eps["fedgame (bk)"] / eps["non-DP SGD (reference)"]
+    print(f"  dp_over_opacus_ghost {out['dp_over_opacus_ghost']:.3f} (CPU target >= 1.2); "
+          f"dp_over_nondp {out['dp_over_nondp']:.3f} (CPU target >= 0.5)")
+    save(name, out)
+
+    # (3) FedPCS at the paper's budget, whole runs
+    runs_dir = RESULTS / "speed_gpu_runs"
+    for prec in ("fp32", "bf16"):
+        key = f"paper_budget_fedpcs_run_{prec}"
+        prev = out.get("paper_budget_fedpcs_run_fp32")
+        need = 1.2 * prev["wall_s"] if isinstance(prev, dict) else 0.0  # type: ignore[index]
+        if _deadline_left() < need + 30:
+            print(f"  {key}: skipped, {_deadline_left():.0f} s left before the deadline")
+            continue
+        cfg = load_recipe(ROOT / "recipes" / "fedpcs" / "fmnist.yaml", ["train.device=cuda", f"train.precision={prec}"])
+        with tempfile.TemporaryDirectory() as d:
+            tic = time.perf_counter()
+            summary = run_one(cfg, Path(d) / "run", resume=False)
+            wall = time.perf_counter() - tic
+            with open(Path(d) / "run" / "metrics.csv", newline="") as f:
+                rows = list(csv.DictReader(f))
+            keep = runs_dir / f"fedpcs_fmnist_seed0_{prec}"
+            shutil.rmtree(keep, ignore_errors=True)
+            keep.mkdir(parents=True)
+            for fname in ("summary.json", "metrics.csv", "config.yaml"):
+                shutil.copy(Path(d) / "run" / fname, keep / fname)
+        round_s = [float(r["round_time"]) for r in rows]
+        out[key] = {"wall_s": wall, "game_solve_s": summary.get("game_solve_seconds"), "round_s_mean": float(np.mean(round_s)),
+                    "rounds": len(rows), "final_accuracy": summary.get("final_accuracy"), "ran_on": summary.get("ran_on"),
+                    "files": str(keep.relative_to(RESULTS))}  # beside this JSON
+        print(f"  {key}: {wall:.0f} s in all ({len(rows)} rounds, {np.mean(round_s):.2f} s each; game "
+              f"{summary.get('game_solve_seconds')}); final accuracy {summary.get('final_accuracy')} (CPU target <= "
+              f"{'480' if prec == 'fp32' else '300'} s)")
+        save(name, out)
+    torch.set_num_threads(threads0)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke check of the bench itself)")
     ap.add_argument("--main", action="store_true", help="also time the main job (about 4 minutes)")
-    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl, auctions, jdp, flower, flower_jdp, speed, speed_round, speed_game")
+    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl, auctions, jdp, flower, flower_jdp, speed, speed_round, speed_game, speed_gpu")
     args = ap.parse_args()
     torch.manual_seed(0)
     np.random.seed(0)
@@ -1109,6 +1265,8 @@ def main() -> None:
         bench_speed_round(args.quick)
     if "speed_game" in only:
         bench_speed_game(args.quick)
+    if "speed_gpu" in only:  # issue 17 on a CUDA GPU (bench/gpu.sh)
+        bench_speed_gpu(args.quick)
     if "speed" in only:  # issue 17's targets; the Flower part needs the flower extra
         bench_speed(args.quick)
         bench_speed_flower(args.quick)

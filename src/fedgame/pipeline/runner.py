@@ -85,7 +85,9 @@ def cpu_model() -> str:
 def code_version(root: Path | None = None) -> str:
     """The git commit the package was run from (``+dirty`` with uncommitted changes to tracked
     files other than ``results/`` and ``docs/``, which a grid's own tables and pages rewrite as
-    cells finish and no run reads), or the package version outside a git checkout. Cached at the
+    cells finish and no run reads); outside a git checkout, ``$FEDGAME_CODE_VERSION`` when set
+    (a copy shipped without its ``.git``, e.g. to a GPU machine by ``bench/gpu.sh``, names the
+    commit it was made from), else the package version. Cached at the
     first call, which :func:`run_one` makes before training, so a commit made while a run trains
     is not claimed. ``root``: the checkout (default: the one this package is imported from)."""
     import subprocess
@@ -96,7 +98,9 @@ def code_version(root: Path | None = None) -> str:
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", ".",
                                 ":(exclude)results", ":(exclude)docs"], capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return f"fedgame {fedgame.__version__}"
+        import os
+
+        return os.environ.get("FEDGAME_CODE_VERSION") or f"fedgame {fedgame.__version__}"
     return sha + ("+dirty" if dirty else "")
 
 

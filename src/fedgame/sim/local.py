@@ -294,14 +294,25 @@ class LocalTrainer:
             raise ValueError("local training: client has no examples")
         steps = self.spec.n_steps(n)
         moments = _GradMoments() if grad_variance else None
-        if not self._stochastic:
-            return self._train(start, indices, gen, steps, dp, moments)
-        # Dropout draws its masks from torch's global generator: seed it from the client's own
-        # generator (its seed, not its state, so the mini-batch stream is unchanged) so the same
-        # (seed, round, client) gives the same masks in any order, on resume and in any process.
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(gen.initial_seed() ^ 0x5DEECE66D)
-            return self._train(start, indices, gen, steps, dp, moments)
+        with self._kernels():
+            if not self._stochastic:
+                return self._train(start, indices, gen, steps, dp, moments)
+            # Dropout draws its masks from torch's global generator: seed it from the client's own
+            # generator (its seed, not its state, so the mini-batch stream is unchanged) so the same
+            # (seed, round, client) gives the same masks in any order, on resume and in any process.
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(gen.initial_seed() ^ 0x5DEECE66D)
+                return self._train(start, indices, gen, steps, dp, moments)
+
+    def _kernels(self) -> contextlib.AbstractContextManager[object]:
+        """On a GPU, cuDNN restricted to deterministic algorithms with TF32 off while a client
+        trains: cuDNN's fastest convolution backward kernels sum with atomics in a varying order,
+        so the same seed would not give the same numbers, and TF32 convolutions keep 10 mantissa
+        bits, which ``precision: fp32`` does not promise (bf16 is the fast mode). The previous
+        flags are restored afterwards; on the CPU nothing changes."""
+        if self.device.type != "cuda":
+            return contextlib.nullcontext()
+        return torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True, allow_tf32=False)
 
     def _train(
         self, start: torch.Tensor, indices: torch.Tensor, gen: torch.Generator, steps: int, dp: DPSGD | None, moments: _GradMoments | None

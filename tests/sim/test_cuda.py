@@ -1,0 +1,102 @@
+"""Local training on a CUDA GPU (``train.device: cuda``). Every test here skips without CUDA;
+``bench/gpu.sh`` runs them on a GPU (docs/speed.md, "Measured on a GPU").
+
+What a GPU must keep: the DP-SGD noise has its std in fp32 and bf16 (it is drawn on the device
+from a CUDA generator), the same seed gives the same numbers (cuDNN restricted to deterministic
+kernels), ``precision: fp32`` is the CPU's maths to float32 round-off (no TF32), and whole runs
+through the engine repeat exactly and say where they ran."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from fedgame.models import build_model
+from fedgame.pipeline.build import build_engine
+from fedgame.pipeline.config import apply_overrides, parse_recipe
+from fedgame.privacy.plans import DPSGD
+from fedgame.sim.local import LocalSpec, LocalTrainer, flat_params
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+ROOT = Path(__file__).resolve().parents[2]
+FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
+
+
+def _trainer(device: str = "cuda", *, steps: int = 1, lr: float = 1.0, **kw: object) -> LocalTrainer:
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(64, 1, 28, 28, generator=g), torch.randint(0, 10, (64,), generator=g)
+    model = build_model("mcmahan_cnn", in_shape=(1, 28, 28), num_classes=10, seed=0)
+    spec = LocalSpec(batch_size=16, lr=lr, epochs=None, steps=steps)
+    return LocalTrainer(model=model, x=x, y=y, spec=spec, device=device, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_cuda_dp_sgd_noise_is_float32_with_its_std(precision: str) -> None:
+    if precision == "bf16" and not torch.cuda.is_bf16_supported():
+        pytest.skip("this GPU has no bf16")
+    z, c, b = 1.3, 0.7, 16
+    tr = _trainer(precision=precision)
+    start = flat_params(tr.model)
+    idx = torch.arange(64)
+    quiet = tr.train(start, idx, torch.Generator().manual_seed(5), DPSGD(max_grad_norm=c, noise_multiplier=0.0, sampling="shuffle"))
+    noisy = tr.train(start, idx, torch.Generator().manual_seed(5), DPSGD(max_grad_norm=c, noise_multiplier=z, sampling="shuffle"))
+    assert noisy.params.device.type == "cpu" and noisy.params.dtype == torch.float32
+    noise = ((quiet.params - noisy.params) * b).double()  # one step of lr 1 on (clipped sum + noise)/B
+    d = noise.numel()  # 1.66M draws: the std's relative standard error is 1/sqrt(2d) = 0.05 %
+    assert abs(float(noise.mean())) < 5 * z * c / d**0.5
+    assert float(noise.std()) == pytest.approx(z * c, rel=5 / (2 * d) ** 0.5 + 1e-4)
+    assert float((noise.float().bfloat16().float() == noise.float()).double().mean()) < 0.05  # not bf16-rounded
+
+
+@pytest.mark.parametrize("dp", [None, DPSGD(max_grad_norm=1.0, noise_multiplier=1.0, sampling="shuffle")])
+def test_cuda_same_seed_same_numbers(dp: DPSGD | None) -> None:
+    tr = _trainer(steps=8, lr=0.1)
+    start = flat_params(tr.model)
+    runs = [tr.train(start, torch.arange(64), torch.Generator().manual_seed(3), dp).params for _ in range(3)]
+    assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0], runs[2])
+    assert not torch.equal(runs[0], start)
+
+
+def test_cuda_fp32_is_the_cpu_maths_to_round_off() -> None:
+    # lr 0.01: at 0.1 a few steps on random labels amplify float32 round-off (ReLU and max-pool
+    # decisions flip) until channels_last and contiguous differ by 4 % on the CPU alone
+    gpu, cpu = _trainer(steps=8, lr=0.01), _trainer("cpu", steps=8, lr=0.01, memory_format="contiguous")
+    start = flat_params(cpu.model)
+    a = gpu.train(start, torch.arange(64), torch.Generator().manual_seed(3))  # the same batches: drawn on the CPU
+    b = cpu.train(start, torch.arange(64), torch.Generator().manual_seed(3))
+    moved = float((b.params - start).norm())
+    assert moved > 0.05
+    assert float((a.params - b.params).norm()) < 1e-4 * moved  # TF32 convolutions give about 1e-3
+
+
+def _cfg(recipe: str, extra: list[str]) -> Any:
+    raw = yaml.safe_load((ROOT / "recipes" / recipe).read_text())
+    smoke = ["data.max_train=1200", "data.max_test=400", "train.rounds=2", "train.eval_every=1",
+             "data.partition.n_clients=12", "train.clients_per_round=4", "train.device=cuda"]
+    return parse_recipe(apply_overrides(raw, smoke + extra))
+
+
+@pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fashion-mnist is not installed")
+@pytest.mark.parametrize("recipe", ["main/dp_fedavg.yaml", "main/fedpcs.yaml"])
+def test_cuda_runs_repeat_exactly(recipe: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDGAME_CACHE", str(tmp_path / "cache"))
+    records = []
+    for _ in range(2):
+        built = build_engine(_cfg(recipe, []))
+        assert built.engine.trainer.device.type == "cuda"  # type: ignore[attr-defined]
+        try:
+            records.append(built.engine.run(2).records)
+        finally:
+            built.close()
+    for ra, rb in zip(*records, strict=True):
+        for key in ("selected", "train_loss", "test_acc", "test_loss", "eps_max"):
+            if key in ra:
+                va, vb = ra[key], rb[key]
+                assert va == vb or (isinstance(va, float) and np.isnan(va) and np.isnan(vb)), (key, va, vb)
+    assert 0.1 < records[0][-1]["test_acc"] <= 1.0
