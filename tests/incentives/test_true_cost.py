@@ -7,6 +7,7 @@ outer loop, which stays available."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -128,6 +129,18 @@ def test_algorithm3_starts_from_the_true_cost_equilibrium_and_keeps_rho_star_in_
     assert np.all(rho_star <= game.rho_max + 1e-12) and np.all(rho_star > 0)
     assert np.all(plan.K * rho_star <= plan.budget + 1e-9)
     assert np.all((plan.rho >= game.rho_min) & (plan.rho <= game.rho_max))
+
+
+def test_a_cached_plan_is_the_same_plan_and_says_it_came_from_the_cache(tmp_path: Path) -> None:
+    """The run summary's ``game_plan_from_cache`` reads this: a plan read back keeps the solve's
+    own ``solve_seconds``, which the reading run did not spend."""
+    game = FedPCSGame(n_clients=5, clients_per_round=2, rounds=3, acc_scale=1000.0, n_starts=2)
+    solved = solve_plan(game, cache=tmp_path)
+    again = solve_plan(game, cache=tmp_path)
+    assert "from_cache" not in solved.extras and again.extras["from_cache"] is True
+    np.testing.assert_array_equal(again.rho, solved.rho)
+    np.testing.assert_array_equal(again.reward, solved.reward)
+    assert again.solve_seconds == solved.solve_seconds
 
 
 @pytest.mark.parametrize(

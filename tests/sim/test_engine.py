@@ -212,11 +212,12 @@ def test_a_run_folder_written_before_a_field_was_added_is_still_the_same_config(
         run_one(cfg, tmp_path / "run", resume=True)
 
 
-def test_code_version_outside_a_checkout_is_the_named_commit_or_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_code_version_is_the_commit_the_named_commit_or_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import fedgame
 
     monkeypatch.delenv("FEDGAME_CODE_VERSION", raising=False)
     assert code_version.__wrapped__(tmp_path) == f"fedgame {fedgame.__version__}"  # no git repository here
-    monkeypatch.setenv("FEDGAME_CODE_VERSION", "0123abc")
-    assert code_version.__wrapped__(tmp_path) == "0123abc"
-    assert code_version.__wrapped__() not in ("0123abc", f"fedgame {fedgame.__version__}")  # a checkout: its commit
+    commit = code_version.__wrapped__()
+    assert commit != f"fedgame {fedgame.__version__}" and len(commit.split("+")[0]) == 40  # this checkout's commit
+    monkeypatch.setenv("FEDGAME_CODE_VERSION", "0123abc")  # a copy shipped elsewhere names its commit
+    assert code_version.__wrapped__(tmp_path) == "0123abc" and code_version.__wrapped__() == "0123abc"

@@ -92,7 +92,7 @@ def _raw(**train: object) -> dict[str, object]:
 def test_bf16_without_native_support_is_refused_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local_mod, "bf16_supported", lambda device: False)
     with pytest.raises(RecipeError, match=r"train\.precision: 'bf16' is not supported on this cpu device; allowed here: fp32"):
-        parse_recipe(_raw(precision="bf16"))
+        parse_recipe(_raw(precision="bf16", device="cpu"))  # (auto would be CUDA on a GPU machine)
     with pytest.raises(RecipeError, match=r"train\.precision"):
         parse_recipe(_raw(precision="fp16"))
 

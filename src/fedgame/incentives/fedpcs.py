@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -239,7 +239,9 @@ def solve_plan(game: FedPCSGame, *, cache: Path | None | Literal[False] = None) 
     path = root / f"fedpcs-{game.key()}.npz"
     if path.exists():
         try:
-            return FedPCSPlan.load(path)
+            plan = FedPCSPlan.load(path)
+            # solve_seconds stays the solve's own time; a run that read the plan did not pay it
+            return replace(plan, extras={**plan.extras, "from_cache": True})
         except (OSError, ValueError, KeyError, TypeError):
             log.warning("ignoring unreadable cached game %s", path)
     log.info("solving the FedPCS game (N=%d, K=%d, T=%d, %s inclusion)", game.n_clients,

@@ -85,22 +85,24 @@ def cpu_model() -> str:
 def code_version(root: Path | None = None) -> str:
     """The git commit the package was run from (``+dirty`` with uncommitted changes to tracked
     files other than ``results/`` and ``docs/``, which a grid's own tables and pages rewrite as
-    cells finish and no run reads); outside a git checkout, ``$FEDGAME_CODE_VERSION`` when set
-    (a copy shipped without its ``.git``, e.g. to a GPU machine by ``bench/gpu.sh``, names the
-    commit it was made from), else the package version. Cached at the
+    cells finish and no run reads), or the package version outside a git checkout.
+    ``$FEDGAME_CODE_VERSION``, when set, is taken instead: a copy of the tree shipped elsewhere
+    (a lent GPU machine, ``bench/gpu.sh``) may come without ``.git`` or with a repository at
+    another commit, and names the commit it was made from. Cached at the
     first call, which :func:`run_one` makes before training, so a commit made while a run trains
     is not claimed. ``root``: the checkout (default: the one this package is imported from)."""
+    import os
     import subprocess
 
+    if os.environ.get("FEDGAME_CODE_VERSION"):
+        return os.environ["FEDGAME_CODE_VERSION"]
     root = root if root is not None else Path(fedgame.__file__).resolve().parents[2]
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", ".",
                                 ":(exclude)results", ":(exclude)docs"], capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        import os
-
-        return os.environ.get("FEDGAME_CODE_VERSION") or f"fedgame {fedgame.__version__}"
+        return f"fedgame {fedgame.__version__}"
     return sha + ("+dirty" if dirty else "")
 
 
@@ -288,6 +290,8 @@ def _ledger(cfg: RunConfig, result: RunResult, built: Built | BuiltJDP) -> tuple
         "epsilon_per_client": eps.tolist(),
         **spent,
         "game_solve_seconds": getattr(built.plan, "solve_seconds", None),
+        # True: the plan was read from the game cache, so this run did not spend game_solve_seconds
+        "game_plan_from_cache": bool(getattr(built.plan, "extras", {}).get("from_cache", False)),
     }
 
 
