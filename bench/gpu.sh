@@ -10,7 +10,8 @@
 # all three ignored by git and carried with the call. Then, on the GPU machine, from the root:
 #   FEDGAME_CODE_VERSION=<commit> bash bench/gpu.sh [seconds]
 # runs the CUDA tests, then `bench/run.py --only speed_gpu` until the seconds run out (default
-# 480); its JSON, the paper-budget runs' files and one log land in $OUT (at most 8 files).
+# 480). $OUT gets two files: gpu.log, and results.tgz (the JSON and the paper-budget runs' files,
+# packed again every 10 s, so a call cut short still brings back what was finished).
 set -uo pipefail
 budget=${1:-480}
 start=$(date +%s)
@@ -19,7 +20,11 @@ OUT=${OUT:-/tmp/gpu_out}
 mkdir -p "$OUT"
 log="$OUT/gpu.log"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="/tmp/site:$PWD/src" FEDGAME_CACHE="$PWD/.gamecache"
-export FEDGAME_BENCH_RESULTS="$OUT"
+export FEDGAME_BENCH_RESULTS=/tmp/gpu_results
+mkdir -p "$FEDGAME_BENCH_RESULTS"
+pack() { tar czf "$OUT/.results.tgz" -C "$FEDGAME_BENCH_RESULTS" . && mv "$OUT/.results.tgz" "$OUT/results.tgz"; }
+(while sleep 10; do pack; done) &
+packer=$!
 {
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   mkdir -p /usr/share/datasets/fashion-mnist && cp .fmnist/*.gz /usr/share/datasets/fashion-mnist/ || exit 1
@@ -32,3 +37,5 @@ export FEDGAME_BENCH_RESULTS="$OUT"
   timeout $((budget - ($(date +%s) - start) - 5)) python3 bench/run.py --only speed_gpu
   echo "== done ($(($(date +%s) - start)) s)"
 } 2>&1 | tee "$log"
+kill $packer 2>/dev/null
+pack

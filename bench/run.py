@@ -1114,14 +1114,15 @@ def bench_speed_gpu(quick: bool) -> dict[str, object]:
     GPU) → ``bench/results/speed_gpu.json``, every figure marked with the GPU that measured it:
 
     * a FedAvg round (N = 100 Dirichlet(0.5), K = 10, 1 epoch, McMahan CNN, batch 32) on the GPU
-      in fp32 and bf16, beside the same rounds on this machine's CPU with ``workers`` = its cores
-      (rounds in turns, the same clients on every path); and the training throughput of an IID
-      round of 10 equal clients (samples/s) on the GPU in fp32 and bf16;
+      in fp32 and bf16, each with CUDA graphs (the default) and without (``_eager``), beside the
+      same rounds on this machine's CPU with ``workers`` = its cores (rounds in turns, the same
+      clients on every path); and the training throughput of an IID round of 10 equal clients
+      (samples/s) on the GPU, the same four ways;
     * DP-SGD throughput (McMahan CNN, batch 64) on the GPU: ours (book-keeping) beside Opacus'
       ghost clipping and non-DP SGD, as ``--only dp`` measures them on the CPU;
     * one FedPCS run at the paper's budget (recipes/fedpcs/fmnist.yaml: τ = 0.2, 30 rounds × 5
-      epochs, batch 32, lr 0.1), all 30 rounds through ``fedgame run``'s code path, in fp32 and
-      then bf16 while ``$FEDGAME_BENCH_DEADLINE`` leaves time; its ``summary.json``,
+      epochs, batch 32, lr 0.1), all 30 rounds through ``fedgame run``'s code path, in fp32,
+      bf16 and fp32 without CUDA graphs while ``$FEDGAME_BENCH_DEADLINE`` leaves time; its ``summary.json``,
       ``metrics.csv`` and ``config.yaml`` are kept under ``bench/results/speed_gpu_runs/``.
       The game's plan comes from ``$FEDGAME_CACHE`` when it is there (its solve is CPU work,
       ``paper_budget_game_solve_s`` in speed.json).
@@ -1143,6 +1144,8 @@ def bench_speed_gpu(quick: bool) -> dict[str, object]:
 
     # (1) a FedAvg round: GPU fp32, GPU bf16, this machine's CPU with workers = cores
     paths = {"cuda_fp32": ({"device": "cuda"}, False), "cuda_bf16": ({"device": "cuda", "precision": "bf16"}, False),
+             "cuda_fp32_eager": ({"device": "cuda", "cuda_graphs": False}, False),
+             "cuda_bf16_eager": ({"device": "cuda", "precision": "bf16", "cuda_graphs": False}, False),
              "cpu_workers": ({"device": "cpu", "workers": cores}, True)}
     rounds: dict[str, list[float]] = {k: [] for k in paths}
     built = {k: build_engine(parse_recipe(_speed_cfg(100, 10, **kw)), parallel=par) for k, (kw, par) in paths.items()}
@@ -1161,14 +1164,18 @@ def bench_speed_gpu(quick: bool) -> dict[str, object]:
     out["fedavg_round"] = {"recipe": "N = 100 Dirichlet(0.5), K = 10, 1 epoch, McMahan CNN, batch 32, lr 0.05", "round_s": mean,
                            "rounds_timed": reps, "cpu_workers": cores,
                            "cpu_over_gpu_fp32": mean["cpu_workers"] / mean["cuda_fp32"],
-                           "gpu_bf16_speedup": mean["cuda_fp32"] / mean["cuda_bf16"]}
-    print(f"FedAvg round (N = 100, K = 10, 1 epoch): GPU fp32 {mean['cuda_fp32']:.3f} s, GPU bf16 {mean['cuda_bf16']:.3f} s, "
-          f"CPU with {cores} workers {mean['cpu_workers']:.3f} s")
+                           "gpu_bf16_speedup": mean["cuda_fp32"] / mean["cuda_bf16"],
+                           "cuda_graphs_speedup_fp32": mean["cuda_fp32_eager"] / mean["cuda_fp32"],
+                           "cuda_graphs_speedup_bf16": mean["cuda_bf16_eager"] / mean["cuda_bf16"]}
+    print("FedAvg round (N = 100, K = 10, 1 epoch): " + ", ".join(f"{k} {v:.3f} s" for k, v in mean.items())
+          + f" (CPU: {cores} workers; 'eager': cuda_graphs off)")
     save(name, out)
 
     # (1b) training throughput on the GPU: an IID round of K = 10 equal clients, fp32 and bf16
     tp = {k: build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", **kw))) for k, kw in
-          (("fp32", {"device": "cuda"}), ("bf16", {"device": "cuda", "precision": "bf16"}))}
+          (("fp32", {"device": "cuda"}), ("bf16", {"device": "cuda", "precision": "bf16"}),
+           ("fp32_eager", {"device": "cuda", "cuda_graphs": False}),
+           ("bf16_eager", {"device": "cuda", "precision": "bf16", "cuda_graphs": False}))}
     try:
         def one(b: object) -> Callable[[], object]:
             def run() -> object:
@@ -1184,7 +1191,8 @@ def bench_speed_gpu(quick: bool) -> dict[str, object]:
     sps = {k: samples / v for k, v in times.items()}
     out["throughput_samples_per_s"] = sps
     out["bf16_speedup"] = sps["bf16"] / sps["fp32"]
-    print(f"training throughput on the GPU (batch 32): fp32 {sps['fp32']:.0f} samples/s, bf16 {sps['bf16']:.0f} samples/s")
+    out["cuda_graphs_speedup"] = sps["fp32"] / sps["fp32_eager"]
+    print("training throughput on the GPU (batch 32), samples/s: " + ", ".join(f"{k} {v:.0f}" for k, v in sps.items()))
     save(name, out)
 
     # (2) DP-SGD throughput on the GPU
@@ -1199,21 +1207,22 @@ def bench_speed_gpu(quick: bool) -> dict[str, object]:
 
     # (3) FedPCS at the paper's budget, whole runs
     runs_dir = RESULTS / "speed_gpu_runs"
-    for prec in ("fp32", "bf16"):
-        key = f"paper_budget_fedpcs_run_{prec}"
+    for prec, graphs in (("fp32", True), ("bf16", True), ("fp32", False)):
+        key = f"paper_budget_fedpcs_run_{prec}" + ("" if graphs else "_eager")
         prev = out.get("paper_budget_fedpcs_run_fp32")
-        need = 1.2 * prev["wall_s"] if isinstance(prev, dict) else 0.0  # type: ignore[index]
+        need = (1.2 * prev["wall_s"] if isinstance(prev, dict) else 0.0) * (1 if graphs else 4)  # type: ignore[index]
         if _deadline_left() < need + 30:
             print(f"  {key}: skipped, {_deadline_left():.0f} s left before the deadline")
             continue
-        cfg = load_recipe(ROOT / "recipes" / "fedpcs" / "fmnist.yaml", ["train.device=cuda", f"train.precision={prec}"])
+        cfg = load_recipe(ROOT / "recipes" / "fedpcs" / "fmnist.yaml",
+                          ["train.device=cuda", f"train.precision={prec}", f"train.cuda_graphs={str(graphs).lower()}"])
         with tempfile.TemporaryDirectory() as d:
             tic = time.perf_counter()
             summary = run_one(cfg, Path(d) / "run", resume=False)
             wall = time.perf_counter() - tic
             with open(Path(d) / "run" / "metrics.csv", newline="") as f:
                 rows = list(csv.DictReader(f))
-            keep = runs_dir / f"fedpcs_fmnist_seed0_{prec}"
+            keep = runs_dir / f"fedpcs_fmnist_seed0_{key.rsplit('run_', 1)[1]}"
             shutil.rmtree(keep, ignore_errors=True)
             keep.mkdir(parents=True)
             for fname in ("summary.json", "metrics.csv", "config.yaml"):

@@ -3,8 +3,9 @@
 
 What a GPU must keep: the DP-SGD noise has its std in fp32 and bf16 (it is drawn on the device
 from a CUDA generator), the same seed gives the same numbers (cuDNN restricted to deterministic
-kernels), ``precision: fp32`` is the CPU's maths to float32 round-off (no TF32), and whole runs
-through the engine repeat exactly and say where they ran."""
+kernels), ``precision: fp32`` is the CPU's maths to float32 round-off (no TF32), steps replayed
+from CUDA graphs give the eager numbers bit for bit, and whole runs through the engine repeat
+exactly."""
 
 from __future__ import annotations
 
@@ -61,6 +62,30 @@ def test_cuda_same_seed_same_numbers(dp: DPSGD | None) -> None:
     runs = [tr.train(start, torch.arange(64), torch.Generator().manual_seed(3), dp).params for _ in range(3)]
     assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0], runs[2])
     assert not torch.equal(runs[0], start)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_cuda_graph_steps_give_the_eager_numbers(precision: str) -> None:
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(70, 1, 28, 28, generator=g), torch.randint(0, 10, (70,), generator=g)
+    spec = LocalSpec(batch_size=16, lr=0.05, epochs=2)  # 2 passes of 4 full batches and a short one (6)
+
+    def trainer(graphs: bool) -> LocalTrainer:
+        model = build_model("mcmahan_cnn", in_shape=(1, 28, 28), num_classes=10, seed=0)
+        return LocalTrainer(model=model, x=x, y=y, spec=spec, device="cuda", precision=precision, cuda_graphs=graphs)  # type: ignore[arg-type]
+
+    graphed, eager = trainer(True), trainer(False)
+    assert graphed.graphed() and not eager.graphed()
+    start = flat_params(eager.model)
+    for seed in (3, 4, 3):  # the later calls replay the graph the first one captured
+        a = graphed.train(start, torch.arange(70), torch.Generator().manual_seed(seed))
+        b = eager.train(start, torch.arange(70), torch.Generator().manual_seed(seed))
+        assert torch.equal(a.params, b.params) and a.train_loss == b.train_loss and a.steps == b.steps == 10
+        assert not torch.equal(a.params, start)
+    assert len(graphed._graphs) == 1
+    momentum = LocalTrainer(model=build_model("mcmahan_cnn", in_shape=(1, 28, 28), num_classes=10, seed=0), x=x, y=y,
+                            spec=LocalSpec(batch_size=16, lr=0.05, momentum=0.9), device="cuda")
+    assert not momentum.graphed() and not graphed.graphed(moments=object())  # their steps are not one fixed graph
 
 
 def test_cuda_fp32_is_the_cpu_maths_to_round_off() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedgame.pipeline.config import RecipeError, parse_recipe
+from fedgame.pipeline.config import RecipeError, apply_overrides, parse_recipe
 from fedgame.models import build_model
 from fedgame.privacy.plans import DPSGD
 from fedgame.sim import local as local_mod
@@ -104,3 +104,13 @@ def test_cuda_training_runs_on_the_device_and_returns_cpu_params() -> None:
     start = flat_params(tr.model)
     res = tr.train(start, torch.arange(64), torch.Generator().manual_seed(0), DPSGD(max_grad_norm=1.0, noise_multiplier=1.0, sampling="shuffle"))
     assert res.params.device.type == "cpu" and torch.isfinite(res.params).all()
+
+
+def test_cuda_graphs_setting_is_checked_and_changes_nothing_on_the_cpu() -> None:
+    assert not _trainer().graphed()  # CUDA graphs only on a GPU
+    with pytest.raises(ValueError, match=r"train\.cuda_graphs: must be true or false, got 'auto'"):
+        _trainer(cuda_graphs="auto")
+    with pytest.raises(RecipeError, match=r"train\.cuda_graphs"):
+        parse_recipe(_raw(cuda_graphs="sometimes"))
+    raw = apply_overrides(_raw(clients_per_round=2), ["train.cuda_graphs=off"])  # YAML reads off as false
+    assert parse_recipe(raw).train.cuda_graphs is False

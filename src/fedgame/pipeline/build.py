@@ -241,6 +241,7 @@ def build_trainer(cfg: RunConfig, data: FederatedDataset, streams: Streams) -> L
         precision=cfg.train.precision,
         memory_format=cfg.train.memory_format,
         device=cfg.train.device,
+        cuda_graphs=cfg.train.cuda_graphs,
     )
 
 
@@ -537,6 +538,7 @@ def build_jdp(
         precision=cfg.train.precision,
         memory_format=cfg.train.memory_format,
         device=cfg.train.device,
+        cuda_graphs=cfg.train.cuda_graphs,
     )
     p = cfg.privacy
     eps_exp = (p.epsilon if isinstance(p, JDPPrivacyCfg) else 1.0) if j.epsilon_exp == "same" else float(j.epsilon_exp)

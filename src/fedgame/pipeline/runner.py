@@ -363,7 +363,8 @@ def _write_plan(store: ResultStore, built: Built | BuiltJDP) -> None:
 
 def _base_summary(cfg: RunConfig, result: RunResult, built: Built | BuiltJDP) -> dict[str, Any]:
     """The fields every run's ``summary.json`` starts with, and where it ran: the worker
-    processes, the training device (with the GPU's name), precision and memory format."""
+    processes, the training device (with the GPU's name), precision and memory format, and on
+    a GPU whether plain local steps replay CUDA graphs."""
     final = result.records[-1]
     trainer = built.engine.trainer
     dev = trainer.device
@@ -373,6 +374,8 @@ def _base_summary(cfg: RunConfig, result: RunResult, built: Built | BuiltJDP) ->
         "precision": trainer.precision,
         "memory_format": trainer.memory_format,
     }
+    if dev.type == "cuda":
+        where["cuda_graphs"] = trainer.graphed()
     return {
         "name": cfg.name,
         "seed": cfg.seed,

@@ -218,7 +218,9 @@ class LocalTrainer:
     needs the device. ``precision="bf16"`` runs forward passes under bfloat16 autocast; the
     per-example gradients, their norms, clipping, noise and the SGD step stay float32.
     ``memory_format="auto"`` trains conv nets in channels_last on the CPU (oneDNN's fastest
-    layout here: ``bench/results/speed.json``), which changes only float round-off."""
+    layout here: ``bench/results/speed.json``), which changes only float round-off.
+    ``cuda_graphs``: on a GPU, each full mini-batch step of plain SGD replays one captured
+    CUDA graph (:class:`_StepGraph`) instead of launching its kernels one by one from Python."""
 
     def __init__(
         self,
@@ -231,8 +233,13 @@ class LocalTrainer:
         precision: Precision = "fp32",
         memory_format: MemoryFormat = "auto",
         device: str | torch.device = "cpu",
+        cuda_graphs: bool = True,
     ) -> None:
         self.device = resolve_device(device) if isinstance(device, str) else device
+        if not isinstance(cuda_graphs, bool):
+            raise ValueError(f"train.cuda_graphs: must be true or false, got {cuda_graphs!r}")
+        self.cuda_graphs = cuda_graphs
+        self._graphs: dict[tuple[int, float, float], _StepGraph] = {}
         if precision not in ("fp32", "bf16"):
             raise ValueError(f"train.precision: must be 'fp32' or 'bf16', got {precision!r}")
         if precision == "bf16" and not bf16_supported(self.device):
@@ -321,10 +328,12 @@ class LocalTrainer:
             return self._train_plain(start, indices, gen, steps, moments)
         return self._train_dp(start, indices, gen, steps, dp, moments)
 
-    def _amp(self) -> contextlib.AbstractContextManager[object]:
-        """bfloat16 autocast for a forward pass when ``precision="bf16"``, else nothing."""
+    def _amp(self, *, graph: bool = False) -> contextlib.AbstractContextManager[object]:
+        """bfloat16 autocast for a forward pass when ``precision="bf16"``, else nothing. ``graph``:
+        without autocast's cache of cast weights, which a CUDA graph capture must not use (the
+        same casts, computed in the step instead of kept between steps of one autocast region)."""
         if self.precision == "bf16":
-            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, cache_enabled=not graph)
         return contextlib.nullcontext()
 
     def _device_gen(self, gen: torch.Generator) -> torch.Generator:
@@ -339,6 +348,14 @@ class LocalTrainer:
         return batch if self.device.type == "cpu" else batch.to(self.device, non_blocking=True)
 
     # -- plain SGD ----------------------------------------------------------------------
+    def graphed(self, moments: object | None = None) -> bool:
+        """Whether plain local training replays CUDA graphs: on a GPU with ``cuda_graphs`` true,
+        when a step is the same kernels every time: no momentum (its buffer is created at the
+        first step), no dropout (its masks come from the global generator), no σ_L² probe (a host
+        read per step). DP-SGD steps run eagerly (their noise generators are per client)."""
+        return (self.device.type == "cuda" and self.cuda_graphs and not self._stochastic
+                and moments is None and self.spec.momentum == 0)
+
     def _optimizer(self, params: list[nn.Parameter]) -> _SGD:
         s = self.spec
         return _SGD(params, lr=s.lr, momentum=s.momentum, weight_decay=s.weight_decay)
@@ -355,6 +372,8 @@ class LocalTrainer:
     def _train_plain(
         self, start: torch.Tensor, indices: torch.Tensor, gen: torch.Generator, steps: int, moments: _GradMoments | None = None
     ) -> LocalResult:
+        if self.graphed(moments):
+            return self._train_plain_graphed(start, indices, gen, steps)
         model = self.model
         params = trainable(model)
         set_flat_params(params, start)
@@ -373,6 +392,35 @@ class LocalTrainer:
             total += loss.detach()
         var = None if moments is None else moments.variance()
         return LocalResult(flat_params(params), float(total) / steps, steps, int(indices.numel()), grad_variance=var)
+
+    def _train_plain_graphed(self, start: torch.Tensor, indices: torch.Tensor, gen: torch.Generator, steps: int) -> LocalResult:
+        """:meth:`_train_plain` with every full mini-batch step replayed from a CUDA graph and a
+        short last batch of a pass run eagerly: the same batches (drawn on the CPU), the same
+        kernels in the same order on the same parameter tensors, so the same numbers as
+        ``cuda_graphs=False`` (tests/sim/test_cuda.py), at one launch per step."""
+        params = trainable(self.model)
+        set_flat_params(params, start)
+        self.model.train()
+        opt = self._optimizer(params)
+        b = self.spec.batch_size
+        key = (b, self.spec.lr, self.spec.weight_decay)
+        graph = self._graphs.get(key)
+        if graph is None:
+            graph = self._graphs[key] = _StepGraph(self, params, b)
+        batches = self._batches(indices, gen, steps)
+        on_device = torch.cat(batches).to(self.device)  # one copy of every step's indices
+        graph.total.zero_()
+        at = 0
+        for batch in batches:
+            n = int(batch.numel())
+            idx = on_device[at : at + n]
+            at += n
+            if n == b:
+                graph.idx.copy_(idx)
+                graph.graph.replay()
+            else:
+                graph.step(opt, idx)
+        return LocalResult(flat_params(params), float(graph.total) / steps, steps, int(indices.numel()))
 
     # -- DP-SGD -------------------------------------------------------------------------
     def _dp_model(self) -> nn.Module:
@@ -515,6 +563,50 @@ class LocalTrainer:
             clipped / max(seen, 1),
             None if moments is None else moments.variance(),
         )
+
+
+class _StepGraph:
+    """One plain SGD step of a full mini-batch (gather the batch from the device-resident data by
+    the indices in ``idx``, forward, loss, backward, SGD update, add the loss to ``total``),
+    captured once as a CUDA graph for a trainer and batch size (PyTorch's whole-network capture:
+    warm-up on a side stream, gradients allocated inside the capture from the graph's private
+    pool). A small CNN at batch 32 is launch-bound on a GPU: eagerly each step is some forty
+    kernels queued one by one by Python and the autograd engine; replayed, one launch.
+
+    The capture runs the step on the trainer's parameters, so they are saved before and put
+    back after. Replays read ``idx`` and write the parameters, their gradients and ``total``
+    in place; :meth:`step` runs the same step eagerly (a short last batch)."""
+
+    def __init__(self, trainer: LocalTrainer, params: list[nn.Parameter], batch: int) -> None:
+        self.trainer, self.params = trainer, params
+        dev = trainer.device
+        self.idx = torch.zeros(batch, dtype=torch.long, device=dev)
+        self.total = torch.zeros((), device=dev)
+        opt = trainer._optimizer(params)
+        with torch.no_grad():
+            saved = [p.detach().clone() for p in params]
+        side = torch.cuda.Stream(dev)  # type: ignore[no-untyped-call]
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                self.step(opt, self.idx)
+        torch.cuda.current_stream(dev).wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.step(opt, self.idx)
+        with torch.no_grad():
+            for p, v in zip(params, saved, strict=True):
+                p.copy_(v)
+        self.total.zero_()
+
+    def step(self, opt: _SGD, idx: torch.Tensor) -> None:
+        tr = self.trainer
+        opt.zero_grad()
+        with tr._amp(graph=True):
+            loss = tr._loss(tr.model(tr.x[idx]), tr.y[idx])
+        loss.backward()
+        opt.step()
+        self.total += loss.detach()
 
 
 def batch_starts(n: int, batch_size: int) -> list[int]:
