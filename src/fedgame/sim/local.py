@@ -406,7 +406,13 @@ class LocalTrainer:
         key = (b, self.spec.lr, self.spec.weight_decay)
         graph = self._graphs.get(key)
         if graph is None:
-            graph = self._graphs[key] = _StepGraph(self, params, b)
+            try:
+                graph = self._graphs[key] = _StepGraph(self, params, b)
+            except RuntimeError as e:  # a model or PyTorch build whose step cannot be captured
+                warnings.warn(f"train.cuda_graphs: capturing the training step failed ({e}); training without CUDA graphs",
+                              RuntimeWarning, stacklevel=2)
+                self.cuda_graphs = False
+                return self._train_plain(start, indices, gen, steps)
         batches = self._batches(indices, gen, steps)
         on_device = torch.cat(batches).to(self.device)  # one copy of every step's indices
         graph.total.zero_()
