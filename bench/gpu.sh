@@ -32,7 +32,7 @@ packer=$!
   lscpu | grep -E "Model name|^CPU\(s\)|Flags" | cut -c1-200
   python3 -c "import torch, numpy, scipy; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0), 'numpy', numpy.__version__, 'scipy', scipy.__version__)"
   echo "== CUDA tests ($(($(date +%s) - start)) s)"
-  timeout 150 python3 -m pytest -q -p no:cacheprovider tests/sim/test_cuda.py tests/sim/test_precision.py -k "cuda or bf16 or channels_last" -rs
+  FEDGAME_TEST_CUDA=1 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/sim/test_cuda.py tests/sim/test_precision.py -k "cuda or bf16 or channels_last" -rs
   echo "== bench --only speed_gpu ($(($(date +%s) - start)) s)"
   timeout $((budget - ($(date +%s) - start) - 5)) python3 bench/run.py --only speed_gpu
   echo "== done ($(($(date +%s) - start)) s)"

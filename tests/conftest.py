@@ -23,8 +23,17 @@ from __future__ import annotations
 
 import os
 
-import pytest
-import torch
+# The suite compares runs with each other and with figures computed on the CPU (``train.device:
+# auto`` would put them on a GPU, whose random streams differ, and refuse ``workers: 2`` there),
+# so on a machine with a GPU it runs on the CPU too, in this process and in every process it
+# starts: CUDA is hidden before anything initialises it. ``FEDGAME_TEST_CUDA=1`` leaves it
+# visible, for the GPU's own tests (tests/sim/test_cuda.py, tests/sim/test_precision.py; what
+# bench/gpu.sh runs), which skip without CUDA.
+if not os.environ.get("FEDGAME_TEST_CUDA"):
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 #: Modules that take a minute or more, slowest first, with their time in one test process on the
 #: 2-core AVX2 host (``pytest --durations``, 2026-11-27): Flower deployment about 670 s, the

@@ -1,5 +1,7 @@
-"""Local training on a CUDA GPU (``train.device: cuda``). Every test here skips without CUDA;
-``bench/gpu.sh`` runs them on a GPU (docs/speed.md, "Measured on a GPU").
+"""Local training on a CUDA GPU (``train.device: cuda``). Every test here skips without CUDA,
+and the suite hides a GPU unless ``FEDGAME_TEST_CUDA=1`` (tests/conftest.py): on a GPU machine,
+``FEDGAME_TEST_CUDA=1 pytest tests/sim/test_cuda.py``, as ``bench/gpu.sh`` does (docs/speed.md,
+"Measured on a GPU").
 
 What a GPU must keep: the DP-SGD noise has its std in fp32 and bf16 (it is drawn on the device
 from a CUDA generator), the same seed gives the same numbers (cuDNN restricted to deterministic
@@ -23,7 +25,7 @@ from fedgame.pipeline.config import apply_overrides, parse_recipe
 from fedgame.privacy.plans import DPSGD
 from fedgame.sim.local import LocalSpec, LocalTrainer, flat_params
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (on a GPU machine: FEDGAME_TEST_CUDA=1)")
 
 ROOT = Path(__file__).resolve().parents[2]
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")

@@ -97,7 +97,7 @@ def test_bf16_without_native_support_is_refused_before_any_work(monkeypatch: pyt
         parse_recipe(_raw(precision="fp16"))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (on a GPU machine: FEDGAME_TEST_CUDA=1)")
 def test_cuda_training_runs_on_the_device_and_returns_cpu_params() -> None:
     tr = _trainer(device="cuda")
     assert next(tr.model.parameters()).is_cuda and tr.x.is_cuda
