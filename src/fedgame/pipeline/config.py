@@ -218,7 +218,7 @@ class TrainCfg(_Frozen):
         if dev.type == "cuda" and self.workers is not None and self.workers > 1:
             raise ValueError(
                 f"train.workers: must be 1 with train.device '{self.device}' on a GPU (one process trains the clients "
-                f"one after another on the device), got {self.workers}"
+                f"one after another on the device), got {self.workers}; train.device: cpu trains on CPU worker processes"
             )
         return self
     on_missing: Literal["continue", "fail"] = "continue"
