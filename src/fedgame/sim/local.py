@@ -584,7 +584,7 @@ class _StepGraph:
     in place; :meth:`step` runs the same step eagerly (a short last batch)."""
 
     def __init__(self, trainer: LocalTrainer, params: list[nn.Parameter], batch: int) -> None:
-        self.trainer, self.params = trainer, params
+        self.trainer = trainer
         dev = trainer.device
         self.idx = torch.zeros(batch, dtype=torch.long, device=dev)
         self.total = torch.zeros((), device=dev)
