@@ -34,6 +34,12 @@
    SuperNodes, ``flwr run``) over the in-process one; and N = 1,000 simulated SuperNodes
    starting and running one round. Writes ``bench/results/flower.json``.
 
+9. speed (``--only speed``; also ``speed_round``, ``speed_game``): issue 17's targets on this
+   machine's CPU → ``bench/results/speed.json`` (docs/speed.md).
+10. GPU (``--only speed_gpu``, on a CUDA machine; ``bench/gpu.sh`` prepares a lent one): a FedAvg
+   round, training throughput, DP-SGD throughput and whole paper-budget FedPCS runs, with and
+   without CUDA graphs → ``bench/results/speed_gpu.json``, marked with the GPU that measured it.
+
 Each figure is printed as a ratio with both absolute numbers beside it and written to
 ``bench/results/<name>.json`` with the machine's description. Run it alone: two trainings at
 once on two cores only slow each other.
