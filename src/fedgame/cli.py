@@ -6,13 +6,16 @@ import json
 import logging
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from fedgame.pipeline.config import RunConfig
 
 app = typer.Typer(help="fedgame: differentially private FL with privacy-aware sampling and incentive mechanisms.", no_args_is_help=True, add_completion=False)
 console = Console()
@@ -222,6 +225,24 @@ def validate(recipe: Path, set_: SetOpt = None) -> None:
                   f"({min(sizes)}–{max(sizes)} each), {len(data.test.y)} test examples")
     console.print(f"[green]ok[/] {recipe}: {cfg.name} — {cfg.data.dataset}, {cfg.data.partition.n_clients} clients, "
                   f"{cfg.train.rounds} rounds, selection {cfg.selection.kind}, privacy {cfg.privacy.kind}")
+    console.print(f"trains on {escape(_where(cfg))}")
+
+
+def _where(cfg: RunConfig) -> str:
+    """Where ``fedgame run`` would train ``cfg`` on this machine: the device (with the GPU's
+    name), the worker processes, the precision and, on a GPU, whether steps replay CUDA graphs."""
+    import torch
+
+    from fedgame.pipeline.build import workers_for
+    from fedgame.sim.local import resolve_device
+
+    dev = resolve_device(cfg.train.device)
+    t = cfg.train
+    if dev.type == "cuda":
+        graphs = "CUDA graphs" if t.cuda_graphs else "no CUDA graphs"
+        return f"cuda ({torch.cuda.get_device_name(dev)}), one process, {t.precision}, {graphs}"
+    w = workers_for(cfg, t.clients_per_round)
+    return f"cpu, {w} worker process{'es' if w > 1 else ''} (train.workers), {t.precision}"
 
 
 @app.command()

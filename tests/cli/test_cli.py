@@ -33,6 +33,9 @@ def _recipe(tmp_path: Path, **over: object) -> Path:
 def test_validate_ok_and_bad(tmp_path: Path) -> None:
     r = runner.invoke(app, ["validate", str(_recipe(tmp_path))])
     assert r.exit_code == 0 and "ok" in r.stdout
+    assert "trains on cpu, 2 worker processes (train.workers), fp32" in r.stdout  # 2 clients a round: at most 2
+    r = runner.invoke(app, ["validate", str(_recipe(tmp_path)), "--set", "train.workers=1", "--set", "train.device=cpu"])
+    assert "trains on cpu, 1 worker process (train.workers), fp32" in r.stdout
     r = runner.invoke(app, ["validate", str(_recipe(tmp_path)), "--set", "train.local.lr=-1"])
     assert r.exit_code == 2
     assert "train.local.lr: Input should be greater than 0, got -1" in r.stderr
