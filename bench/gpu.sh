@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Issue 17's checks on a lent CUDA GPU machine (docs/speed.md, "Measured on a GPU"). That machine
 # has PyTorch (python3) but no package registry and no Fashion-MNIST, and gets a copy of this
-# working tree without .git. Prepared here, before the call:
+# working tree. Prepared here, before the call, by bench/gpu_prepare.sh:
 #   .whl/      the wheels of our dependencies it lacks, for its Python (3.12): pydantic,
 #              pydantic-core, annotated-types, typing-inspection, typing-extensions, opacus,
 #              dp-accounting (pip download --no-deps --only-binary=:all: --python-version 3.12 ...)
 #   .fmnist/   Debian's four gzipped IDX files of Fashion-MNIST
 #   .gamecache/games/  the cached plan of recipes/fedpcs/fmnist.yaml at seed 0 (a CPU solve)
-# all three ignored by git and carried with the call. Then, on the GPU machine, from the root:
+# all three in .gitignore and carried with the call. Then, on the GPU machine, from the root:
 #   FEDGAME_CODE_VERSION=<commit> bash bench/gpu.sh [seconds]
 # runs the CUDA tests, then `bench/run.py --only speed_gpu` until the seconds run out (default
 # 480). $OUT gets two files: gpu.log, and results.tgz (the JSON and the paper-budget runs' files,
