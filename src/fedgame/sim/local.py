@@ -53,6 +53,7 @@ __all__ = [
     "evaluate",
     "flat_params",
     "resolve_device",
+    "device_label",
     "set_flat_params",
 ]
 
@@ -97,6 +98,11 @@ def resolve_device(device: str) -> torch.device:
     if device not in ("cpu", "cuda"):
         raise ValueError(f"train.device: must be one of auto, cpu, cuda; got {device!r}")
     return torch.device(device)
+
+
+def device_label(device: torch.device) -> str:
+    """``cpu``, or ``cuda (<the GPU's name>)``: how ``summary.json`` and ``fedgame validate`` name a device."""
+    return f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else str(device)
 
 
 def bf16_supported(device: torch.device) -> bool:
@@ -372,61 +378,66 @@ class LocalTrainer:
     def _train_plain(
         self, start: torch.Tensor, indices: torch.Tensor, gen: torch.Generator, steps: int, moments: _GradMoments | None = None
     ) -> LocalResult:
-        if self.graphed(moments):
-            return self._train_plain_graphed(start, indices, gen, steps)
+        """Plain SGD. On a GPU (:meth:`graphed`) every full mini-batch step is replayed from a
+        CUDA graph and a pass's short last batch runs eagerly: the same batches (drawn on the
+        CPU), the same kernels in the same order on the same tensors, so the same numbers as
+        ``cuda_graphs=False`` (tests/sim/test_cuda.py), at one launch per step."""
         model = self.model
         params = trainable(model)
-        set_flat_params(params, start)
         model.train()
+        graph = self._step_graph(params) if self.graphed(moments) else None
+        set_flat_params(params, start)  # after a capture, which stepped the parameters
         opt = self._optimizer(params)
-        total = torch.zeros((), device=self.device)
-        for batch in self._batches(indices, gen, steps):
-            opt.zero_grad()
-            b = self._on(batch)
-            with self._amp():
-                loss = self._loss(model(self.x[b]), self.y[b])
-            loss.backward()
-            if moments is not None:
-                moments.add(params)
-            opt.step()
-            total += loss.detach()
+        batches = self._batches(indices, gen, steps)
+        if graph is None:
+            total = torch.zeros((), device=self.device)
+            for batch in batches:
+                self._step(opt, self._on(batch), total, moments=moments)
+        else:
+            total = graph.total
+            total.zero_()
+            on_device = torch.cat(batches).to(self.device)  # one copy of every step's indices
+            at = 0
+            for batch in batches:
+                n = int(batch.numel())
+                idx = on_device[at : at + n]
+                at += n
+                if n == graph.idx.numel():
+                    graph.idx.copy_(idx)
+                    graph.graph.replay()
+                else:
+                    self._step(opt, idx, total, graph=True)
         var = None if moments is None else moments.variance()
         return LocalResult(flat_params(params), float(total) / steps, steps, int(indices.numel()), grad_variance=var)
 
-    def _train_plain_graphed(self, start: torch.Tensor, indices: torch.Tensor, gen: torch.Generator, steps: int) -> LocalResult:
-        """:meth:`_train_plain` with every full mini-batch step replayed from a CUDA graph and a
-        short last batch of a pass run eagerly: the same batches (drawn on the CPU), the same
-        kernels in the same order on the same parameter tensors, so the same numbers as
-        ``cuda_graphs=False`` (tests/sim/test_cuda.py), at one launch per step."""
-        params = trainable(self.model)
-        set_flat_params(params, start)
-        self.model.train()
-        opt = self._optimizer(params)
-        b = self.spec.batch_size
-        key = (b, self.spec.lr, self.spec.weight_decay)
-        graph = self._graphs.get(key)
-        if graph is None:
+    def _step(
+        self, opt: _SGD, idx: torch.Tensor, total: torch.Tensor, *, moments: _GradMoments | None = None, graph: bool = False
+    ) -> None:
+        """One plain SGD step on the examples ``idx`` (on the device); adds its loss to ``total``.
+        ``graph``: as captured in (or run beside) a CUDA graph (:meth:`_amp`)."""
+        opt.zero_grad()
+        with self._amp(graph=graph):
+            loss = self._loss(self.model(self.x[idx]), self.y[idx])
+        loss.backward()
+        if moments is not None:
+            moments.add(opt.params)
+        opt.step()
+        total += loss.detach()
+
+    def _step_graph(self, params: list[nn.Parameter]) -> _StepGraph | None:
+        """The captured step for this trainer's batch size and SGD settings (captured at first
+        use); None, with a warning, where the step cannot be captured, and eager from then on."""
+        s = self.spec
+        key = (s.batch_size, s.lr, s.weight_decay)
+        if key not in self._graphs:
             try:
-                graph = self._graphs[key] = _StepGraph(self, params, b)
+                self._graphs[key] = _StepGraph(self, params, s.batch_size)
             except RuntimeError as e:  # a model or PyTorch build whose step cannot be captured
                 warnings.warn(f"train.cuda_graphs: capturing the training step failed ({e}); training without CUDA graphs",
-                              RuntimeWarning, stacklevel=2)
+                              RuntimeWarning, stacklevel=3)
                 self.cuda_graphs = False
-                return self._train_plain(start, indices, gen, steps)
-        batches = self._batches(indices, gen, steps)
-        on_device = torch.cat(batches).to(self.device)  # one copy of every step's indices
-        graph.total.zero_()
-        at = 0
-        for batch in batches:
-            n = int(batch.numel())
-            idx = on_device[at : at + n]
-            at += n
-            if n == b:
-                graph.idx.copy_(idx)
-                graph.graph.replay()
-            else:
-                graph.step(opt, idx)
-        return LocalResult(flat_params(params), float(graph.total) / steps, steps, int(indices.numel()))
+                return None
+        return self._graphs[key]
 
     # -- DP-SGD -------------------------------------------------------------------------
     def _dp_model(self) -> nn.Module:
@@ -572,47 +583,28 @@ class LocalTrainer:
 
 
 class _StepGraph:
-    """One plain SGD step of a full mini-batch (gather the batch from the device-resident data by
-    the indices in ``idx``, forward, loss, backward, SGD update, add the loss to ``total``),
-    captured once as a CUDA graph for a trainer and batch size (PyTorch's whole-network capture:
-    warm-up on a side stream, gradients allocated inside the capture from the graph's private
-    pool). A small CNN at batch 32 is launch-bound on a GPU: eagerly each step is some forty
-    kernels queued one by one by Python and the autograd engine; replayed, one launch.
-
-    The capture runs the step on the trainer's parameters, so they are saved before and put
-    back after. Replays read ``idx`` and write the parameters, their gradients and ``total``
-    in place; :meth:`step` runs the same step eagerly (a short last batch)."""
+    """One plain SGD step of a full mini-batch (:meth:`LocalTrainer._step` on the indices in
+    ``idx``, its loss added to ``total``), captured once as a CUDA graph for a trainer and batch
+    size (PyTorch's whole-network capture: warm-up on a side stream, gradients allocated inside
+    the capture from the graph's private pool). A small CNN at batch 32 is launch-bound on a
+    GPU: eagerly each step is some forty kernels queued one by one by Python and the autograd
+    engine; replayed, one launch. Replays read ``idx`` and write the parameters, their gradients
+    and ``total`` in place. The warm-up steps the parameters: the caller sets them afterwards."""
 
     def __init__(self, trainer: LocalTrainer, params: list[nn.Parameter], batch: int) -> None:
-        self.trainer = trainer
         dev = trainer.device
         self.idx = torch.zeros(batch, dtype=torch.long, device=dev)
         self.total = torch.zeros((), device=dev)
         opt = trainer._optimizer(params)
-        with torch.no_grad():
-            saved = [p.detach().clone() for p in params]
         side = torch.cuda.Stream(dev)  # type: ignore[no-untyped-call]
         side.wait_stream(torch.cuda.current_stream(dev))
         with torch.cuda.stream(side):
             for _ in range(3):
-                self.step(opt, self.idx)
+                trainer._step(opt, self.idx, self.total, graph=True)
         torch.cuda.current_stream(dev).wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
-            self.step(opt, self.idx)
-        with torch.no_grad():
-            for p, v in zip(params, saved, strict=True):
-                p.copy_(v)
-        self.total.zero_()
-
-    def step(self, opt: _SGD, idx: torch.Tensor) -> None:
-        tr = self.trainer
-        opt.zero_grad()
-        with tr._amp(graph=True):
-            loss = tr._loss(tr.model(tr.x[idx]), tr.y[idx])
-        loss.backward()
-        opt.step()
-        self.total += loss.detach()
+            trainer._step(opt, self.idx, self.total, graph=True)
 
 
 def batch_starts(n: int, batch_size: int) -> list[int]:
