@@ -231,16 +231,14 @@ def validate(recipe: Path, set_: SetOpt = None) -> None:
 def _where(cfg: RunConfig) -> str:
     """Where ``fedgame run`` would train ``cfg`` on this machine: the device (with the GPU's
     name), the worker processes, the precision and, on a GPU, whether steps replay CUDA graphs."""
-    import torch
-
     from fedgame.pipeline.build import workers_for
-    from fedgame.sim.local import resolve_device
+    from fedgame.sim.local import device_label, resolve_device
 
     dev = resolve_device(cfg.train.device)
     t = cfg.train
     if dev.type == "cuda":
         graphs = "CUDA graphs" if t.cuda_graphs else "no CUDA graphs"
-        return f"cuda ({torch.cuda.get_device_name(dev)}), one process, {t.precision}, {graphs}"
+        return f"{device_label(dev)}, one process, {t.precision}, {graphs}"
     w = workers_for(cfg, t.clients_per_round)
     return f"cpu, {w} worker process{'es' if w > 1 else ''} (train.workers), {t.precision}"
 

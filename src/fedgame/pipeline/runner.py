@@ -23,6 +23,7 @@ import fedgame
 from fedgame.data import save_partition
 from fedgame.pipeline.build import Built, BuiltJDP, build_engine, build_jdp
 from fedgame.sim.pool import available_cores
+from fedgame.sim.local import device_label
 from fedgame.pipeline.config import JDPPrivacyCfg, RunConfig, parse_recipe
 from fedgame.pipeline.store import ResultStore, read_metrics
 from fedgame.incentives.qidpfl import QIDPFLPlan
@@ -370,7 +371,7 @@ def _base_summary(cfg: RunConfig, result: RunResult, built: Built | BuiltJDP) ->
     dev = trainer.device
     where = {
         "workers": built.pool.workers if built.pool is not None else 1,
-        "device": str(dev) if dev.type != "cuda" else f"cuda ({torch.cuda.get_device_name(dev)})",
+        "device": device_label(dev),
         "precision": trainer.precision,
         "memory_format": trainer.memory_format,
     }
