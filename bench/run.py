@@ -861,6 +861,15 @@ def _conv2_peak_one_thread(repeats: int) -> dict[str, float]:
     return {"flop": flop, "contiguous_flops": flop / contig, "channels_last_flops": flop / cl, "best_flops": flop / min(contig, cl)}
 
 
+def _first_ten_jobs(built: object) -> Callable[[], object]:
+    """Train clients 0-9 of round 0 through ``built``'s executor: a throughput measurement (an
+    IID partition's clients are equal)."""
+    def run() -> object:
+        e = built.engine  # type: ignore[attr-defined]
+        return e.executor.train([e.job(0, c, 0) for c in range(10)])
+    return run
+
+
 def _speed_round(cores: int, reps: int) -> dict[str, object]:
     """``workers_round_speedup``: a FedAvg round (N = 100 Dirichlet(0.5), K = 10, 1 epoch) with
     ``workers`` = cores over the sequential path with ``cores`` threads as it was before the
@@ -983,15 +992,7 @@ def bench_speed(quick: bool) -> dict[str, object]:
     fp32 = build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", workers=cores)), parallel=True)
     bf16 = build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", workers=cores, precision="bf16")), parallel=True)
     try:
-        t0 = [0]
-
-        def one(b: object) -> Callable[[], object]:
-            def run() -> object:
-                e = b.engine  # type: ignore[attr-defined]
-                return e.executor.train([e.job(t0[0], int(c), 0) for c in range(10)])
-            return run
-
-        times = interleaved({"fp32": one(fp32), "bf16": one(bf16)}, repeats=reps)
+        times = interleaved({"fp32": _first_ten_jobs(fp32), "bf16": _first_ten_jobs(bf16)}, repeats=reps)
     finally:
         fp32.close()
         bf16.close()
@@ -1185,13 +1186,7 @@ def bench_speed_gpu(quick: bool) -> dict[str, object]:
            ("fp32_eager", {"device": "cuda", "cuda_graphs": False}),
            ("bf16_eager", {"device": "cuda", "precision": "bf16", "cuda_graphs": False}))}
     try:
-        def one(b: object) -> Callable[[], object]:
-            def run() -> object:
-                e = b.engine  # type: ignore[attr-defined]
-                return e.executor.train([e.job(0, int(c), 0) for c in range(10)])
-            return run
-
-        times = interleaved({k: one(b) for k, b in tp.items()}, repeats=reps)
+        times = interleaved({k: _first_ten_jobs(b) for k, b in tp.items()}, repeats=reps)
     finally:
         for b in tp.values():
             b.close()
