@@ -917,6 +917,38 @@ def bench_speed_round(quick: bool) -> dict[str, object]:
     return out
 
 
+def _game_engines() -> dict[str, object]:
+    """The main job's FedPCS game (``recipes/main/fedpcs.yaml``: N = 100, T = 5) solved from
+    an empty cache on the compiled engine (each client problem solved to the end by Numba
+    kernels) and on the streamed one (NumPy row operations over a window of problems), side
+    by side in this process: the two times, their ratio and whether the plans agree (rewards
+    and equilibrium φ to 1e-9)."""
+    from fedgame.incentives.fedpcs import solve_plan
+    from fedgame.incentives.games import _mean_field
+    from fedgame.pipeline.build import fedpcs_game
+    from fedgame.pipeline.config import load_recipe
+
+    game = fedpcs_game(load_recipe(ROOT / "recipes" / "main" / "fedpcs.yaml"))
+    assert game is not None
+    chosen = _mean_field.default_engine
+    times, plans = {}, {}
+    try:
+        for engine in ("compiled", "streamed"):
+            _mean_field.default_engine = lambda e=engine: e  # type: ignore[misc]
+            with tempfile.TemporaryDirectory() as d:
+                tic = time.perf_counter()
+                plans[engine] = solve_plan(game, cache=Path(d))
+                times[engine] = time.perf_counter() - tic
+    finally:
+        _mean_field.default_engine = chosen  # type: ignore[misc]
+    a, b = plans["compiled"], plans["streamed"]
+    same = bool(np.allclose(a.reward, b.reward, rtol=0, atol=1e-9)
+                and np.allclose(a.phi, b.phi, rtol=0, atol=1e-9))
+    return {"compiled_s": times["compiled"], "streamed_s": times["streamed"],
+            "speedup": times["streamed"] / times["compiled"], "same_plan": same,
+            "recipe": "recipes/main/fedpcs.yaml"}
+
+
 def bench_speed_game(quick: bool) -> dict[str, object]:
     """The game parts of :func:`bench_speed` alone (``--only speed_game``), merged into
     ``bench/results/speed.json``: ``mean_field_1e5_s`` (target < 60) and
@@ -925,9 +957,10 @@ def bench_speed_game(quick: bool) -> dict[str, object]:
     cache: the set-up part of ``paper_budget_fedpcs_run_s`` that a grid pays once per seed.
     ``--quick``: N = 10⁴ and the main job's game (T = 5) instead."""
     from fedgame.incentives.fedpcs import solve_plan
-    from fedgame.incentives.games._best_response import cores
+    from fedgame.incentives.games._best_response import cores, default_engine
     from fedgame.pipeline.build import fedpcs_game
     from fedgame.pipeline.config import load_recipe
+    from fedgame.pipeline.runner import cpu_model
 
     path = RESULTS / "speed.json"
     out = json.loads(path.read_text()) if path.exists() else {}
@@ -935,6 +968,9 @@ def bench_speed_game(quick: bool) -> dict[str, object]:
     n = 10**4 if quick else 10**5
     t_mf = mean_field_seconds(n, 30)
     print(f"mean field N={n}, T=30 on {cores()} cores: {t_mf:.1f} s (target < 60 at N = 10^5)")
+    engines = _game_engines()
+    print(f"main job's FedPCS game: compiled engine {engines['compiled_s']:.1f} s, streamed "
+          f"{engines['streamed_s']:.1f} s ({engines['speedup']:.2f}x; same plan: {engines['same_plan']})")
     recipe, sets = (("recipes/main/fedpcs.yaml", []) if quick else
                     ("recipes/fedpcs/fmnist.yaml", ["seed=1"]))
     game = fedpcs_game(load_recipe(ROOT / recipe, sets))
@@ -950,7 +986,9 @@ def bench_speed_game(quick: bool) -> dict[str, object]:
         out["paper_budget_game_solve_s"] = t_game
         out["paper_budget_game_solve_detail"] = {
             "recipe": recipe, "sets": sets, "evaluations": plan.extras.get("evaluations"),
-            "cores": cores(), "measured": time.strftime("%Y-%m-%d")}
+            "cores": cores(), "measured": time.strftime("%Y-%m-%d"), "engine": default_engine(),
+            "cpu": cpu_model()}
+        out["game_engines"] = engines
         save("speed", out)
     return out
 

@@ -54,6 +54,7 @@ from fedgame.incentives.games import (
     social_welfare_per_round,
     stackelberg,
 )
+from fedgame.incentives.games._best_response import default_engine
 
 __all__ = ["BaselineRho", "FedPCSGame", "FedPCSPlan", "FedPCSIncentive", "baseline_plan", "solve_plan", "cache_dir"]
 
@@ -65,7 +66,10 @@ FloatArray = NDArray[np.float64]
 #: 4: the server's rewards minimise the true cost (docs/fedpcs.md, 'The accuracy scale κ and the
 #: server's solve'), Theorem 7's ρ* within [ρ_L, ρ_H].
 #: 5: the true-cost polish screens candidates with warm-started equilibria (same criterion).
-SOLVER_VERSION = 5
+#: 6: the clients' problems are solved by compiled per-problem kernels where Numba is installed
+#: (the same iteration; its log1p/expm1 round differently, and the server's true-cost descent,
+#: a path through a non-convex problem, can end elsewhere). The engine is part of the key too.
+SOLVER_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,10 @@ class FedPCSGame:
             )
 
     def key(self) -> str:
-        blob = json.dumps({**asdict(self), "solver": SOLVER_VERSION}, sort_keys=True).encode()
+        """The cache key: a hash of the inputs, :data:`SOLVER_VERSION` and the engine that
+        solves the clients' problems (the compiled and the NumPy engine round differently)."""
+        blob = json.dumps({**asdict(self), "solver": SOLVER_VERSION, "engine": default_engine()},
+                          sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:20]
 
 

@@ -17,7 +17,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedgame.incentives.games import _kernels, _solvers
-from fedgame.incentives.games._dynamics import Evaluation, Inclusion, Workspace, evaluate, with_inclusion
+from fedgame.incentives.games._dynamics import (
+    Evaluation,
+    Inclusion,
+    Workspace,
+    _uniform_p,
+    evaluate,
+    with_inclusion,
+)
 from fedgame.incentives.games._validation import (
     as_clients,
     as_rounds,
@@ -29,9 +36,12 @@ __all__ = ["BestResponse", "Engine", "Solver", "best_response"]
 
 FloatArray = NDArray[np.float64]
 Solver = Literal["newton", "lbfgsb"]
-#: ``"streamed"``: the streamed engines of this module (default); ``"reference"``: the
-#: pre-streaming path through :mod:`._solvers` (kept for the equality tests)
-Engine = Literal["streamed", "reference"]
+#: ``"compiled"``: each problem solved to the end by the compiled kernels of :mod:`._kernels`
+#: (default where Numba is installed); ``"streamed"``: the same iterations as NumPy row
+#: operations over a window of problems (:func:`_newton_stream`, :func:`_sweep_stream`; the
+#: default without Numba); ``"reference"``: the pre-streaming path through :mod:`._solvers`
+#: (kept for the equality tests)
+Engine = Literal["compiled", "streamed", "reference"]
 
 #: problems (client type × start) per batch of (T+1)-long rows: bounds the working memory
 #: of the Newton engine to ~250 MB (reference engine)
@@ -55,6 +65,12 @@ def cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)
+
+
+def default_engine() -> Engine:
+    """The engine the solvers use unless told otherwise: ``"compiled"`` where Numba is
+    installed, else ``"streamed"``."""
+    return "compiled" if _kernels.COMPILED else "streamed"
 
 
 def _on_threads(solve: Callable[..., _Out], a0: FloatArray, rho0: FloatArray,
@@ -502,6 +518,41 @@ def _sweep_stream(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: Flo
     return out
 
 
+def _newton_compiled(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
+                     R: FloatArray, N: int, K: int, *, tol: float = 1e-11, max_iter: int = 200
+                     ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """:func:`_newton_stream`'s iteration, each problem solved to the end by the compiled
+    kernel ``_kernels.newton`` (in its own arrays of T+1 values instead of a window of row
+    operations); the same α, U and KKT residual to rounding (the transcendentals are the C
+    library's, not NumPy's). Under the uniform inclusion rule P is the constant of
+    :func:`_uniform_p` (read in the caller's context)."""
+    a0 = np.ascontiguousarray(a0, dtype=float)
+    T, m = a0.shape
+    out_a, out_U, out_k = np.empty((T, m)), np.empty(m), np.empty(m)
+    pu = _uniform_p(N, K)
+    newton = _kernels.newton
+    assert newton is not None, "the compiled engine needs Numba"
+    newton(a0, np.ascontiguousarray(rho0, dtype=float), np.ascontiguousarray(varphi, dtype=float),
+           phi, R, N, K, -1.0 if pu is None else pu, tol, max_iter, out_a, out_U, out_k)
+    return out_a, out_U, out_k
+
+
+def _sweep_compiled(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
+                    R: FloatArray, N: int, K: int, *, damping: float, iters: int,
+                    tol: float = 1e-10, stall_window: int = 250) -> FloatArray:
+    """:func:`_sweep_stream`'s damped sweeps, each problem by the compiled kernel
+    ``_kernels.sweep``. Equal to rounding while a sweep converges; a sweep that cycles is
+    chaotic, so its iterate after the cap can differ (it only seeds a Newton solve)."""
+    a0 = np.ascontiguousarray(a0, dtype=float)
+    out = np.empty(a0.shape)
+    pu = _uniform_p(N, K)
+    sweep = _kernels.sweep
+    assert sweep is not None, "the compiled engine needs Numba"
+    sweep(a0, np.ascontiguousarray(rho0, dtype=float), np.ascontiguousarray(varphi, dtype=float),
+          phi, R, N, K, -1.0 if pu is None else pu, damping, iters, tol, stall_window, out)
+    return out
+
+
 def _frozen(x: NDArray[np.float64]) -> NDArray[np.float64]:
     x = np.array(x, dtype=float, copy=True)
     x.setflags(write=False)
@@ -547,8 +598,9 @@ def _run(engine: Solver, a0: FloatArray, rho0: FloatArray, varphi: FloatArray,
     T, m = a0.shape
     if engine == "lbfgsb":
         return _solvers.lbfgsb(a0, rho0, varphi, phi, R, N, K, chunk=chunk)
-    if kind == "streamed":
-        return _on_threads(_newton_stream, a0, rho0, varphi, phi, R, N, K, threads=threads)
+    if kind != "reference":
+        newton = _newton_compiled if kind == "compiled" else _newton_stream
+        return _on_threads(newton, a0, rho0, varphi, phi, R, N, K, threads=threads)
     step = max(1, _BATCH_CELLS // (T + 1))
     if m <= step:
         return _solvers.newton(a0, rho0, varphi, phi, R, N, K)
@@ -586,7 +638,7 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
                 sweep_restarts: int, sweep_iters: int, sweep_damping: float,
                 solver: Solver, chunk: int, include_corners: bool = True,
                 polish_above: float = 1e-8, extra: tuple[FloatArray, NDArray[np.intp]] | None
-                = None, keep_all: bool = False, engine: Engine = "streamed",
+                = None, keep_all: bool = False, engine: Engine | None = None,
                 corners_solved: tuple[FloatArray, FloatArray, FloatArray] | None = None,
                 threads: int | None = None) -> tuple[_Raw, Candidates | None]:
     """Multi-start solve for m client types (no validation, no de-duplication).
@@ -597,14 +649,17 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
     starts for individual types. Keeps the highest U per type; ``keep_all`` also returns
     every solved problem.
 
-    All (type, start) problems are solved at once, batched over every client: by
-    :func:`_newton_stream` and :func:`_sweep_stream` (``engine="streamed"``) or by the
-    chunked ``_solvers.newton`` and ``_solvers.damped_sweep`` (``"reference"``, the path
-    before streaming). ``corners_solved`` = (α (T, 3m), U, kkt): the unpolished Newton
+    All (type, start) problems are solved at once, batched over every client: each problem
+    to the end by the compiled kernels (``engine="compiled"``, :func:`_newton_compiled`,
+    :func:`_sweep_compiled`), by :func:`_newton_stream` and :func:`_sweep_stream`
+    (``"streamed"``) or by the chunked ``_solvers.newton`` and ``_solvers.damped_sweep``
+    (``"reference"``, the path before streaming); None: :func:`default_engine`.
+    ``corners_solved`` = (α (T, 3m), U, kkt): the unpolished Newton
     solutions of the three corner starts at this very φ, R (from an earlier call with
     ``keep_all``): they are used as they are instead of being solved again. ``threads``: the
     streamed engines' problems are split over this many threads (None: every core;
     :func:`_on_threads`; the answer does not depend on it)."""
+    engine = default_engine() if engine is None else engine
     T = phi.size - 1
     m = rho0.size
     inits: list[FloatArray] = []
@@ -617,8 +672,9 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
         sweep_from = [np.zeros((T, m)), np.full((T, m), 0.5), np.ones((T, m))] + rand
         s0 = np.concatenate(sweep_from[:sweep_restarts], axis=1)
         k = s0.shape[1] // m
-        if engine == "streamed":
-            swept = _on_threads(_sweep_stream, s0, np.tile(rho0, k), np.tile(varphi, k), phi,
+        if engine != "reference":
+            sweep = _sweep_compiled if engine == "compiled" else _sweep_stream
+            swept = _on_threads(sweep, s0, np.tile(rho0, k), np.tile(varphi, k), phi,
                                 R, N, K, damping=sweep_damping, iters=sweep_iters,
                                 threads=threads)
         else:
@@ -650,7 +706,8 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
     if bad.size:
         a2, U2, k2 = _solvers.lbfgsb(a_best[:, bad], rho0[bad], varphi[bad], phi, R, N, K)
         if solver == "newton":
-            newton = _newton_stream if engine == "streamed" else _solvers.newton
+            newton = {"compiled": _newton_compiled, "streamed": _newton_stream,
+                      "reference": _solvers.newton}[engine]
             a2, U2, k2 = newton(a2, rho0[bad], varphi[bad], phi, R, N, K)
         better = (U2 >= U_best[bad] - 1e-12 * (1.0 + np.abs(U_best[bad]))) & (k2 < kkt_best[bad])
         idx = bad[better]

@@ -1,21 +1,32 @@
-"""The three scalar recursions of the client problem, compiled: the trajectory of Eq. (20),
-the costate of Eqs. (53-54) and the Riccati pass of the Newton step (Pantoja 1988).
+"""Compiled kernels of the client problem: the three scalar recursions — the trajectory of
+Eq. (20), the costate of Eqs. (53-54) and the Riccati pass of the Newton step (Pantoja 1988) —
+and two whole per-problem solves built on them, the projected Newton iteration and the damped
+sweep of Eq. (21) (the ``"compiled"`` engine of ``_best_response``).
 
-Each is a loop over the T rounds whose body is a handful of operations on one row of m
-problems. Written as NumPy row operations (the fallback below, and the form the rest of
+Each recursion is a loop over the T rounds whose body is a handful of operations on one row of
+m problems. Written as NumPy row operations (the fallback below, and the form the rest of
 ``_dynamics`` and ``_best_response`` use), the Riccati pass alone is ~25 calls per round, each
 a few microseconds of arithmetic behind a microsecond of interpreter that holds the GIL — so
 it costs more than its arithmetic and the threads of ``_best_response._on_threads`` wait on
 each other. Compiled with Numba (``nogil``), each recursion is one call that releases the
-GIL.
+GIL. The recursions do the same IEEE operations in the same order as their NumPy form (no
+fused multiply-add, no reassociation: Numba's default, not ``fastmath``), so they agree to
+the last bit — the tests compare them.
 
-Hand-written, not a library call: no solver library exposes these recursions. Both versions
-do the same IEEE operations in the same order (no fused multiply-add, no reassociation:
-Numba's default, not ``fastmath``), so they agree to the last bit — the tests compare them —
-and the library gives the same numbers with or without Numba installed."""
+The whole solves go one step further: a problem is solved to the end in arrays of T+1
+values, so the ~60 NumPy calls per Newton step of a window of problems (and the window's
+book-keeping) disappear, which is most of the time when a best response has a few hundred
+problems (the FedPCS game at N = 100). They repeat the streamed engine's arithmetic except
+log1p and expm1, which are the C library's here and NumPy's SIMD versions there: the two
+engines agree to rounding, not to the bit (tested), and without Numba the streamed engine is
+used.
+
+Hand-written, not a library call: no solver library exposes these recursions or this
+per-problem iteration."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -117,64 +128,289 @@ def _costate_nb(a: Any, S: Any, lam: Any) -> None:  # pragma: no cover - compile
             lam[t, j] = a[t, j] * lam[t + 1, j] + S[t, j]
 
 
+def _riccati_col(a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any, k: Any, Kg: Any,
+                 curv: Any) -> None:  # pragma: no cover - compiled
+    """:func:`_riccati_py` for one problem (1-D columns): the pass of ``_riccati_step``."""
+    T = a.shape[0]
+    V = -f2[T]
+    v = -S[T]
+    for t in range(T - 1, -1, -1):
+        A = a[t]
+        Bt = B[t]
+        cPt = cP[t]
+        BV = Bt * V
+        Quu = abs(Bt * BV + cPt)
+        fl = (abs(BV) * Bt + cPt) * 1e-10 + 1e-300
+        Qm = Quu if (Quu != Quu or Quu >= fl) else fl  # np.maximum, NaN included
+        curv[t] = Qm
+        Qu = cPt * A + Bt * v
+        Qux = A * BV + W[t]
+        if bound[t]:
+            kt = 0.0
+            Kt = 0.0
+        else:
+            kt = -(Qu / Qm)
+            Kt = -(Qux / Qm)
+        k[t] = kt
+        Kg[t] = Kt
+        v = (A * v - S[t]) + Kt * Qu
+        V = (A * A * V - f2[t]) + Kt * Qux
+    dx = 0.0
+    for t in range(T):
+        du = Kg[t] * dx + k[t]
+        Kg[t] = du
+        dx = dx * a[t] + B[t] * du
+
+
 def _riccati_nb(a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any, k: Any, Kg: Any,
                 curv: Any) -> None:  # pragma: no cover - compiled
-    T, m = a.shape
-    V = np.empty(m)
-    v = np.empty(m)
-    for j in range(m):
-        V[j] = -f2[T, j]
-        v[j] = -S[T, j]
-    for t in range(T - 1, -1, -1):
-        for j in range(m):
-            A = a[t, j]
-            Bt = B[t, j]
-            cPt = cP[t, j]
-            BV = Bt * V[j]
-            Quu = abs(Bt * BV + cPt)
-            fl = (abs(BV) * Bt + cPt) * 1e-10 + 1e-300
-            Qm = Quu if (Quu != Quu or Quu >= fl) else fl  # np.maximum, NaN included
-            curv[t, j] = Qm
-            Qu = cPt * A + Bt * v[j]
-            Qux = A * BV + W[t, j]
-            if bound[t, j]:
-                kt = 0.0
-                Kt = 0.0
-            else:
-                kt = -(Qu / Qm)
-                Kt = -(Qux / Qm)
-            k[t, j] = kt
-            Kg[t, j] = Kt
-            v[j] = (A * v[j] - S[t, j]) + Kt * Qu
-            V[j] = (A * A * V[j] - f2[t, j]) + Kt * Qux
-    dx = np.zeros(m)
+    for j in range(a.shape[1]):
+        _riccati_col(a[:, j], B[:, j], cP[:, j], W[:, j], S[:, j], f2[:, j], bound[:, j],
+                     k[:, j], Kg[:, j], curv[:, j])
+
+
+# --------------------------------------------------------------------------------------------
+# Whole solves, one problem at a time (the "compiled" engine of ``_best_response``)
+# --------------------------------------------------------------------------------------------
+#
+# The streamed engines run each step of the iteration as row operations over a window of
+# problems; here one problem is solved to the end in arrays of T+1 values that stay in L1, so
+# none of the ~60 passes per Newton step over (T+1, window) arrays and none of the window's
+# book-keeping remain. The iteration is that of ``_best_response._newton_stream`` and
+# ``_sweep_stream``, operation for operation, except the transcendentals (log1p and expm1
+# from the C library here, NumPy's SIMD versions there): the two agree to rounding.
+
+#: how much :func:`_evaluate_col` computes: the utility (and ρ, P, P', g), + the costate,
+#: + the gradient, + the second-order term f''
+_U, _COSTATE, _GRAD, _SECOND = 0, 1, 2, 3
+
+
+def _evaluate_col(a: Any, r0: float, vp: float, phi: Any, R: Any, N: int, K: int, pu: float,
+                  level: int, w: Any) -> float:  # pragma: no cover - compiled
+    """``_dynamics.evaluate`` for one problem: decisions ``a`` (T,), type (``r0``, ``vp``);
+    ``pu`` ≥ 0 the uniform rule's constant P (else the privacy rule). Writes the rows of
+    ``w`` (9, T+1): ρ, P, P', g, 1 − x, R − 2ϕρ, S, λ, then ∂U/∂α (``level`` ≥ 2) and f''
+    (``level`` 3) share row 8 and a column shift: the gradient in w[8, :T], f'' in w[4]
+    (1 − x is not needed after f''). Returns U = Σ_t P^t g^t."""
+    T = a.shape[0]
+    rho, P, dP, g, u, mr, S, lam, grad = w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8]
+    c = 1.0 - vp
+    rho[0] = r0
     for t in range(T):
-        for j in range(m):
-            du = Kg[t, j] * dx[j] + k[t, j]
-            Kg[t, j] = du
-            dx[j] = dx[j] * a[t, j] + B[t, j] * du
+        rho[t + 1] = (rho[t] - phi[t]) * a[t] + phi[t]
+    U = 0.0
+    for t in range(T + 1):
+        nphi = N * phi[t]
+        x = rho[t] / nphi
+        inside = x < 1.0
+        if x > 1.0:
+            x = 1.0
+        ut = 1.0 - x
+        Pt = -math.expm1(math.log1p(-x) * K)
+        d = (1.0 - Pt) / ut * (K / nphi)
+        if not inside:
+            d = 0.0
+        if pu >= 0.0:
+            Pt = pu
+            d = 0.0
+        m1 = R[t] - rho[t] * vp
+        gt = rho[t] * m1
+        if t < T:
+            gt -= a[t] * a[t] * c
+        P[t] = Pt
+        dP[t] = d
+        g[t] = gt
+        u[t] = ut if inside else -1.0  # the P'' term vanishes outside (marked by u < 0)
+        mr[t] = m1 - rho[t] * vp
+        U += Pt * gt
+    if level == _U:
+        return U
+    for t in range(T + 1):
+        S[t] = dP[t] * g[t] + P[t] * mr[t]
+    lam[T] = S[T]
+    for t in range(T - 1, -1, -1):
+        lam[t] = a[t] * lam[t + 1] + S[t]
+    if level == _COSTATE:
+        return U
+    for t in range(T):
+        grad[t] = (rho[t] - phi[t]) * lam[t + 1] - P[t] * a[t] * (2.0 * c)
+    if level == _SECOND:
+        for t in range(T + 1):
+            f = dP[t] * mr[t] * 2.0 - P[t] * (2.0 * vp)
+            if K > 1 and u[t] >= 0.0:
+                f += dP[t] / u[t] * (-(K - 1) / (N * phi[t])) * g[t]
+            u[t] = f
+    return U
+
+
+def _kkt_col(a: Any, grad: Any) -> float:  # pragma: no cover - compiled
+    """max_t |clip(α^t + ∂U/∂α^t, 0, 1) − α^t| (NaN if any term is NaN)."""
+    r = 0.0
+    for t in range(a.shape[0]):
+        y = a[t] + grad[t]
+        y = 0.0 if y < 0.0 else (1.0 if y > 1.0 else y)
+        e = abs(y - a[t])
+        if e > r or e != e:
+            r = e
+    return r
+
+
+def _newton_nb(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int, pu: float,
+               tol: float, max_iter: int, out_a: Any, out_U: Any,
+               out_k: Any) -> None:  # pragma: no cover - compiled
+    """``_best_response._newton_stream`` problem by problem: projected Newton with the
+    ε-active set, the Riccati step, Armijo backtracking on the projection arc (10⁻⁴, ≤ 50
+    halvings, the rounding-floor rule at the first trial); stops at r_KKT ≤ ``tol``, after
+    ``max_iter`` + 1 steps or when no step is accepted. Writes α (T, m), U and r_KKT."""
+    T, m = a0.shape
+    w = np.empty((9, T + 1))
+    wt = np.empty((9, T + 1))
+    A = np.empty(T)
+    trial = np.empty(T)
+    gJ = np.empty(T)
+    B = np.empty(T)
+    cP = np.empty(T)
+    W = np.empty(T)
+    k = np.empty(T)
+    d = np.empty(T)
+    curv = np.empty(T)
+    bound = np.empty(T, dtype=np.bool_)
+    for j in range(m):
+        for t in range(T):
+            A[t] = a0[t, j]
+        r0, vp = rho0[j], varphi[j]
+        c2 = 2.0 * (1.0 - vp)
+        steps = 0
+        while True:
+            U = _evaluate_col(A, r0, vp, phi, R, N, K, pu, _SECOND, w)
+            r = _kkt_col(A, w[8])
+            if r <= tol or steps > max_iter:
+                break
+            # the direction: ε-active set, Riccati step, scaled gradient on the active set
+            eps = min(min(1e-3, r), 1e3 * r * r)
+            any_bound = False
+            for t in range(T):
+                gJ[t] = -w[8, t]
+                bound[t] = (A[t] <= eps and gJ[t] > 0.0) or (A[t] >= 1.0 - eps and gJ[t] < 0.0)
+                any_bound = any_bound or bound[t]
+                B[t] = w[0, t] - phi[t]
+                cP[t] = c2 * w[1, t]
+                W[t] = c2 * w[2, t] * A[t] - w[7, t + 1]
+            _riccati_col(A, B, cP, W, w[6], w[4], bound, k, d, curv)
+            pred = 0.0
+            big = 0.0
+            for t in range(T):
+                if bound[t]:
+                    scale = curv[t] if curv[t] >= cP[t] else cP[t]
+                    scale = scale if scale >= 1e-12 else 1e-12
+                    d[t] = -(gJ[t] / scale)
+                else:
+                    pred += -(gJ[t] * d[t])
+                    ad = abs(d[t])
+                    if ad > big:
+                        big = ad
+            # Armijo backtracking along the projection arc
+            J0 = -U
+            noise = 1e-13 * (1.0 + abs(J0))
+            s = min(1.0, 1.0 / max(big, 1e-300))
+            accepted = False
+            for h in range(50):
+                for t in range(T):
+                    y = d[t] * s + A[t]
+                    trial[t] = 0.0 if y < 0.0 else (1.0 if y > 1.0 else y)
+                Jt = -_evaluate_col(trial, r0, vp, phi, R, N, K, pu, _U, wt)
+                dec = J0 - Jt
+                moved = 0.0
+                for t in range(T):
+                    moved += (A[t] - trial[t]) * gJ[t] if bound[t] else 0.0
+                req = 1e-4 * (s * pred + moved)
+                ok = dec >= req
+                if h == 0 and not ok and req <= 1e3 * noise and dec >= -noise:
+                    _evaluate_col(trial, r0, vp, phi, R, N, K, pu, _GRAD, wt)
+                    ok = _kkt_col(trial, wt[8]) < r
+                if ok:
+                    for t in range(T):
+                        A[t] = trial[t]
+                    accepted = True
+                    break
+                s *= 0.5
+            if not accepted:
+                break
+            steps += 1
+        for t in range(T):
+            out_a[t, j] = A[t]
+        out_U[j] = U
+        out_k[j] = r
+
+
+def _sweep_nb(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int, pu: float,
+              damping: float, iters: int, tol: float, window: int,
+              out: Any) -> None:  # pragma: no cover - compiled
+    """``_best_response._sweep_stream`` problem by problem: damped sweeps of Theorem 1's
+    stationarity map (Eq. 21), at most ``iters``; a problem stops once max_t |Δα| ≤ ``tol``
+    or, from 2·``window`` sweeps on, when its step has not halved over ``window`` sweeps."""
+    T, m = a0.shape
+    w = np.empty((9, T + 1))
+    A = np.empty(T)
+    for j in range(m):
+        for t in range(T):
+            A[t] = a0[t, j]
+        vp = varphi[j]
+        its = 0
+        ref = np.inf
+        while iters > 0:
+            _evaluate_col(A, rho0[j], vp, phi, R, N, K, pu, _COSTATE, w)
+            size = 0.0
+            for t in range(T):
+                st = (w[0, t] - phi[t]) * w[7, t + 1] / (w[1, t] * (2.0 * (1.0 - vp)))
+                st = st if st >= 0.0 else 0.0  # fmax(·, 0): NaN → 0
+                st = st if st <= 1.0 else 1.0
+                st = (st - A[t]) * damping
+                A[t] += st
+                if abs(st) > size:
+                    size = abs(st)
+            its += 1
+            moving = size > tol
+            if window and its % window == 0:
+                if its >= 2 * window:
+                    moving = moving and size < 0.5 * ref
+                ref = size
+            if not moving or its >= iters:
+                break
+        for t in range(T):
+            out[t, j] = A[t]
 
 
 _Kernel = Callable[..., None]
+_NAMES = ("trajectory", "costate", "riccati", "newton", "sweep")
 
 
-def _compile() -> tuple[_Kernel, _Kernel, _Kernel] | None:
-    """The three recursions compiled by Numba (cached on disk after the first compile), or
-    None where Numba cannot be imported."""
+def _compile() -> tuple[_Kernel, ...] | None:
+    """The three recursions and the two per-problem solves compiled by Numba (cached on disk
+    after the first compile), or None where Numba cannot be imported. The helpers the solves
+    call are compiled first and bound to their module names, where Numba looks them up."""
     try:
         import numba
     except ImportError:  # pragma: no cover - numba is a dependency; kept for platforms without it
         return None
     jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
-    return jit(_trajectory_nb), jit(_costate_nb), jit(_riccati_nb)
+    g = globals()
+    for helper in ("_riccati_col", "_evaluate_col", "_kkt_col"):
+        if not isinstance(g[helper], numba.core.registry.CPUDispatcher):
+            g[helper] = jit(g[helper])
+    return (jit(_trajectory_nb), jit(_costate_nb), jit(_riccati_nb), jit(_newton_nb),
+            jit(_sweep_nb))
 
 
-#: whether the compiled recursions are in use (Numba importable); like the three kernels, set on
-#: first use by :func:`__getattr__`
+#: whether the compiled kernels are in use (Numba importable); like the kernels, set on first
+#: use by :func:`__getattr__`
 COMPILED: bool
 trajectory: _Kernel
 costate: _Kernel
 riccati: _Kernel
+#: the per-problem solves (``_newton_nb``, ``_sweep_nb``) compiled, or None without Numba
+newton: _Kernel | None
+sweep: _Kernel | None
 _LOAD = threading.Lock()
 
 
@@ -183,13 +419,13 @@ def __getattr__(name: str) -> Any:
     which every process that imports the games but never solves one (a Flower ClientApp reading
     a FedPCS recipe, a CLI call) would pay at import. After the first use they are plain module
     attributes. The lock makes the threads of ``_best_response._on_threads`` load them once."""
-    if name not in ("COMPILED", "trajectory", "costate", "riccati"):
+    if name != "COMPILED" and name not in _NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     with _LOAD:
         g = globals()
         if "riccati" not in g:
             kernels = _compile()
-            g["trajectory"], g["costate"], g["riccati"] = kernels if kernels is not None else (
-                _trajectory_py, _costate_py, _riccati_py)
+            fallback = (_trajectory_py, _costate_py, _riccati_py, None, None)
+            g.update(zip(_NAMES, kernels if kernels is not None else fallback, strict=True))
             g["COMPILED"] = kernels is not None
     return g[name]

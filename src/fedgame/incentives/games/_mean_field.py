@@ -33,6 +33,7 @@ from fedgame.incentives.games._best_response import (
     Solver,
     _random_starts,
     _Raw,
+    default_engine,
     solve_types,
     unique_types,
 )
@@ -362,8 +363,10 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
     β is reset to its initial value.
 
     Every best response of an iteration is solved at once for all clients and starts: no
-    loop over clients (the streamed engines of ``_best_response``; the complete multi-start
-    that follows the corner check at the same φ reuses that check's corner solutions).
+    loop over clients (the engines of ``_best_response``: each problem solved to the end by
+    compiled kernels where Numba is installed, else row operations over a window of
+    problems; the complete multi-start that follows the corner check at the same φ reuses
+    that check's corner solutions).
     ``_mean_field_reference`` keeps the path before these engines, for the equality tests.
 
     Ties: a finite population can lack a pure-strategy fixed point at ``tol`` — a client
@@ -379,7 +382,7 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
     repeated when φ has moved by less than 1e-2 (max-norm) since it last ran: its local
     optima are followed to the new φ by the warm starts."""
     return _solve(rho0, varphi, R, K, T, options=_resolve_options(options, option_keywords),
-                  phi_init=phi_init, alpha_init=alpha_init, rng=rng, engine="streamed")
+                  phi_init=phi_init, alpha_init=alpha_init, rng=rng, engine=default_engine())
 
 
 @with_inclusion
@@ -593,11 +596,11 @@ class _ClientResponses:
 
     def _solve_at_once(self, phi: FloatArray, mode: _Mode) -> tuple[_Raw, Candidates]:
         """All types and starts in one solve. A complete multi-start right after a corner
-        check at the same φ reuses that check's corner solutions (streamed engine only; the
-        numbers are the same)."""
+        check at the same φ reuses that check's corner solutions (not with the reference
+        engine; the numbers are the same)."""
         t = self.types
         again = None
-        if (self.engine == "streamed" and mode == "full" and self._corners is not None
+        if (self.engine != "reference" and mode == "full" and self._corners is not None
                 and np.array_equal(self._corners[0], phi)):
             again = self._corners[1]
         raw, cand = self._solve_types(t.rho0, t.varphi, phi, mode, self.archive.extra, again)
@@ -899,5 +902,5 @@ def _result(types: _Types, responses: _ClientResponses, raw: _Raw, phi: FloatArr
         iterations=trace.iterations, full_solves=trace.full_solves,
         history=tuple(trace.history), phi_history=_ro(np.array(trace.phis)),
         beta=float(beta), converged=bool(converged and np.all(kk <= kkt_tol)),
-        regret=_ro(np.maximum(responses.best_U - ev.U, 0.0)[inverse]),
+        regret=_ro(np.maximum(responses.best_U - raw.U, 0.0)[inverse]),
         pinned=np.flatnonzero(responses.pinned[inverse]))
