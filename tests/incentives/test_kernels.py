@@ -56,6 +56,7 @@ def test_threaded_mean_field_is_bit_identical(monkeypatch: pytest.MonkeyPatch) -
     """The best responses split over 3 threads (the split lowered so that even the warm
     iterations are split) give the single-threaded equilibrium to the last bit."""
     monkeypatch.setattr(br, "_PER_THREAD", 16)
+    monkeypatch.setattr(br, "_PER_THREAD_COMPILED", 16)
     rng = np.random.default_rng(5)
     n, T = 120, 10
     rho0, varphi = rng.uniform(0.01, 12.0, n), rng.uniform(0.01, 0.99, n)
