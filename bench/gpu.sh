@@ -4,7 +4,8 @@
 # working tree. Prepared here, before the call, by bench/gpu_prepare.sh:
 #   .whl/      the wheels of our dependencies it lacks, for its Python (3.12): pydantic,
 #              pydantic-core, annotated-types, typing-inspection, typing-extensions, opacus,
-#              dp-accounting (pip download --no-deps --only-binary=:all: --python-version 3.12 ...)
+#              dp-accounting, numba, llvmlite (pip download --no-deps --only-binary=:all:
+#              --python-version 3.12 ...; Numba because a cached plan is keyed by its engine)
 #   .fmnist/   Debian's four gzipped IDX files of Fashion-MNIST
 #   .gamecache/games/  the cached plan of recipes/fedpcs/fmnist.yaml at seed 0 (a CPU solve)
 # all three in .gitignore and carried with the call. Then, on the GPU machine, from the root:

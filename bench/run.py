@@ -56,6 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from unittest import mock
 from collections.abc import Callable
 from pathlib import Path
 
@@ -929,8 +930,9 @@ def _game_engines() -> dict[str, object]:
     """The main job's FedPCS game (``recipes/main/fedpcs.yaml``: N = 100, T = 5) solved from
     an empty cache on the compiled engine (each client problem solved to the end by Numba
     kernels) and on the streamed one (NumPy row operations over a window of problems), side
-    by side in this process: the two times, their ratio and whether the plans agree (rewards
-    and equilibrium φ to 1e-9)."""
+    by side in this process: the two times, their ratio, the plans' largest relative
+    differences in rewards and equilibrium φ, and whether both are ≤ 1e-5 (the engines agree
+    to rounding; the server's descent stops at its own tolerance)."""
     from fedgame.incentives.fedpcs import solve_plan
     from fedgame.incentives.games import _mean_field
     from fedgame.pipeline.build import fedpcs_game
@@ -1092,51 +1094,43 @@ def _paper_budget_runs(cores: int, quick: bool) -> dict[str, object]:
     from fedgame.pipeline.config import load_recipe
 
     out: dict[str, object] = {}
-    with tempfile.TemporaryDirectory() as d:
-        cache0 = os.environ.get("FEDGAME_CACHE")
-        os.environ["FEDGAME_CACHE"] = str(Path(d) / "cache")
-        try:
-            path = ROOT / "recipes" / "fedpcs" / "fmnist.yaml"
-            game = fedpcs_game(load_recipe(path))
-            assert game is not None
+    with tempfile.TemporaryDirectory() as d, mock.patch.dict(os.environ, {"FEDGAME_CACHE": str(Path(d) / "cache")}):
+        path = ROOT / "recipes" / "fedpcs" / "fmnist.yaml"
+        game = fedpcs_game(load_recipe(path))
+        assert game is not None
+        tic = time.perf_counter()
+        plan = solve_plan(game)
+        t_game = time.perf_counter() - tic
+        print(f"  paper-budget FedPCS game (seed 0, {plan.extras.get('evaluations')} mean-field "
+              f"evaluations): {t_game:.1f} s")
+        for key, prec in (("paper_budget_fedpcs_run_s", "fp32"), ("paper_budget_fedpcs_run_bf16_s", "bf16")):
+            cfg = load_recipe(path, [f"train.precision={prec}", f"train.workers={cores}", "train.device=cpu"])
             tic = time.perf_counter()
-            plan = solve_plan(game)
-            t_game = time.perf_counter() - tic
-            print(f"  paper-budget FedPCS game (seed 0, {plan.extras.get('evaluations')} mean-field "
-                  f"evaluations): {t_game:.1f} s")
-            for key, prec in (("paper_budget_fedpcs_run_s", "fp32"), ("paper_budget_fedpcs_run_bf16_s", "bf16")):
-                cfg = load_recipe(path, [f"train.precision={prec}", f"train.workers={cores}", "train.device=cpu"])
-                tic = time.perf_counter()
-                built = build_engine(cfg, parallel=True)
-                build = time.perf_counter() - tic
-                try:
-                    built.engine._rounds = cfg.train.rounds
-                    per = []
-                    for t in range(3 if not quick else 1):  # rounds 0-2: none of them evaluates
-                        tic = time.perf_counter()
-                        built.engine.round(t)
-                        per.append(time.perf_counter() - tic)
+            built = build_engine(cfg, parallel=True)
+            build = time.perf_counter() - tic
+            try:
+                built.engine._rounds = cfg.train.rounds
+                per = []
+                for t in range(3 if not quick else 1):  # rounds 0-2: none of them evaluates
                     tic = time.perf_counter()
-                    built.engine.evaluator(built.engine.params)  # type: ignore[misc]
-                    evals = time.perf_counter() - tic
-                finally:
-                    built.close()
-                n_evals = -(-cfg.train.rounds // cfg.train.eval_every)  # every 5th round and the last
-                setup = t_game + build
-                proj = setup + cfg.train.rounds * float(np.mean(per)) + n_evals * evals
-                out[key] = proj
-                out[key[:-2] + "_detail"] = {"setup_s": setup, "game_solve_s": t_game, "build_s": build,
-                                             "round_s": per, "rounds": cfg.train.rounds, "evaluation_s": evals,
-                                             "evaluations": n_evals, "workers": cores,
-                                             "game_evaluations": plan.extras.get("evaluations")}
-                print(f"  {key} {proj:.0f} s (set-up {setup:.1f} s = game {t_game:.1f} s + build {build:.1f} s, "
-                      f"+ {cfg.train.rounds} x {np.mean(per):.1f} s + {n_evals} x {evals:.1f} s evaluation; "
-                      f"target {'<= 480' if prec == 'fp32' else '<= 300'})")
-        finally:
-            if cache0 is None:
-                os.environ.pop("FEDGAME_CACHE", None)
-            else:
-                os.environ["FEDGAME_CACHE"] = cache0
+                    built.engine.round(t)
+                    per.append(time.perf_counter() - tic)
+                tic = time.perf_counter()
+                built.engine.evaluator(built.engine.params)  # type: ignore[misc]
+                evals = time.perf_counter() - tic
+            finally:
+                built.close()
+            n_evals = -(-cfg.train.rounds // cfg.train.eval_every)  # every 5th round and the last
+            setup = t_game + build
+            proj = setup + cfg.train.rounds * float(np.mean(per)) + n_evals * evals
+            out[key] = proj
+            out[key[:-2] + "_detail"] = {"setup_s": setup, "game_solve_s": t_game, "build_s": build,
+                                         "round_s": per, "rounds": cfg.train.rounds, "evaluation_s": evals,
+                                         "evaluations": n_evals, "workers": cores,
+                                         "game_evaluations": plan.extras.get("evaluations")}
+            print(f"  {key} {proj:.0f} s (set-up {setup:.1f} s = game {t_game:.1f} s + build {build:.1f} s, "
+                  f"+ {cfg.train.rounds} x {np.mean(per):.1f} s + {n_evals} x {evals:.1f} s evaluation; "
+                  f"target {'<= 480' if prec == 'fp32' else '<= 300'})")
     return out
 
 

@@ -189,9 +189,9 @@ def _evaluate_col(a: Any, r0: float, vp: float, phi: Any, R: Any, N: int, K: int
                   level: int, w: Any) -> float:  # pragma: no cover - compiled
     """``_dynamics.evaluate`` for one problem: decisions ``a`` (T,), type (``r0``, ``vp``);
     ``pu`` ≥ 0 the uniform rule's constant P (else the privacy rule). Writes the rows of
-    ``w`` (9, T+1): ρ, P, P', g, 1 − x, R − 2ϕρ, S, λ, then ∂U/∂α (``level`` ≥ 2) and f''
-    (``level`` 3) share row 8 and a column shift: the gradient in w[8, :T], f'' in w[4]
-    (1 − x is not needed after f''). Returns U = Σ_t P^t g^t."""
+    ``w`` (9, T+1) as far as ``level`` asks: ρ, P, P', g, 1 − x (−1 where the cap x = 1
+    binds), R − 2ϕρ (``_U``); S, λ (``_COSTATE``); ∂U/∂α in w[8, :T] (``_GRAD``); f'' over
+    1 − x in w[4] (``_SECOND``; 1 − x is not needed after it). Returns U = Σ_t P^t g^t."""
     T = a.shape[0]
     rho, P, dP, g, u, mr, S, lam, grad = w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8]
     c = 1.0 - vp
@@ -395,9 +395,8 @@ def _compile() -> tuple[_Kernel, ...] | None:
         return None
     jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
     g = globals()
-    for helper in ("_riccati_col", "_evaluate_col", "_kkt_col"):
-        if not isinstance(g[helper], numba.core.registry.CPUDispatcher):
-            g[helper] = jit(g[helper])
+    for helper in ("_riccati_col", "_evaluate_col", "_kkt_col"):  # once: __getattr__ holds _LOAD
+        g[helper] = jit(g[helper])
     return (jit(_trajectory_nb), jit(_costate_nb), jit(_riccati_nb), jit(_newton_nb),
             jit(_sweep_nb))
 
