@@ -52,6 +52,56 @@ def test_riccati_pass_equals_its_numpy_form() -> None:
         np.testing.assert_array_equal(got, want)
 
 
+@compiled
+def test_branch_free_log1p_and_expm1_are_the_c_librarys_to_two_ulp() -> None:
+    """``_kernels._log1p`` and ``_neg_expm1`` (branch-free, so that the loop over rounds that
+    computes P vectorises) against the C library's log1p and expm1: within two ulp over
+    log-uniform and uniform arguments, exact at 0, −∞ → 1, NaN stays NaN."""
+    import math
+
+    rng = np.random.default_rng(11)
+    xs = np.concatenate([-rng.uniform(0.0, 1.0, 4000), -(10.0 ** rng.uniform(-300, 0, 4000)),
+                         rng.uniform(0.0, 50.0, 1000), [0.0, -1e-300, -0.5, -(1 - 2**-52)]])
+    got = np.array([_kernels._log1p(x) for x in xs])
+    want = np.array([math.log1p(x) for x in xs])
+    np.testing.assert_allclose(got, want, rtol=4.5e-16, atol=0)
+    assert _kernels._log1p(0.0) == 0.0
+    zs = np.concatenate([-rng.uniform(0.0, 50.0, 4000), -(10.0 ** rng.uniform(-300, 1, 4000)),
+                         [0.0, -40.0, -45.0, -800.0]])
+    got = np.array([_kernels._neg_expm1(z) for z in zs])
+    want = np.array([-math.expm1(z) for z in zs])
+    np.testing.assert_allclose(got, want, rtol=4.5e-16, atol=0)
+    assert _kernels._neg_expm1(-math.inf) == 1.0
+    assert math.isnan(_kernels._neg_expm1(math.nan))
+
+
+@compiled
+@pytest.mark.parametrize("K", [1, 2, 20, 20_000])
+def test_compiled_evaluation_gives_the_inclusion_probability(K: int) -> None:
+    """The P row that ``_evaluate_col`` computes in vectors over the padded rounds is Eq.
+    (14) (``_dynamics.inclusion_probability``, NumPy) to 4 ulp, the cap x = 1 included
+    (P = 1, P' = 0), and the row is padded past T+1 so that no scalar remainder is left."""
+    from fedgame.incentives.games._dynamics import inclusion_probability
+
+    rng = np.random.default_rng(12)
+    T, N = 30, 40
+    phi = rng.uniform(0.05, 3.0, T + 1)
+    phi_p = _kernels._padded_phi(phi)
+    assert phi_p.size % 8 == 0 and phi_p.size >= T + 1
+    capped = 0
+    for _ in range(50):
+        w = np.zeros((9, _kernels._padded(T)))
+        _kernels._evaluate_col(rng.uniform(size=T), rng.uniform(0.01, 40.0), 0.3, phi_p,
+                               np.ones(T + 1), N, K, -1.0, 0, w)
+        rho = w[0, :T + 1]
+        np.testing.assert_allclose(w[1, :T + 1], inclusion_probability(rho, phi, N, K),
+                                   rtol=9e-16, atol=0)
+        cap = rho >= N * phi
+        assert np.all(w[1, :T + 1][cap] == 1.0) and np.all(w[2, :T + 1][cap] == 0.0)
+        capped += int(cap.sum())
+    assert capped > 0
+
+
 def test_threaded_mean_field_is_bit_identical(monkeypatch: pytest.MonkeyPatch) -> None:
     """The best responses split over 3 threads (the split lowered so that even the warm
     iterations are split) give the single-threaded equilibrium to the last bit."""

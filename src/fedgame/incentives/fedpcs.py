@@ -69,7 +69,9 @@ FloatArray = NDArray[np.float64]
 #: 6: the clients' problems are solved by compiled per-problem kernels where Numba is installed
 #: (the same iteration; its log1p/expm1 round differently, and the server's true-cost descent,
 #: a path through a non-convex problem, can end elsewhere). The engine is part of the key too.
-SOLVER_VERSION = 6
+#: 7: the compiled kernels compute log1p and expm1 branch-free, in vectors (within two ulp of the
+#: C library's, rounding differently).
+SOLVER_VERSION = 7
 
 
 @dataclass(frozen=True)

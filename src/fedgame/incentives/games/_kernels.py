@@ -177,52 +177,115 @@ def _riccati_nb(a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any, k:
 # problems; here one problem is solved to the end in arrays of T+1 values that stay in L1, so
 # none of the ~60 passes per Newton step over (T+1, window) arrays and none of the window's
 # book-keeping remain. The iteration is that of ``_best_response._newton_stream`` and
-# ``_sweep_stream``, operation for operation, except the transcendentals (log1p and expm1
-# from the C library here, NumPy's SIMD versions there): the two agree to rounding.
+# ``_sweep_stream``, operation for operation, except the transcendentals: log1p and expm1 are
+# :func:`_log1p` and :func:`_neg_expm1` below here, NumPy's SIMD versions there; the two agree to
+# rounding.
 
 #: how much :func:`_evaluate_col` computes: the utility (and ρ, P, P', g), + the costate,
 #: + the gradient, + the second-order term f''
 _U, _COSTATE, _GRAD, _SECOND = 0, 1, 2, 3
+
+#: the work arrays' rows are padded to a multiple of this (AVX-512's eight doubles), so that the
+#: loop over the rounds that computes P runs in whole vectors (no scalar remainder)
+_LANES = 8
+
+# log1p: musl's (FreeBSD's e_log1p.c) reduction and polynomial without its branches for small
+# or special arguments, which the general path covers for every x > −1 to within an ulp
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+_LG1, _LG2, _LG3, _LG4 = (6.666666666666735130e-01, 3.999999999940941908e-01,
+                          2.857142874366239149e-01, 2.222219843214978396e-01)
+_LG5, _LG6, _LG7 = 1.818357216161805012e-01, 1.531383769920937332e-01, 1.479819860511658591e-01
+_INV_LN2 = 1.44269504088896338700e+00
+# 1/n!, n = 2..14: Taylor's expm1 on |r| ≤ ln2/2, truncation below 1e-19 relative
+_E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10, _E11, _E12, _E13, _E14 = (
+    1.0 / math.factorial(n) for n in range(2, 15))
+
+
+def _log1p(x: float) -> float:  # pragma: no cover - compiled
+    """log(1 + x) for x > −1, branch-free so that a loop of it vectorises (the C library's
+    log1p is a call per value): 1 + x = 2^k (1 + f) with 1 + f in [√2/2, √2), the rounding
+    of 1 + x corrected by c, log(1 + f) from FreeBSD's polynomial in s = f/(2 + f)."""
+    u = 1.0 + x
+    iu = _f2i(u)
+    hu = (iu >> 32) + (0x3FF00000 - 0x3FE6A09E)
+    k = (hu >> 20) - 0x3FF
+    c = (1.0 - (u - x)) if k >= 1 else (x - (u - 1.0))
+    c = c / u if k < 54 else 0.0
+    hu = (hu & 0x000FFFFF) + 0x3FE6A09E
+    f = _i2f((hu << 32) | (iu & 0xFFFFFFFF)) - 1.0
+    hfsq = 0.5 * f * f
+    s = f / (2.0 + f)
+    z = s * s
+    w = z * z
+    r = z * (_LG1 + w * (_LG3 + w * (_LG5 + w * _LG7))) + w * (_LG2 + w * (_LG4 + w * _LG6))
+    dk = float(k)
+    return s * (hfsq + r) + (dk * _LN2_LO + c) - hfsq + f + dk * _LN2_HI
+
+
+def _neg_expm1(z: float) -> float:  # pragma: no cover - compiled
+    """−expm1(z) = 1 − e^z for z ≤ 0, branch-free: z = k ln2 + r, |r| ≤ ln2/2, and
+    1 − 2^k e^r = (1 − 2^k) − 2^k expm1(r) (both terms exact or small for k ≤ 0). Below
+    z = −40, 1 − e^z rounds to 1, so z is clamped there (−∞ included); NaN stays NaN."""
+    z = -40.0 if z < -40.0 else z
+    kf = math.floor(z * _INV_LN2 + 0.5)
+    r = (z - kf * _LN2_HI) - kf * _LN2_LO
+    p = r + r * r * (_E2 + r * (_E3 + r * (_E4 + r * (_E5 + r * (_E6 + r * (_E7 + r * (
+        _E8 + r * (_E9 + r * (_E10 + r * (_E11 + r * (_E12 + r * (_E13 + r * _E14))))))))))))
+    tk = _i2f((int(kf) + 1023) << 52)
+    return (1.0 - tk) - tk * p
+
+
+def _padded(T: int) -> int:
+    """T+1 rounded up to a multiple of :data:`_LANES`: the length of a work row."""
+    return (T + _LANES) // _LANES * _LANES
+
+
+def _padded_phi(phi: Any) -> Any:  # pragma: no cover - compiled
+    """φ (T+1,) padded with ones to a work row's length (see :func:`_evaluate_col`)."""
+    out = np.ones(_padded(phi.shape[0] - 1))
+    out[:phi.shape[0]] = phi
+    return out
 
 
 def _evaluate_col(a: Any, r0: float, vp: float, phi: Any, R: Any, N: int, K: int, pu: float,
                   level: int, w: Any) -> float:  # pragma: no cover - compiled
     """``_dynamics.evaluate`` for one problem: decisions ``a`` (T,), type (``r0``, ``vp``);
     ``pu`` ≥ 0 the uniform rule's constant P (else the privacy rule). Writes the rows of
-    ``w`` (9, T+1) as far as ``level`` asks: ρ, P, P', g, 1 − x (−1 where the cap x = 1
-    binds), R − 2ϕρ (``_U``); S, λ (``_COSTATE``); ∂U/∂α in w[8, :T] (``_GRAD``); f'' over
-    1 − x in w[4] (``_SECOND``; 1 − x is not needed after it). Returns U = Σ_t P^t g^t."""
+    ``w`` (9, :func:`_padded` (T)) as far as ``level`` asks: ρ, P, P', g, 1 − x (−1 where
+    the cap x = 1 binds), R − 2ϕρ (``_U``); S, λ (``_COSTATE``); ∂U/∂α in w[8, :T]
+    (``_GRAD``); f'' over 1 − x in w[4] (``_SECOND``; 1 − x is not needed after it).
+    Returns U = Σ_t P^t g^t. ``phi`` is padded like a row (with positive values) and
+    ``w[0]`` is zero past T: P, P' and 1 − x are computed over whole rows, in vectors."""
     T = a.shape[0]
     rho, P, dP, g, u, mr, S, lam, grad = w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8]
     c = 1.0 - vp
     rho[0] = r0
     for t in range(T):
         rho[t + 1] = (rho[t] - phi[t]) * a[t] + phi[t]
-    U = 0.0
-    for t in range(T + 1):
+    for t in range(rho.shape[0]):  # vectorised: no reduction, branches become selects
         nphi = N * phi[t]
         x = rho[t] / nphi
         inside = x < 1.0
-        if x > 1.0:
-            x = 1.0
+        x = 1.0 if x > 1.0 else x
         ut = 1.0 - x
-        Pt = -math.expm1(math.log1p(-x) * K)
-        d = (1.0 - Pt) / ut * (K / nphi)
-        if not inside:
-            d = 0.0
+        Pt = 1.0 if x == 1.0 else _neg_expm1(_log1p(-x) * K)  # log1p(−1) = −∞: P = 1
+        d = (1.0 - Pt) / ut * (K / nphi) if inside else 0.0
         if pu >= 0.0:
             Pt = pu
             d = 0.0
+        P[t] = Pt
+        dP[t] = d
+        u[t] = ut if inside else -1.0  # the P'' term vanishes outside (marked by u < 0)
+    U = 0.0
+    for t in range(T + 1):
         m1 = R[t] - rho[t] * vp
         gt = rho[t] * m1
         if t < T:
             gt -= a[t] * a[t] * c
-        P[t] = Pt
-        dP[t] = d
         g[t] = gt
-        u[t] = ut if inside else -1.0  # the P'' term vanishes outside (marked by u < 0)
         mr[t] = m1 - rho[t] * vp
-        U += Pt * gt
+        U += P[t] * gt
     if level == _U:
         return U
     for t in range(T + 1):
@@ -263,8 +326,9 @@ def _newton_nb(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int
     halvings, the rounding-floor rule at the first trial); stops at r_KKT ≤ ``tol``, after
     ``max_iter`` + 1 steps or when no step is accepted. Writes α (T, m), U and r_KKT."""
     T, m = a0.shape
-    w = np.empty((9, T + 1))
-    wt = np.empty((9, T + 1))
+    w = np.zeros((9, _padded(T)))
+    wt = np.zeros((9, _padded(T)))
+    phi = _padded_phi(phi)
     A = np.empty(T)
     trial = np.empty(T)
     gJ = np.empty(T)
@@ -350,7 +414,8 @@ def _sweep_nb(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int,
     stationarity map (Eq. 21), at most ``iters``; a problem stops once max_t |Δα| ≤ ``tol``
     or, from 2·``window`` sweeps on, when its step has not halved over ``window`` sweeps."""
     T, m = a0.shape
-    w = np.empty((9, T + 1))
+    w = np.zeros((9, _padded(T)))
+    phi = _padded_phi(phi)
     A = np.empty(T)
     for j in range(m):
         for t in range(T):
@@ -385,6 +450,29 @@ _Kernel = Callable[..., None]
 _NAMES = ("trajectory", "costate", "riccati", "newton", "sweep")
 
 
+def _bitcasts() -> tuple[Any, Any]:
+    """Numba intrinsics that reinterpret a float64's bits as an int64 and back (LLVM's
+    bitcast): the exponent arithmetic of :func:`_log1p` and :func:`_neg_expm1`, which
+    ``math.frexp``/``ldexp`` would do by a library call per value."""
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    @intrinsic  # type: ignore[misc]
+    def f2i(typingctx: Any, x: Any) -> Any:
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            return builder.bitcast(args[0], ir.IntType(64))
+        return types.int64(types.float64), codegen
+
+    @intrinsic  # type: ignore[misc]
+    def i2f(typingctx: Any, x: Any) -> Any:
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            return builder.bitcast(args[0], ir.DoubleType())
+        return types.float64(types.int64), codegen
+
+    return f2i, i2f
+
+
 def _compile() -> tuple[_Kernel, ...] | None:
     """The three recursions and the two per-problem solves compiled by Numba (cached on disk
     after the first compile), or None where Numba cannot be imported. The helpers the solves
@@ -395,7 +483,9 @@ def _compile() -> tuple[_Kernel, ...] | None:
         return None
     jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
     g = globals()
-    for helper in ("_riccati_col", "_evaluate_col", "_kkt_col"):  # once: __getattr__ holds _LOAD
+    g["_f2i"], g["_i2f"] = _bitcasts()
+    for helper in ("_log1p", "_neg_expm1", "_padded", "_padded_phi", "_riccati_col",
+                   "_evaluate_col", "_kkt_col"):  # once: __getattr__ holds _LOAD
         g[helper] = jit(g[helper])
     return (jit(_trajectory_nb), jit(_costate_nb), jit(_riccati_nb), jit(_newton_nb),
             jit(_sweep_nb))
