@@ -86,13 +86,13 @@ def test_compiled_evaluation_gives_the_inclusion_probability(K: int) -> None:
     rng = np.random.default_rng(12)
     T, N = 30, 40
     phi = rng.uniform(0.05, 3.0, T + 1)
-    phi_p = _kernels._padded_phi(phi)
-    assert phi_p.size % 8 == 0 and phi_p.size >= T + 1
+    rc = _kernels._round_constants(phi, N, K)
+    assert rc.shape[1] % 8 == 0 and rc.shape[1] >= T + 1
     capped = 0
     for _ in range(50):
         w = np.zeros((9, _kernels._padded(T)))
-        _kernels._evaluate_col(rng.uniform(size=T), rng.uniform(0.01, 40.0), 0.3, phi_p,
-                               np.ones(T + 1), N, K, -1.0, 0, w)
+        _kernels._evaluate_col(rng.uniform(size=T), rng.uniform(0.01, 40.0), 0.3, phi,
+                               np.ones(T + 1), N, K, -1.0, 0, w, rc)
         rho = w[0, :T + 1]
         np.testing.assert_allclose(w[1, :T + 1], inclusion_probability(rho, phi, N, K),
                                    rtol=9e-16, atol=0)
@@ -100,6 +100,41 @@ def test_compiled_evaluation_gives_the_inclusion_probability(K: int) -> None:
         assert np.all(w[1, :T + 1][cap] == 1.0) and np.all(w[2, :T + 1][cap] == 0.0)
         capped += int(cap.sum())
     assert capped > 0
+
+
+@compiled
+@pytest.mark.parametrize(("N", "K", "rule"), [(50, 10, "privacy"), (3, 2, "privacy"),
+                                              (50, 1, "privacy"), (50, 10, "uniform")])
+def test_lane_kernels_give_the_one_problem_kernels_bits(N: int, K: int, rule: str) -> None:
+    """The Newton and sweep kernels that solve _WIDTH problems side by side (the engine's)
+    give the one-problem kernels' α, U and KKT residuals to the last bit: corner, random and
+    cycling starts, a count of problems that leaves lanes empty, the cap x = 1 binding
+    (N = 3), K = 1 and the uniform rule; stopping at max_iter and at the sweep cap too."""
+    from fedgame.incentives.games._dynamics import _uniform_p, inclusion_rule
+
+    rng = np.random.default_rng(13)
+    T, m = 12, 16 * 20 + 7
+    rho0, varphi = rng.uniform(0.01, 12.0, m), rng.uniform(0.0, 1.0, m)
+    phi, R = rng.uniform(2.0, 8.0, T + 1), rng.uniform(0.5, 3.0, T + 1)
+    a0 = rng.uniform(size=(T, m))
+    a0[:, :50], a0[:, 50:100] = 0.0, 1.0
+    with inclusion_rule(rule):  # type: ignore[arg-type]
+        pu = _uniform_p(N, K)
+    pu = -1.0 if pu is None else pu
+    for max_iter in (200, 2):
+        one = [np.empty((T, m)), np.empty(m), np.empty(m)]
+        lanes = [np.empty((T, m)), np.empty(m), np.empty(m)]
+        _kernels._newton_nb(a0, rho0, varphi, phi, R, N, K, pu, 1e-11, max_iter, *one)
+        _kernels.newton(a0, rho0, varphi, phi, R, N, K, pu, 1e-11, max_iter, *lanes)
+        for got, want in zip(lanes, one, strict=True):
+            np.testing.assert_array_equal(got, want)
+    for iters, window in ((500, 250), (37, 10), (0, 250)):
+        one_s, lanes_s = np.empty((T, m)), np.empty((T, m))
+        _kernels._sweep_nb(a0, rho0, varphi, phi, R, N, K, pu, 0.05, iters, 1e-10, window,
+                           one_s)
+        _kernels.sweep(a0, rho0, varphi, phi, R, N, K, pu, 0.05, iters, 1e-10, window,
+                       lanes_s)
+        np.testing.assert_array_equal(lanes_s, one_s)
 
 
 def test_threaded_mean_field_is_bit_identical(monkeypatch: pytest.MonkeyPatch) -> None:

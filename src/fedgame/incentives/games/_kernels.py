@@ -188,6 +188,9 @@ _U, _COSTATE, _GRAD, _SECOND = 0, 1, 2, 3
 #: the work arrays' rows are padded to a multiple of this (AVX-512's eight doubles), so that the
 #: loop over the rounds that computes P runs in whole vectors (no scalar remainder)
 _LANES = 8
+#: problems solved side by side by the lane kernels (two AVX-512 vectors: LLVM does not
+#: vectorise a loop of fewer than 16 iterations)
+_WIDTH = 16
 
 # log1p: musl's (FreeBSD's e_log1p.c) reduction and polynomial without its branches for small
 # or special arguments, which the general path covers for every x > −1 to within an ulp
@@ -241,22 +244,28 @@ def _padded(T: int) -> int:
     return (T + _LANES) // _LANES * _LANES
 
 
-def _padded_phi(phi: Any) -> Any:  # pragma: no cover - compiled
-    """φ (T+1,) padded with ones to a work row's length (see :func:`_evaluate_col`)."""
-    out = np.ones(_padded(phi.shape[0] - 1))
-    out[:phi.shape[0]] = phi
-    return out
+def _round_constants(phi: Any, N: int, K: int) -> Any:  # pragma: no cover - compiled
+    """What :func:`_evaluate_col` needs of φ, computed once per solve instead of once per
+    evaluation: rows N φ(t), K/(N φ(t)) and −(K−1)/(N φ(t)) (the same operations, so the same
+    bits), padded with φ = 1 to a work row's length (:func:`_padded`)."""
+    c = np.empty((3, _padded(phi.shape[0] - 1)))
+    for t in range(c.shape[1]):
+        nphi = N * (phi[t] if t < phi.shape[0] else 1.0)
+        c[0, t] = nphi
+        c[1, t] = K / nphi
+        c[2, t] = -(K - 1) / nphi
+    return c
 
 
 def _evaluate_col(a: Any, r0: float, vp: float, phi: Any, R: Any, N: int, K: int, pu: float,
-                  level: int, w: Any) -> float:  # pragma: no cover - compiled
+                  level: int, w: Any, rc: Any) -> float:  # pragma: no cover - compiled
     """``_dynamics.evaluate`` for one problem: decisions ``a`` (T,), type (``r0``, ``vp``);
     ``pu`` ≥ 0 the uniform rule's constant P (else the privacy rule). Writes the rows of
     ``w`` (9, :func:`_padded` (T)) as far as ``level`` asks: ρ, P, P', g, 1 − x (−1 where
     the cap x = 1 binds), R − 2ϕρ (``_U``); S, λ (``_COSTATE``); ∂U/∂α in w[8, :T]
     (``_GRAD``); f'' over 1 − x in w[4] (``_SECOND``; 1 − x is not needed after it).
-    Returns U = Σ_t P^t g^t. ``phi`` is padded like a row (with positive values) and
-    ``w[0]`` is zero past T: P, P' and 1 − x are computed over whole rows, in vectors."""
+    Returns U = Σ_t P^t g^t. ``rc``: :func:`_round_constants` of φ, N, K. ``w[0]`` is
+    zero past T: P, P' and 1 − x are computed over whole padded rows, in vectors."""
     T = a.shape[0]
     rho, P, dP, g, u, mr, S, lam, grad = w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8]
     c = 1.0 - vp
@@ -264,13 +273,12 @@ def _evaluate_col(a: Any, r0: float, vp: float, phi: Any, R: Any, N: int, K: int
     for t in range(T):
         rho[t + 1] = (rho[t] - phi[t]) * a[t] + phi[t]
     for t in range(rho.shape[0]):  # vectorised: no reduction, branches become selects
-        nphi = N * phi[t]
-        x = rho[t] / nphi
+        x = rho[t] / rc[0, t]
         inside = x < 1.0
         x = 1.0 if x > 1.0 else x
         ut = 1.0 - x
         Pt = 1.0 if x == 1.0 else _neg_expm1(_log1p(-x) * K)  # log1p(−1) = −∞: P = 1
-        d = (1.0 - Pt) / ut * (K / nphi) if inside else 0.0
+        d = (1.0 - Pt) / ut * rc[1, t] if inside else 0.0
         if pu >= 0.0:
             Pt = pu
             d = 0.0
@@ -301,7 +309,7 @@ def _evaluate_col(a: Any, r0: float, vp: float, phi: Any, R: Any, N: int, K: int
         for t in range(T + 1):
             f = dP[t] * mr[t] * 2.0 - P[t] * (2.0 * vp)
             if K > 1 and u[t] >= 0.0:
-                f += dP[t] / u[t] * (-(K - 1) / (N * phi[t])) * g[t]
+                f += dP[t] / u[t] * rc[2, t] * g[t]
             u[t] = f
     return U
 
@@ -328,7 +336,7 @@ def _newton_nb(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int
     T, m = a0.shape
     w = np.zeros((9, _padded(T)))
     wt = np.zeros((9, _padded(T)))
-    phi = _padded_phi(phi)
+    rc = _round_constants(phi, N, K)
     A = np.empty(T)
     trial = np.empty(T)
     gJ = np.empty(T)
@@ -346,7 +354,7 @@ def _newton_nb(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int
         c2 = 2.0 * (1.0 - vp)
         steps = 0
         while True:
-            U = _evaluate_col(A, r0, vp, phi, R, N, K, pu, _SECOND, w)
+            U = _evaluate_col(A, r0, vp, phi, R, N, K, pu, _SECOND, w, rc)
             r = _kkt_col(A, w[8])
             if r <= tol or steps > max_iter:
                 break
@@ -382,7 +390,7 @@ def _newton_nb(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int
                 for t in range(T):
                     y = d[t] * s + A[t]
                     trial[t] = 0.0 if y < 0.0 else (1.0 if y > 1.0 else y)
-                Jt = -_evaluate_col(trial, r0, vp, phi, R, N, K, pu, _U, wt)
+                Jt = -_evaluate_col(trial, r0, vp, phi, R, N, K, pu, _U, wt, rc)
                 dec = J0 - Jt
                 moved = 0.0
                 for t in range(T):
@@ -390,7 +398,7 @@ def _newton_nb(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int
                 req = 1e-4 * (s * pred + moved)
                 ok = dec >= req
                 if h == 0 and not ok and req <= 1e3 * noise and dec >= -noise:
-                    _evaluate_col(trial, r0, vp, phi, R, N, K, pu, _GRAD, wt)
+                    _evaluate_col(trial, r0, vp, phi, R, N, K, pu, _GRAD, wt, rc)
                     ok = _kkt_col(trial, wt[8]) < r
                 if ok:
                     for t in range(T):
@@ -415,7 +423,7 @@ def _sweep_nb(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int,
     or, from 2·``window`` sweeps on, when its step has not halved over ``window`` sweeps."""
     T, m = a0.shape
     w = np.zeros((9, _padded(T)))
-    phi = _padded_phi(phi)
+    rc = _round_constants(phi, N, K)
     A = np.empty(T)
     for j in range(m):
         for t in range(T):
@@ -424,7 +432,7 @@ def _sweep_nb(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int,
         its = 0
         ref = np.inf
         while iters > 0:
-            _evaluate_col(A, rho0[j], vp, phi, R, N, K, pu, _COSTATE, w)
+            _evaluate_col(A, rho0[j], vp, phi, R, N, K, pu, _COSTATE, w, rc)
             size = 0.0
             for t in range(T):
                 st = (w[0, t] - phi[t]) * w[7, t + 1] / (w[1, t] * (2.0 * (1.0 - vp)))
@@ -444,6 +452,331 @@ def _sweep_nb(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int,
                 break
         for t in range(T):
             out[t, j] = A[t]
+
+
+# --------------------------------------------------------------------------------------------
+# The same solves in lanes: _LANES problems side by side
+# --------------------------------------------------------------------------------------------
+#
+# One problem's evaluation is three recursions over the rounds (ρ forward, U summed, λ
+# backward) whose every step waits for the one before: a few operations behind a chain of
+# latencies. Side by side in _LANES lanes (work arrays (rows, rounds, lanes), the lane index
+# innermost), each step is one vector operation for all the lanes, and a lane whose problem
+# has stopped takes the next problem at once (the streamed engine's window, _LANES wide).
+# Every lane does its problem's operations in its problem's order, so the answers are those
+# of the one-problem kernels above to the last bit (tested).
+
+
+def _evaluate_lanes(A: Any, r0: Any, vp: Any, phi: Any, R: Any, K: int, pu: float,
+                    level: int, w: Any, rc: Any, U: Any) -> None:  # pragma: no cover - compiled
+    """:func:`_evaluate_col` for the problems in the lanes of ``A`` (T, lanes), types ``r0``,
+    ``vp`` (lanes,): the rows of ``w`` (9, T+1, lanes) as far as ``level`` asks, U into
+    ``U`` (lanes,)."""
+    T = A.shape[0]
+    rho, P, dP, g, u, mr, S, lam, grad = w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8]
+    for j in range(_WIDTH):
+        rho[0, j] = r0[j]
+        U[j] = 0.0
+    for t in range(T):
+        p = phi[t]
+        for j in range(_WIDTH):
+            rho[t + 1, j] = (rho[t, j] - p) * A[t, j] + p
+    for t in range(T + 1):  # three loops: few arrays each, so that LLVM vectorises them
+        nphi, kn = rc[0, t], rc[1, t]
+        for j in range(_WIDTH):
+            x = rho[t, j] / nphi
+            inside = x < 1.0
+            x = 1.0 if x > 1.0 else x
+            ut = 1.0 - x
+            Pt = 1.0 if x == 1.0 else _neg_expm1(_log1p(-x) * K)
+            d = (1.0 - Pt) / ut * kn if inside else 0.0
+            if pu >= 0.0:
+                Pt = pu
+                d = 0.0
+            P[t, j] = Pt
+            dP[t, j] = d
+            u[t, j] = ut if inside else -1.0
+        Rt = R[t]
+        for j in range(_WIDTH):
+            m1 = Rt - rho[t, j] * vp[j]
+            gt = rho[t, j] * m1
+            if t < T:
+                gt -= A[t, j] * A[t, j] * (1.0 - vp[j])
+            g[t, j] = gt
+            mr[t, j] = m1 - rho[t, j] * vp[j]
+        for j in range(_WIDTH):
+            U[j] += P[t, j] * g[t, j]
+    if level == _U:
+        return
+    for t in range(T + 1):
+        for j in range(_WIDTH):
+            S[t, j] = dP[t, j] * g[t, j] + P[t, j] * mr[t, j]
+    for j in range(_WIDTH):
+        lam[T, j] = S[T, j]
+    for t in range(T - 1, -1, -1):
+        for j in range(_WIDTH):
+            lam[t, j] = A[t, j] * lam[t + 1, j] + S[t, j]
+    if level == _COSTATE:
+        return
+    for t in range(T):
+        p = phi[t]
+        for j in range(_WIDTH):
+            grad[t, j] = (rho[t, j] - p) * lam[t + 1, j] - P[t, j] * A[t, j] * (2.0 * (1.0 - vp[j]))
+    if level == _SECOND:
+        for t in range(T + 1):
+            k2 = rc[2, t]
+            for j in range(_WIDTH):
+                f = dP[t, j] * mr[t, j] * 2.0 - P[t, j] * (2.0 * vp[j])
+                if K > 1 and u[t, j] >= 0.0:
+                    f += dP[t, j] / u[t, j] * k2 * g[t, j]
+                u[t, j] = f
+
+
+def _sweep_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int, pu: float,
+                 damping: float, iters: int, tol: float, window: int,
+                 out: Any) -> None:  # pragma: no cover - compiled
+    """:func:`_sweep_nb` in _WIDTH lanes: the same sweeps and stopping rules per problem, a
+    lane refilled with the next problem as soon as its own stops; the same bits."""
+    T, m = a0.shape
+    if iters <= 0:
+        for t in range(T):
+            for j in range(m):
+                out[t, j] = a0[t, j]
+        return
+    rc = _round_constants(phi, N, K)
+    w = np.zeros((9, T + 1, _WIDTH))
+    A = np.full((T, _WIDTH), 0.5)
+    r0, vp = np.ones(_WIDTH), np.full(_WIDTH, 0.5)
+    cc, size, ref, U = np.empty(_WIDTH), np.empty(_WIDTH), np.empty(_WIDTH), np.empty(_WIDTH)
+    its = np.zeros(_WIDTH, dtype=np.int64)
+    job = np.full(_WIDTH, -1, dtype=np.int64)
+    nxt = 0
+    while True:
+        busy = 0
+        for j in range(_WIDTH):  # refill the free lanes
+            if job[j] < 0 and nxt < m:
+                job[j] = nxt
+                for t in range(T):
+                    A[t, j] = a0[t, nxt]
+                r0[j], vp[j] = rho0[nxt], varphi[nxt]
+                its[j], ref[j] = 0, np.inf
+                nxt += 1
+            if job[j] >= 0:
+                busy += 1
+        if busy == 0:
+            return
+        _evaluate_lanes(A, r0, vp, phi, R, K, pu, _COSTATE, w, rc, U)
+        rho, P, lam = w[0], w[1], w[7]
+        for j in range(_WIDTH):
+            cc[j] = 2.0 * (1.0 - vp[j])
+            size[j] = 0.0
+        for t in range(T):
+            p = phi[t]
+            for j in range(_WIDTH):
+                st = (rho[t, j] - p) * lam[t + 1, j] / (P[t, j] * cc[j])
+                st = st if st >= 0.0 else 0.0  # fmax(·, 0): NaN → 0
+                st = st if st <= 1.0 else 1.0
+                st = (st - A[t, j]) * damping
+                A[t, j] += st
+                size[j] = abs(st) if abs(st) > size[j] else size[j]
+        for j in range(_WIDTH):
+            if job[j] < 0:
+                continue
+            its[j] += 1
+            moving = size[j] > tol
+            if window and its[j] % window == 0:
+                if its[j] >= 2 * window:
+                    moving = moving and size[j] < 0.5 * ref[j]
+                ref[j] = size[j]
+            if not moving or its[j] >= iters:
+                for t in range(T):
+                    out[t, job[j]] = A[t, j]
+                job[j] = -1
+
+
+def _kkt_lanes(a: Any, grad: Any, r: Any) -> None:  # pragma: no cover - compiled
+    """:func:`_kkt_col` for each lane of ``a``, ``grad`` (T, lanes) into ``r`` (lanes,)."""
+    for j in range(_WIDTH):
+        r[j] = 0.0
+    for t in range(a.shape[0]):
+        for j in range(_WIDTH):
+            y = a[t, j] + grad[t, j]
+            y = 0.0 if y < 0.0 else (1.0 if y > 1.0 else y)
+            e = abs(y - a[t, j])
+            r[j] = e if (e > r[j] or e != e) else r[j]
+
+
+def _riccati_lanes(a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any, k: Any,
+                   Kg: Any, curv: Any, V: Any, v: Any) -> None:  # pragma: no cover - compiled
+    """:func:`_riccati_col` for each lane (arrays (rounds, lanes); ``V``, ``v`` (lanes,)
+    scratch)."""
+    T = a.shape[0]
+    for j in range(_WIDTH):
+        V[j] = -f2[T, j]
+        v[j] = -S[T, j]
+    for t in range(T - 1, -1, -1):
+        for j in range(_WIDTH):
+            A = a[t, j]
+            Bt = B[t, j]
+            cPt = cP[t, j]
+            BV = Bt * V[j]
+            Quu = abs(Bt * BV + cPt)
+            fl = (abs(BV) * Bt + cPt) * 1e-10 + 1e-300
+            Qm = Quu if (Quu != Quu or Quu >= fl) else fl
+            curv[t, j] = Qm
+            Qu = cPt * A + Bt * v[j]
+            Qux = A * BV + W[t, j]
+            kt = 0.0 if bound[t, j] else -(Qu / Qm)
+            Kt = 0.0 if bound[t, j] else -(Qux / Qm)
+            k[t, j] = kt
+            Kg[t, j] = Kt
+            v[j] = (A * v[j] - S[t, j]) + Kt * Qu
+            V[j] = (A * A * V[j] - f2[t, j]) + Kt * Qux
+    for j in range(_WIDTH):
+        V[j] = 0.0  # now dx
+    for t in range(T):
+        for j in range(_WIDTH):
+            du = Kg[t, j] * V[j] + k[t, j]
+            Kg[t, j] = du
+            V[j] = V[j] * a[t, j] + B[t, j] * du
+
+
+def _newton_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int, pu: float,
+                  tol: float, max_iter: int, out_a: Any, out_U: Any,
+                  out_k: Any) -> None:  # pragma: no cover - compiled
+    """:func:`_newton_nb` in _WIDTH lanes, the same bits. Each tick evaluates one point per
+    lane to the second-order level: a lane's new problem, or the Armijo trial of its step. A
+    trial that is accepted is the next point, already evaluated (the one-problem kernel
+    evaluates it again, to the same bits); one that is refused is halved for the next tick.
+    So every lane moves at its own pace, and a lane whose problem has stopped takes the next
+    one at the following tick."""
+    T, m = a0.shape
+    rc = _round_constants(phi, N, K)
+    w = np.zeros((9, T + 1, _WIDTH))
+    rows = np.zeros((12, T, _WIDTH))  # Numba has no generator expressions: one block, cut up
+    A, X, gJ, B, cP, Wr, k, d = (rows[0], rows[1], rows[2], rows[3], rows[4], rows[5],
+                                 rows[6], rows[7])
+    kd, dd, cd = rows[8], rows[9], rows[10]  # the Riccati pass's outputs, before they are kept
+    bound = np.zeros((T, _WIDTH), dtype=np.bool_)
+    r0, vp = np.ones(_WIDTH), np.full(_WIDTH, 0.5)
+    A[:, :] = 0.5
+    X[:, :] = 0.5
+    lane = np.zeros((12, _WIDTH))
+    c2, U, Ux, r, rx, pred, big = lane[0], lane[1], lane[2], lane[3], lane[4], lane[5], lane[6]
+    J0, noise, s, V, v = lane[7], lane[8], lane[9], lane[10], lane[11]
+    steps = np.zeros(_WIDTH, dtype=np.int64)
+    h = np.zeros(_WIDTH, dtype=np.int64)
+    job = np.full(_WIDTH, -1, dtype=np.int64)
+    trying = np.zeros(_WIDTH, dtype=np.bool_)  # X is the trial of a step (else a new problem)
+    new = np.zeros(_WIDTH, dtype=np.bool_)  # the lane needs a direction from X = A
+    nxt = 0
+    while True:
+        busy = 0
+        for j in range(_WIDTH):  # refill the free lanes
+            if job[j] < 0 and nxt < m:
+                job[j] = nxt
+                for t in range(T):
+                    A[t, j] = a0[t, nxt]
+                    X[t, j] = a0[t, nxt]
+                r0[j], vp[j] = rho0[nxt], varphi[nxt]
+                c2[j] = 2.0 * (1.0 - vp[j])
+                steps[j] = 0
+                trying[j] = False
+                nxt += 1
+            if job[j] >= 0:
+                busy += 1
+        if busy == 0:
+            return
+        _evaluate_lanes(X, r0, vp, phi, R, K, pu, _SECOND, w, rc, Ux)
+        _kkt_lanes(X, w[8], rx)
+        n_new = 0
+        for j in range(_WIDTH):
+            new[j] = False
+            if job[j] < 0:
+                continue
+            if trying[j]:  # the Armijo test of the trial X
+                Jt = -Ux[j]
+                dec = J0[j] - Jt
+                moved = 0.0
+                for t in range(T):
+                    moved += (A[t, j] - X[t, j]) * gJ[t, j] if bound[t, j] else 0.0
+                req = 1e-4 * (s[j] * pred[j] + moved)
+                ok = dec >= req
+                if h[j] == 0 and not ok and req <= 1e3 * noise[j] and dec >= -noise[j]:
+                    ok = rx[j] < r[j]
+                if not ok:
+                    s[j] *= 0.5
+                    h[j] += 1
+                    if h[j] == 50:  # no step accepted: stop at A
+                        _finish(j, A, U, r, job, out_a, out_U, out_k)
+                    else:
+                        for t in range(T):
+                            y = d[t, j] * s[j] + A[t, j]
+                            X[t, j] = 0.0 if y < 0.0 else (1.0 if y > 1.0 else y)
+                    continue
+                for t in range(T):
+                    A[t, j] = X[t, j]
+                steps[j] += 1
+            U[j] = Ux[j]
+            r[j] = rx[j]
+            if r[j] <= tol or steps[j] > max_iter:
+                _finish(j, A, U, r, job, out_a, out_U, out_k)
+                continue
+            new[j] = True
+            n_new += 1
+        if n_new == 0:
+            continue
+        # the direction at A (= X) for the lanes that moved: ε-active set, Riccati step,
+        # scaled gradient on the active set; then the first trial
+        for t in range(T):
+            p = phi[t]
+            for j in range(_WIDTH):
+                if new[j]:
+                    e = min(min(1e-3, r[j]), 1e3 * r[j] * r[j])
+                    gj = -w[8, t, j]
+                    gJ[t, j] = gj
+                    bound[t, j] = (A[t, j] <= e and gj > 0.0) or (A[t, j] >= 1.0 - e
+                                                                  and gj < 0.0)
+                    B[t, j] = w[0, t, j] - p
+                    cP[t, j] = c2[j] * w[1, t, j]
+                    Wr[t, j] = c2[j] * w[2, t, j] * A[t, j] - w[7, t + 1, j]
+        _riccati_lanes(A, B, cP, Wr, w[6], w[4], bound, kd, dd, cd, V, v)
+        for j in range(_WIDTH):
+            if not new[j]:
+                continue
+            pr = 0.0
+            bg = 0.0
+            for t in range(T):
+                if bound[t, j]:
+                    scale = cd[t, j] if cd[t, j] >= cP[t, j] else cP[t, j]
+                    scale = scale if scale >= 1e-12 else 1e-12
+                    d[t, j] = -(gJ[t, j] / scale)
+                else:
+                    d[t, j] = dd[t, j]
+                    pr += -(gJ[t, j] * d[t, j])
+                    ad = abs(d[t, j])
+                    if ad > bg:
+                        bg = ad
+            pred[j] = pr
+            J0[j] = -U[j]
+            noise[j] = 1e-13 * (1.0 + abs(J0[j]))
+            s[j] = min(1.0, 1.0 / max(bg, 1e-300))
+            h[j] = 0
+            trying[j] = True
+            for t in range(T):
+                y = d[t, j] * s[j] + A[t, j]
+                X[t, j] = 0.0 if y < 0.0 else (1.0 if y > 1.0 else y)
+
+
+def _finish(j: int, A: Any, U: Any, r: Any, job: Any, out_a: Any, out_U: Any,
+            out_k: Any) -> None:  # pragma: no cover - compiled
+    """Write lane ``j``'s problem out (α, U, r_KKT) and free the lane."""
+    i = job[j]
+    for t in range(A.shape[0]):
+        out_a[t, i] = A[t, j]
+    out_U[i] = U[j]
+    out_k[i] = r[j]
+    job[j] = -1
 
 
 _Kernel = Callable[..., None]
@@ -484,11 +817,12 @@ def _compile() -> tuple[_Kernel, ...] | None:
     jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
     g = globals()
     g["_f2i"], g["_i2f"] = _bitcasts()
-    for helper in ("_log1p", "_neg_expm1", "_padded", "_padded_phi", "_riccati_col",
-                   "_evaluate_col", "_kkt_col"):  # once: __getattr__ holds _LOAD
+    for helper in ("_log1p", "_neg_expm1", "_padded", "_round_constants", "_riccati_col",
+                   "_evaluate_col", "_kkt_col", "_evaluate_lanes", "_kkt_lanes",
+                   "_riccati_lanes", "_finish", "_sweep_nb", "_newton_nb"):  # once: __getattr__ holds _LOAD
         g[helper] = jit(g[helper])
-    return (jit(_trajectory_nb), jit(_costate_nb), jit(_riccati_nb), jit(_newton_nb),
-            jit(_sweep_nb))
+    return (jit(_trajectory_nb), jit(_costate_nb), jit(_riccati_nb), jit(_newton_lanes),
+            jit(_sweep_lanes))
 
 
 #: whether the compiled kernels are in use (Numba importable); like the kernels, set on first
