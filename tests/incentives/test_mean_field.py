@@ -166,8 +166,10 @@ def test_streamed_engines_repeat_the_reference_iterations() -> None:
 
 
 def test_first_distinct_matches_numpy_unique() -> None:
-    """The archive's de-duplication equals ``np.unique(axis=0)``'s first occurrences."""
-    from fedgame.incentives.games._mean_field import _first_distinct
+    """The archive's de-duplication equals ``np.unique(axis=0)``'s first occurrences (keys
+    compared in blocks of 7 pairs here, so that several blocks run)."""
+    from fedgame.incentives.games import _mean_field
+    from fedgame.incentives.games._mean_field import _first_distinct, _key_hash
 
     rng = np.random.default_rng(1)
     for P, T in [(0, 4), (1, 4), (50, 3), (5000, 30)]:
@@ -177,4 +179,7 @@ def test_first_distinct_matches_numpy_unique() -> None:
         want = np.empty(0, dtype=np.intp)
         if P:
             _, want = np.unique(np.column_stack([owner, key.T]), axis=0, return_index=True)
-        np.testing.assert_array_equal(_first_distinct(owner, key), np.sort(want))
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_mean_field, "_PAIR_BLOCK", 7)
+            got = _first_distinct(owner, _key_hash(key, 1.0), lambda q: key[:, q])
+        np.testing.assert_array_equal(got, np.sort(want))

@@ -21,6 +21,7 @@ up; :func:`_result` assembles the answer."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypedDict, Unpack, cast
 
@@ -247,29 +248,45 @@ class MeanFieldResult:
     pinned: NDArray[np.intp]
 
 
-def _first_distinct(owner: NDArray[np.intp], key: FloatArray) -> NDArray[np.intp]:
-    """Sorted positions of the first occurrence of each distinct (owner, key column) pair,
-    key (T, P): what ``np.unique(column_stack([owner, key.T]), axis=0, return_index=True)``
-    gives, without sorting P rows of T + 1 fields. Rows are grouped by owner and by a fixed
-    linear hash of the key (equal keys, equal hash, computed row by row in the same order),
-    and a row repeats its predecessor in that order if its whole key is equal; a hash shared
-    by different keys (never seen) falls back to ``np.unique``."""
-    T, P = key.shape
-    if P == 0:
-        return np.empty(0, dtype=np.intp)
+def _key_hash(a: FloatArray, same: float) -> FloatArray:
+    """A fixed linear hash of each column's key ``np.round(a / same)`` (a (T, P)), computed
+    row by row so that the (T, P) key matrix is never held: equal keys, equal hash."""
+    T, P = a.shape
     w = cast(FloatArray, np.random.default_rng(0).uniform(1.0, 2.0, T))  # T from .shape is Any
     h = np.zeros(P)
     for t in range(T):
-        h += key[t] * w[t]
+        h += np.round(a[t] / same) * w[t]
+    return h
+
+
+def _first_distinct(owner: NDArray[np.intp], h: FloatArray,
+                    keys: Callable[[NDArray[np.intp]], FloatArray]) -> NDArray[np.intp]:
+    """Sorted positions of the first occurrence of each distinct (owner, key) pair: what
+    ``np.unique(column_stack([owner, key.T]), axis=0, return_index=True)`` gives, without
+    sorting P rows of T + 1 fields. ``h``: :func:`_key_hash` of the keys; ``keys(idx)``:
+    the key columns (T, len(idx)) of positions ``idx``. Rows are grouped by owner and by
+    hash, and a row repeats its predecessor in that order if its whole key is equal
+    (compared in blocks, only where the hashes agree); a hash shared by different keys
+    (never seen) falls back to ``np.unique``."""
+    P = owner.size
+    if P == 0:
+        return np.empty(0, dtype=np.intp)
     pos = np.arange(P)
     o = np.lexsort((pos, h, owner))
-    ks = key[:, o]
     group = (owner[o][1:] == owner[o][:-1]) & (h[o][1:] == h[o][:-1])
-    same = group & np.all(ks[:, 1:] == ks[:, :-1], axis=0)
+    same = group.copy()
+    pairs = np.flatnonzero(group)
+    for b in range(0, pairs.size, _PAIR_BLOCK):
+        q = pairs[b:b + _PAIR_BLOCK]
+        same[q] = np.all(keys(o[q]) == keys(o[q + 1]), axis=0)
     if np.any(group & ~same):  # a hash collision: the exact, slow way
-        _, first = np.unique(np.column_stack([owner, key.T]), axis=0, return_index=True)
+        _, first = np.unique(np.column_stack([owner, keys(pos).T]), axis=0, return_index=True)
         return np.sort(first)
     return np.sort(o[np.r_[True, ~same]])
+
+
+#: key columns compared at once by :func:`_first_distinct`
+_PAIR_BLOCK = 1 << 15
 
 
 class _Archive:
@@ -291,30 +308,49 @@ class _Archive:
         return (self.a, self.owner) if self.owner.size else None
 
     def replace(self, c: Candidates, keep: FloatArray | None = None) -> None:
-        """Archive the candidates; the current choices ``keep`` (T, m) always stay."""
-        ok = np.isfinite(c.U) & (c.kkt <= 1e-6)
-        a, U, owner = c.a[:, ok], c.U[ok], c.owner[ok]
-        prio = np.zeros(owner.size)
+        """Archive the candidates; the current choices ``keep`` (T, m) always stay.
+
+        Per type: the choice first, then the candidates by decreasing U (ties by position),
+        the first of each distinct optimum (equal after rounding to multiples of ``same``),
+        at most ``cap``. Only 1-D arrays are sorted and only the kept columns gathered: the
+        candidates are (T, P) with P up to ~16 per type, and sorting them whole was most
+        of this method's time."""
+        ok = np.flatnonzero(np.isfinite(c.U) & (c.kkt <= 1e-6))
+        n_keep = 0 if keep is None else keep.shape[1]
+        U = np.concatenate([np.zeros(n_keep), c.U[ok]])
+        owner = np.concatenate([np.arange(n_keep), c.owner[ok]])
+        prio = np.concatenate([-np.ones(n_keep), np.zeros(ok.size)])
+        h = _key_hash(c.a, self.same)[ok]
         if keep is not None:
-            a = np.concatenate([keep, a], axis=1)
-            owner = np.concatenate([np.arange(keep.shape[1]), owner])
-            U = np.concatenate([np.zeros(keep.shape[1]), U])
-            prio = np.concatenate([-np.ones(keep.shape[1]), prio])
+            h = np.concatenate([_key_hash(keep, self.same), h])
+
+        def columns(idx: NDArray[np.intp]) -> FloatArray:
+            """α of the entries ``idx`` (the choices, then the accepted candidates)."""
+            out = np.empty((c.a.shape[0], idx.size))
+            mine = idx < n_keep
+            if keep is not None:
+                out[:, mine] = keep[:, idx[mine]]
+            out[:, ~mine] = c.a[:, ok[idx[~mine] - n_keep]]
+            return out
+
         order = np.lexsort((-U, prio, owner))
-        a, owner = a[:, order], owner[order]
-        first = _first_distinct(owner, np.round(a / self.same))  # keeps (owner, prio, −U) order
-        a, owner = a[:, first], owner[first]
+        owner = owner[order]
+        first = _first_distinct(owner, h[order],
+                                lambda q: np.round(columns(order[q]) / self.same))
+        idx, owner = order[first], owner[first]
         start = np.r_[0, np.flatnonzero(owner[1:] != owner[:-1]) + 1]
         rank = np.arange(owner.size) - np.repeat(start, np.diff(np.r_[start, owner.size]))
-        keep_mask = rank < self.cap
-        self.a, self.owner = np.ascontiguousarray(a[:, keep_mask]), owner[keep_mask]
+        kept = rank < self.cap
+        self.a, self.owner = np.ascontiguousarray(columns(idx[kept])), owner[kept]
 
 
 def _tracked(cand: Candidates, previous: FloatArray) -> _Raw:
     """For every type the candidate closest to its previous choice: the same basin,
     followed to the new φ by the warm start."""
     own = cand.owner
-    dist = np.abs(cand.a - previous[:, own]).max(axis=0)
+    dist = np.abs(cand.a[0] - previous[0, own])
+    for t in range(1, cand.a.shape[0]):  # row by row: no (T, P) temporaries
+        np.maximum(dist, np.abs(cand.a[t] - previous[t, own]), out=dist)
     order = np.lexsort((dist, own))
     pick = order[np.r_[True, own[order][1:] != own[order][:-1]]]
     return _Raw(cand.a[:, pick], cand.U[pick], cand.kkt[pick], 0)
