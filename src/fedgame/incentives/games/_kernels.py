@@ -190,7 +190,7 @@ _U, _COSTATE, _GRAD, _SECOND = 0, 1, 2, 3
 _LANES = 8
 #: problems solved side by side by the lane kernels (two AVX-512 vectors: LLVM does not
 #: vectorise a loop of fewer than 16 iterations)
-_WIDTH = 16
+_WIDTH = 32
 
 # log1p: musl's (FreeBSD's e_log1p.c) reduction and polynomial without its branches for small
 # or special arguments, which the general path covers for every x > −1 to within an ulp
@@ -472,18 +472,19 @@ def _evaluate_lanes(A: Any, r0: Any, vp: Any, phi: Any, R: Any, K: int, pu: floa
     """:func:`_evaluate_col` for the problems in the lanes of ``A`` (T, lanes), types ``r0``,
     ``vp`` (lanes,): the rows of ``w`` (9, T+1, lanes) as far as ``level`` asks, U into
     ``U`` (lanes,)."""
+    L = A.shape[1]  # lanes: a run-time count, so that LLVM vectorises, not unrolls
     T = A.shape[0]
     rho, P, dP, g, u, mr, S, lam, grad = w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8]
-    for j in range(_WIDTH):
+    for j in range(L):
         rho[0, j] = r0[j]
         U[j] = 0.0
     for t in range(T):
         p = phi[t]
-        for j in range(_WIDTH):
+        for j in range(L):
             rho[t + 1, j] = (rho[t, j] - p) * A[t, j] + p
     for t in range(T + 1):  # three loops: few arrays each, so that LLVM vectorises them
         nphi, kn = rc[0, t], rc[1, t]
-        for j in range(_WIDTH):
+        for j in range(L):
             x = rho[t, j] / nphi
             inside = x < 1.0
             x = 1.0 if x > 1.0 else x
@@ -497,35 +498,35 @@ def _evaluate_lanes(A: Any, r0: Any, vp: Any, phi: Any, R: Any, K: int, pu: floa
             dP[t, j] = d
             u[t, j] = ut if inside else -1.0
         Rt = R[t]
-        for j in range(_WIDTH):
+        for j in range(L):
             m1 = Rt - rho[t, j] * vp[j]
             gt = rho[t, j] * m1
             if t < T:
                 gt -= A[t, j] * A[t, j] * (1.0 - vp[j])
             g[t, j] = gt
             mr[t, j] = m1 - rho[t, j] * vp[j]
-        for j in range(_WIDTH):
+        for j in range(L):
             U[j] += P[t, j] * g[t, j]
     if level == _U:
         return
     for t in range(T + 1):
-        for j in range(_WIDTH):
+        for j in range(L):
             S[t, j] = dP[t, j] * g[t, j] + P[t, j] * mr[t, j]
-    for j in range(_WIDTH):
+    for j in range(L):
         lam[T, j] = S[T, j]
     for t in range(T - 1, -1, -1):
-        for j in range(_WIDTH):
+        for j in range(L):
             lam[t, j] = A[t, j] * lam[t + 1, j] + S[t, j]
     if level == _COSTATE:
         return
     for t in range(T):
         p = phi[t]
-        for j in range(_WIDTH):
+        for j in range(L):
             grad[t, j] = (rho[t, j] - p) * lam[t + 1, j] - P[t, j] * A[t, j] * (2.0 * (1.0 - vp[j]))
     if level == _SECOND:
         for t in range(T + 1):
             k2 = rc[2, t]
-            for j in range(_WIDTH):
+            for j in range(L):
                 f = dP[t, j] * mr[t, j] * 2.0 - P[t, j] * (2.0 * vp[j])
                 if K > 1 and u[t, j] >= 0.0:
                     f += dP[t, j] / u[t, j] * k2 * g[t, j]
@@ -538,22 +539,23 @@ def _sweep_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: i
     """:func:`_sweep_nb` in _WIDTH lanes: the same sweeps and stopping rules per problem, a
     lane refilled with the next problem as soon as its own stops; the same bits."""
     T, m = a0.shape
+    L = min(_WIDTH, max(m, 1))  # a run-time count: LLVM vectorises the loops, not unrolls
     if iters <= 0:
         for t in range(T):
             for j in range(m):
                 out[t, j] = a0[t, j]
         return
     rc = _round_constants(phi, N, K)
-    w = np.zeros((9, T + 1, _WIDTH))
-    A = np.full((T, _WIDTH), 0.5)
-    r0, vp = np.ones(_WIDTH), np.full(_WIDTH, 0.5)
-    cc, size, ref, U = np.empty(_WIDTH), np.empty(_WIDTH), np.empty(_WIDTH), np.empty(_WIDTH)
-    its = np.zeros(_WIDTH, dtype=np.int64)
-    job = np.full(_WIDTH, -1, dtype=np.int64)
+    w = np.zeros((9, T + 1, L))
+    A = np.full((T, L), 0.5)
+    r0, vp = np.ones(L), np.full(L, 0.5)
+    cc, size, ref, U = np.empty(L), np.empty(L), np.empty(L), np.empty(L)
+    its = np.zeros(L, dtype=np.int64)
+    job = np.full(L, -1, dtype=np.int64)
     nxt = 0
     while True:
         busy = 0
-        for j in range(_WIDTH):  # refill the free lanes
+        for j in range(L):  # refill the free lanes
             if job[j] < 0 and nxt < m:
                 job[j] = nxt
                 for t in range(T):
@@ -567,19 +569,19 @@ def _sweep_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: i
             return
         _evaluate_lanes(A, r0, vp, phi, R, K, pu, _COSTATE, w, rc, U)
         rho, P, lam = w[0], w[1], w[7]
-        for j in range(_WIDTH):
+        for j in range(L):
             cc[j] = 2.0 * (1.0 - vp[j])
             size[j] = 0.0
         for t in range(T):
             p = phi[t]
-            for j in range(_WIDTH):
+            for j in range(L):
                 st = (rho[t, j] - p) * lam[t + 1, j] / (P[t, j] * cc[j])
                 st = st if st >= 0.0 else 0.0  # fmax(·, 0): NaN → 0
                 st = st if st <= 1.0 else 1.0
                 st = (st - A[t, j]) * damping
                 A[t, j] += st
                 size[j] = abs(st) if abs(st) > size[j] else size[j]
-        for j in range(_WIDTH):
+        for j in range(L):
             if job[j] < 0:
                 continue
             its[j] += 1
@@ -596,10 +598,11 @@ def _sweep_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: i
 
 def _kkt_lanes(a: Any, grad: Any, r: Any) -> None:  # pragma: no cover - compiled
     """:func:`_kkt_col` for each lane of ``a``, ``grad`` (T, lanes) into ``r`` (lanes,)."""
-    for j in range(_WIDTH):
+    L = a.shape[1]  # lanes: a run-time count, so that LLVM vectorises, not unrolls
+    for j in range(L):
         r[j] = 0.0
     for t in range(a.shape[0]):
-        for j in range(_WIDTH):
+        for j in range(L):
             y = a[t, j] + grad[t, j]
             y = 0.0 if y < 0.0 else (1.0 if y > 1.0 else y)
             e = abs(y - a[t, j])
@@ -610,12 +613,13 @@ def _riccati_lanes(a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any,
                    Kg: Any, curv: Any, V: Any, v: Any) -> None:  # pragma: no cover - compiled
     """:func:`_riccati_col` for each lane (arrays (rounds, lanes); ``V``, ``v`` (lanes,)
     scratch)."""
+    L = a.shape[1]  # lanes: a run-time count, so that LLVM vectorises, not unrolls
     T = a.shape[0]
-    for j in range(_WIDTH):
+    for j in range(L):
         V[j] = -f2[T, j]
         v[j] = -S[T, j]
     for t in range(T - 1, -1, -1):
-        for j in range(_WIDTH):
+        for j in range(L):
             A = a[t, j]
             Bt = B[t, j]
             cPt = cP[t, j]
@@ -632,10 +636,10 @@ def _riccati_lanes(a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any,
             Kg[t, j] = Kt
             v[j] = (A * v[j] - S[t, j]) + Kt * Qu
             V[j] = (A * A * V[j] - f2[t, j]) + Kt * Qux
-    for j in range(_WIDTH):
+    for j in range(L):
         V[j] = 0.0  # now dx
     for t in range(T):
-        for j in range(_WIDTH):
+        for j in range(L):
             du = Kg[t, j] * V[j] + k[t, j]
             Kg[t, j] = du
             V[j] = V[j] * a[t, j] + B[t, j] * du
@@ -649,30 +653,36 @@ def _newton_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: 
     trial that is accepted is the next point, already evaluated (the one-problem kernel
     evaluates it again, to the same bits); one that is refused is halved for the next tick.
     So every lane moves at its own pace, and a lane whose problem has stopped takes the next
-    one at the following tick."""
+    one at the following tick. The loops over rounds and lanes compute every lane and keep
+    the lanes that need the result (selects, not branches), so that they vectorise; each
+    touches few arrays, so that LLVM's checks that they do not overlap stay within bounds."""
     T, m = a0.shape
+    L = min(_WIDTH, max(m, 1))  # a run-time count: LLVM vectorises the loops, not unrolls
     rc = _round_constants(phi, N, K)
-    w = np.zeros((9, T + 1, _WIDTH))
-    rows = np.zeros((12, T, _WIDTH))  # Numba has no generator expressions: one block, cut up
+    w = np.zeros((9, T + 1, L))
+    rows = np.zeros((12, T, L))  # Numba has no generator expressions: one block, cut up
     A, X, gJ, B, cP, Wr, k, d = (rows[0], rows[1], rows[2], rows[3], rows[4], rows[5],
                                  rows[6], rows[7])
     kd, dd, cd = rows[8], rows[9], rows[10]  # the Riccati pass's outputs, before they are kept
-    bound = np.zeros((T, _WIDTH), dtype=np.bool_)
-    r0, vp = np.ones(_WIDTH), np.full(_WIDTH, 0.5)
+    bound = np.zeros((T, L), dtype=np.bool_)
+    r0, vp = np.ones(L), np.full(L, 0.5)
     A[:, :] = 0.5
     X[:, :] = 0.5
-    lane = np.zeros((12, _WIDTH))
+    lane = np.zeros((16, L))
     c2, U, Ux, r, rx, pred, big = lane[0], lane[1], lane[2], lane[3], lane[4], lane[5], lane[6]
-    J0, noise, s, V, v = lane[7], lane[8], lane[9], lane[10], lane[11]
-    steps = np.zeros(_WIDTH, dtype=np.int64)
-    h = np.zeros(_WIDTH, dtype=np.int64)
-    job = np.full(_WIDTH, -1, dtype=np.int64)
-    trying = np.zeros(_WIDTH, dtype=np.bool_)  # X is the trial of a step (else a new problem)
-    new = np.zeros(_WIDTH, dtype=np.bool_)  # the lane needs a direction from X = A
+    J0, noise, s, V, v, moved, e, pr, bg = (lane[7], lane[8], lane[9], lane[10], lane[11],
+                                            lane[12], lane[13], lane[14], lane[15])
+    steps = np.zeros(L, dtype=np.int64)
+    h = np.zeros(L, dtype=np.int64)
+    job = np.full(L, -1, dtype=np.int64)
+    flags = np.zeros((5, L), dtype=np.bool_)
+    # X is the trial of a step (else a new problem); the trial was accepted / refused; the lane
+    # needs a direction from X = A; X is to be made a trial from A along d
+    trying, acc, rej, new, redo = flags[0], flags[1], flags[2], flags[3], flags[4]
     nxt = 0
     while True:
         busy = 0
-        for j in range(_WIDTH):  # refill the free lanes
+        for j in range(L):  # refill the free lanes
             if job[j] < 0 and nxt < m:
                 job[j] = nxt
                 for t in range(T):
@@ -689,18 +699,22 @@ def _newton_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: 
             return
         _evaluate_lanes(X, r0, vp, phi, R, K, pu, _SECOND, w, rc, Ux)
         _kkt_lanes(X, w[8], rx)
+        for j in range(L):
+            moved[j] = 0.0
+        for t in range(T):
+            for j in range(L):
+                moved[j] += (A[t, j] - X[t, j]) * gJ[t, j] if bound[t, j] else 0.0
         n_new = 0
-        for j in range(_WIDTH):
+        for j in range(L):  # each lane's decision
+            acc[j] = False
+            rej[j] = False
             new[j] = False
             if job[j] < 0:
                 continue
             if trying[j]:  # the Armijo test of the trial X
                 Jt = -Ux[j]
                 dec = J0[j] - Jt
-                moved = 0.0
-                for t in range(T):
-                    moved += (A[t, j] - X[t, j]) * gJ[t, j] if bound[t, j] else 0.0
-                req = 1e-4 * (s[j] * pred[j] + moved)
+                req = 1e-4 * (s[j] * pred[j] + moved[j])
                 ok = dec >= req
                 if h[j] == 0 and not ok and req <= 1e3 * noise[j] and dec >= -noise[j]:
                     ok = rx[j] < r[j]
@@ -710,62 +724,82 @@ def _newton_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: 
                     if h[j] == 50:  # no step accepted: stop at A
                         _finish(j, A, U, r, job, out_a, out_U, out_k)
                     else:
-                        for t in range(T):
-                            y = d[t, j] * s[j] + A[t, j]
-                            X[t, j] = 0.0 if y < 0.0 else (1.0 if y > 1.0 else y)
+                        rej[j] = True
                     continue
-                for t in range(T):
-                    A[t, j] = X[t, j]
+                acc[j] = True
                 steps[j] += 1
             U[j] = Ux[j]
             r[j] = rx[j]
             if r[j] <= tol or steps[j] > max_iter:
-                _finish(j, A, U, r, job, out_a, out_U, out_k)
+                _finish(j, X, U, r, job, out_a, out_U, out_k)  # X: the lane's point now
                 continue
             new[j] = True
             n_new += 1
-        if n_new == 0:
-            continue
-        # the direction at A (= X) for the lanes that moved: ε-active set, Riccati step,
-        # scaled gradient on the active set; then the first trial
         for t in range(T):
-            p = phi[t]
-            for j in range(_WIDTH):
-                if new[j]:
-                    e = min(min(1e-3, r[j]), 1e3 * r[j] * r[j])
-                    gj = -w[8, t, j]
-                    gJ[t, j] = gj
-                    bound[t, j] = (A[t, j] <= e and gj > 0.0) or (A[t, j] >= 1.0 - e
-                                                                  and gj < 0.0)
-                    B[t, j] = w[0, t, j] - p
-                    cP[t, j] = c2[j] * w[1, t, j]
-                    Wr[t, j] = c2[j] * w[2, t, j] * A[t, j] - w[7, t + 1, j]
-        _riccati_lanes(A, B, cP, Wr, w[6], w[4], bound, kd, dd, cd, V, v)
-        for j in range(_WIDTH):
-            if not new[j]:
-                continue
-            pr = 0.0
-            bg = 0.0
-            for t in range(T):
-                if bound[t, j]:
-                    scale = cd[t, j] if cd[t, j] >= cP[t, j] else cP[t, j]
-                    scale = scale if scale >= 1e-12 else 1e-12
-                    d[t, j] = -(gJ[t, j] / scale)
-                else:
-                    d[t, j] = dd[t, j]
-                    pr += -(gJ[t, j] * d[t, j])
-                    ad = abs(d[t, j])
-                    if ad > bg:
-                        bg = ad
-            pred[j] = pr
-            J0[j] = -U[j]
-            noise[j] = 1e-13 * (1.0 + abs(J0[j]))
-            s[j] = min(1.0, 1.0 / max(bg, 1e-300))
-            h[j] = 0
-            trying[j] = True
-            for t in range(T):
+            for j in range(L):
+                A[t, j] = X[t, j] if acc[j] else A[t, j]
+        if n_new:
+            _direction_lanes(A, w, phi, c2, r, e, new, gJ, bound, B, cP, Wr, kd, dd, cd, V, v,
+                             d, pr, bg)
+        for j in range(L):
+            if new[j]:
+                pred[j] = pr[j]
+                J0[j] = -U[j]
+                noise[j] = 1e-13 * (1.0 + abs(J0[j]))
+                s[j] = min(1.0, 1.0 / max(bg[j], 1e-300))
+                h[j] = 0
+                trying[j] = True
+            redo[j] = new[j] or rej[j]
+        for t in range(T):
+            for j in range(L):
                 y = d[t, j] * s[j] + A[t, j]
-                X[t, j] = 0.0 if y < 0.0 else (1.0 if y > 1.0 else y)
+                y = 0.0 if y < 0.0 else (1.0 if y > 1.0 else y)
+                X[t, j] = y if redo[j] else X[t, j]
+
+
+def _direction_lanes(A: Any, w: Any, phi: Any, c2: Any, r: Any, e: Any, new: Any, gJ: Any,
+                     bound: Any, B: Any, cP: Any, Wr: Any, kd: Any, dd: Any, cd: Any, V: Any,
+                     v: Any, d: Any, pr: Any, bg: Any) -> None:  # pragma: no cover - compiled
+    """The Newton direction at A of the lanes marked ``new`` (their ``gJ``, ``bound`` and
+    ``d``; the other lanes' are kept: their trials need them): the ε-active set, the Riccati
+    step, the scaled gradient on the active set; ``pr``, ``bg``: each lane's predicted
+    decrease and largest free step (read for the new lanes only)."""
+    L = A.shape[1]  # lanes: a run-time count, so that LLVM vectorises, not unrolls
+    T = A.shape[0]
+    for j in range(L):
+        e[j] = min(min(1e-3, r[j]), 1e3 * r[j] * r[j])
+    g8 = w[8]
+    for t in range(T):
+        for j in range(L):
+            gj = -g8[t, j]
+            a = A[t, j]
+            bd = (a <= e[j] and gj > 0.0) or (a >= 1.0 - e[j] and gj < 0.0)
+            gJ[t, j] = gj if new[j] else gJ[t, j]
+            bound[t, j] = bd if new[j] else bound[t, j]
+    rho, P, dP, lam = w[0], w[1], w[2], w[7]
+    for t in range(T):  # only the Riccati pass reads B, cP, Wr: every lane's may be replaced
+        p = phi[t]
+        for j in range(L):
+            B[t, j] = rho[t, j] - p
+            cP[t, j] = c2[j] * P[t, j]
+        for j in range(L):
+            Wr[t, j] = c2[j] * dP[t, j] * A[t, j] - lam[t + 1, j]
+    _riccati_lanes(A, B, cP, Wr, w[6], w[4], bound, kd, dd, cd, V, v)
+    for t in range(T):
+        for j in range(L):
+            scale = cd[t, j] if cd[t, j] >= cP[t, j] else cP[t, j]
+            scale = scale if scale >= 1e-12 else 1e-12
+            dt = -(gJ[t, j] / scale) if bound[t, j] else dd[t, j]
+            d[t, j] = dt if new[j] else d[t, j]
+    for j in range(L):
+        pr[j] = 0.0
+        bg[j] = 0.0
+    for t in range(T):
+        for j in range(L):
+            free = not bound[t, j]
+            pr[j] += -(gJ[t, j] * d[t, j]) if free else 0.0
+            ad = abs(d[t, j])
+            bg[j] = ad if (free and ad > bg[j]) else bg[j]
 
 
 def _finish(j: int, A: Any, U: Any, r: Any, job: Any, out_a: Any, out_U: Any,
@@ -819,7 +853,8 @@ def _compile() -> tuple[_Kernel, ...] | None:
     g["_f2i"], g["_i2f"] = _bitcasts()
     for helper in ("_log1p", "_neg_expm1", "_padded", "_round_constants", "_riccati_col",
                    "_evaluate_col", "_kkt_col", "_evaluate_lanes", "_kkt_lanes",
-                   "_riccati_lanes", "_finish", "_sweep_nb", "_newton_nb"):  # once: __getattr__ holds _LOAD
+                   "_riccati_lanes", "_finish", "_direction_lanes", "_sweep_nb",
+                   "_newton_nb"):  # once: __getattr__ holds _LOAD
         g[helper] = jit(g[helper])
     return (jit(_trajectory_nb), jit(_costate_nb), jit(_riccati_nb), jit(_newton_lanes),
             jit(_sweep_lanes))
