@@ -91,12 +91,20 @@ def _on_threads(solve: Callable[..., _Out], a0: FloatArray, rho0: FloatArray,
     where the time goes. Each thread runs in a copy of the caller's context (the sampling
     rule of ``inclusion_rule`` is a context variable)."""
     T, m = a0.shape
-    per = _PER_THREAD_COMPILED if solve in (_newton_compiled, _sweep_compiled) else _PER_THREAD
+    compiled = solve in (_newton_compiled, _sweep_compiled)
+    per = _PER_THREAD_COMPILED if compiled else _PER_THREAD
     n = min(cores() if threads is None else threads, m // per)
     if n <= 1:
         return solve(a0, rho0, varphi, *args, **kwargs)
+    contexts = [contextvars.copy_context() for _ in range(n)]  # the caller's, for each thread
+    if compiled:  # the kernels read and write strided views: nothing is copied or gathered
+        out = _compiled_outputs(solve, a0.shape)
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            list(pool.map(lambda j: contexts[j].run(
+                solve, a0[:, j::n], rho0[j::n], varphi[j::n], *args,
+                out=tuple(o[..., j::n] for o in out), **kwargs), range(n)))
+        return out if solve is _newton_compiled else out[0]  # type: ignore[return-value]
     parts = [np.arange(j, m, n) for j in range(n)]
-    contexts = [contextvars.copy_context() for _ in parts]
 
     def part(j: int) -> _Out:
         p = parts[j]
@@ -523,17 +531,26 @@ def _sweep_stream(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: Flo
     return out
 
 
+def _compiled_outputs(solve: Callable[..., object], shape: tuple[int, int]
+                      ) -> tuple[FloatArray, ...]:
+    """Empty outputs of a compiled solve for problems ``shape`` = (T, m): α, U, r_KKT of
+    :func:`_newton_compiled`, α of :func:`_sweep_compiled`."""
+    if solve is _newton_compiled:
+        return np.empty(shape), np.empty(shape[1]), np.empty(shape[1])
+    return (np.empty(shape),)
+
+
 def _newton_compiled(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
-                     R: FloatArray, N: int, K: int, *, tol: float = 1e-11, max_iter: int = 200
+                     R: FloatArray, N: int, K: int, *, tol: float = 1e-11, max_iter: int = 200,
+                     out: tuple[FloatArray, ...] | None = None
                      ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """:func:`_newton_stream`'s iteration, each problem solved to the end by the compiled
     kernel ``_kernels.newton`` (in its own arrays of T+1 values instead of a window of row
     operations); the same α, U and KKT residual to rounding (the transcendentals are the C
     library's, not NumPy's). Under the uniform inclusion rule P is the constant of
     :func:`_uniform_p` (read in the caller's context)."""
-    a0 = np.ascontiguousarray(a0, dtype=float)
-    T, m = a0.shape
-    out_a, out_U, out_k = np.empty((T, m)), np.empty(m), np.empty(m)
+    a0 = np.asarray(a0, dtype=float)
+    out_a, out_U, out_k = _compiled_outputs(_newton_compiled, a0.shape) if out is None else out
     pu = _uniform_p(N, K)
     newton = _kernels.newton
     assert newton is not None, "the compiled engine needs Numba"
@@ -544,18 +561,19 @@ def _newton_compiled(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: 
 
 def _sweep_compiled(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
                     R: FloatArray, N: int, K: int, *, damping: float, iters: int,
-                    tol: float = 1e-10, stall_window: int = 250) -> FloatArray:
+                    tol: float = 1e-10, stall_window: int = 250,
+                    out: tuple[FloatArray, ...] | None = None) -> FloatArray:
     """:func:`_sweep_stream`'s damped sweeps, each problem by the compiled kernel
     ``_kernels.sweep``. Equal to rounding while a sweep converges; a sweep that cycles is
     chaotic, so its iterate after the cap can differ (it only seeds a Newton solve)."""
-    a0 = np.ascontiguousarray(a0, dtype=float)
-    out = np.empty(a0.shape)
+    a0 = np.asarray(a0, dtype=float)
+    (alpha,) = _compiled_outputs(_sweep_compiled, a0.shape) if out is None else out
     pu = _uniform_p(N, K)
     sweep = _kernels.sweep
     assert sweep is not None, "the compiled engine needs Numba"
     sweep(a0, np.ascontiguousarray(rho0, dtype=float), np.ascontiguousarray(varphi, dtype=float),
-          phi, R, N, K, -1.0 if pu is None else pu, damping, iters, tol, stall_window, out)
-    return out
+          phi, R, N, K, -1.0 if pu is None else pu, damping, iters, tol, stall_window, alpha)
+    return alpha
 
 
 def _frozen(x: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -629,12 +647,11 @@ class Candidates:
 
 
 def best_per_owner(U: FloatArray, owner: NDArray[np.intp], m: int) -> NDArray[np.intp]:
-    """Index of the highest-U problem of each of the m owners (first one on ties)."""
-    Us = np.where(np.isfinite(U), U, -np.inf)
-    order = np.lexsort((np.arange(U.size), -Us, owner))
-    first = np.flatnonzero(np.r_[True, owner[order][1:] != owner[order][:-1]])
-    out = order[first]
-    assert out.size == m
+    """Index of the highest-U problem of each of the m owners (first one on ties; U that is
+    not finite counts as −∞): one pass (``_kernels.best_per_owner``), not a sort."""
+    out = np.empty(m, dtype=np.intp)
+    _kernels.best_per_owner(U, np.asarray(owner, dtype=np.intp), out)
+    assert np.all(out >= 0)
     return out
 
 
@@ -711,8 +728,9 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
     if bad.size:
         a2, U2, k2 = _solvers.lbfgsb(a_best[:, bad], rho0[bad], varphi[bad], phi, R, N, K)
         if solver == "newton":
-            newton = {"compiled": _newton_compiled, "streamed": _newton_stream,
-                      "reference": _solvers.newton}[engine]
+            newton: Callable[..., tuple[FloatArray, FloatArray, FloatArray]] = {
+                "compiled": _newton_compiled, "streamed": _newton_stream,
+                "reference": _solvers.newton}[engine]  # type: ignore[assignment]
             a2, U2, k2 = newton(a2, rho0[bad], varphi[bad], phi, R, N, K)
         better = (U2 >= U_best[bad] - 1e-12 * (1.0 + np.abs(U_best[bad]))) & (k2 < kkt_best[bad])
         idx = bad[better]

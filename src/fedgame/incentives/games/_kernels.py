@@ -205,6 +205,11 @@ _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10, _E11, _E12, _E13, _E14 = (
     1.0 / math.factorial(n) for n in range(2, 15))
 
 
+#: float64 bits as int64 and back: Numba intrinsics bound by :func:`_compile`
+_f2i: Callable[[float], int]
+_i2f: Callable[[int], float]
+
+
 def _log1p(x: float) -> float:  # pragma: no cover - compiled
     """log(1 + x) for x > −1, branch-free so that a loop of it vectorises (the C library's
     log1p is a call per value): 1 + x = 2^k (1 + f) with 1 + f in [√2/2, √2), the rounding
@@ -813,8 +818,71 @@ def _finish(j: int, A: Any, U: Any, r: Any, job: Any, out_a: Any, out_U: Any,
     job[j] = -1
 
 
+# --------------------------------------------------------------------------------------------
+# Book-keeping of the mean field's archive of optima: one pass where NumPy sorts or gathers
+# (T, P) arrays. Each has a NumPy form, used without Numba, that gives the same answer.
+# --------------------------------------------------------------------------------------------
+
+
+def _basin_distance_py(a: FloatArray, prev: FloatArray, owner: NDArray[np.intp],
+                       out: FloatArray) -> None:
+    """max_t |a[t, p] − prev[t, owner[p]]| into ``out`` (P,), NaN if any term is NaN."""
+    np.abs(a[0] - prev[0, owner], out=out)
+    for t in range(1, a.shape[0]):
+        np.maximum(out, np.abs(a[t] - prev[t, owner]), out=out)
+
+
+def _basin_distance_nb(a: Any, prev: Any, owner: Any, out: Any) -> None:  # pragma: no cover
+    for p in range(a.shape[1]):
+        out[p] = abs(a[0, p] - prev[0, owner[p]])
+    for t in range(1, a.shape[0]):
+        for p in range(a.shape[1]):
+            x = abs(a[t, p] - prev[t, owner[p]])
+            out[p] = x if (x > out[p] or x != x) else out[p]  # np.maximum: NaN propagates
+
+
+def _best_per_owner_py(U: FloatArray, owner: NDArray[np.intp], out: NDArray[np.intp]) -> None:
+    """Index of the highest-U entry of each owner into ``out`` (m,), the first on ties; U
+    that is not finite counts as −∞; −1 for an owner without entries."""
+    Us = np.where(np.isfinite(U), U, -np.inf)
+    order = np.lexsort((np.arange(U.size), -Us, owner))
+    first = order[np.r_[True, owner[order][1:] != owner[order][:-1]]]
+    out[:] = -1
+    out[owner[first]] = first
+
+
+def _best_per_owner_nb(U: Any, owner: Any, out: Any) -> None:  # pragma: no cover - compiled
+    best = np.empty(out.size)
+    out[:] = -1
+    for p in range(U.size):
+        o = owner[p]
+        u = U[p] if math.isfinite(U[p]) else -np.inf
+        if out[o] < 0 or u > best[o]:
+            out[o] = p
+            best[o] = u
+
+
+def _same_keys_nb(first: Any, rest: Any, ok: Any, left: Any, right: Any, same: float,
+                  out: Any) -> None:  # pragma: no cover - compiled
+    """Whether the columns ``left[q]`` and ``right[q]`` of [``first`` | ``rest[:, ok]``] have
+    the same key ``np.round(α / same)``, into ``out`` (the archive's exact comparison; without
+    Numba it gathers the columns)."""
+    n = first.shape[1]
+    for q in range(left.size):
+        i, k = left[q], right[q]
+        eq = True
+        for t in range(first.shape[0]):
+            x = first[t, i] if i < n else rest[t, ok[i - n]]
+            y = first[t, k] if k < n else rest[t, ok[k - n]]
+            if np.rint(x / same) != np.rint(y / same):  # np.round: half to even
+                eq = False
+                break
+        out[q] = eq
+
+
 _Kernel = Callable[..., None]
-_NAMES = ("trajectory", "costate", "riccati", "newton", "sweep")
+_NAMES = ("trajectory", "costate", "riccati", "newton", "sweep", "basin_distance",
+          "best_per_owner", "same_keys")
 
 
 def _bitcasts() -> tuple[Any, Any]:
@@ -825,13 +893,13 @@ def _bitcasts() -> tuple[Any, Any]:
     from numba import types
     from numba.extending import intrinsic
 
-    @intrinsic  # type: ignore[misc]
+    @intrinsic
     def f2i(typingctx: Any, x: Any) -> Any:
         def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
             return builder.bitcast(args[0], ir.IntType(64))
         return types.int64(types.float64), codegen
 
-    @intrinsic  # type: ignore[misc]
+    @intrinsic
     def i2f(typingctx: Any, x: Any) -> Any:
         def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
             return builder.bitcast(args[0], ir.DoubleType())
@@ -857,7 +925,8 @@ def _compile() -> tuple[_Kernel, ...] | None:
                    "_newton_nb"):  # once: __getattr__ holds _LOAD
         g[helper] = jit(g[helper])
     return (jit(_trajectory_nb), jit(_costate_nb), jit(_riccati_nb), jit(_newton_lanes),
-            jit(_sweep_lanes))
+            jit(_sweep_lanes), jit(_basin_distance_nb), jit(_best_per_owner_nb),
+            jit(_same_keys_nb))
 
 
 #: whether the compiled kernels are in use (Numba importable); like the kernels, set on first
@@ -866,9 +935,13 @@ COMPILED: bool
 trajectory: _Kernel
 costate: _Kernel
 riccati: _Kernel
-#: the per-problem solves (``_newton_nb``, ``_sweep_nb``) compiled, or None without Numba
+#: the per-problem solves (``_newton_lanes``, ``_sweep_lanes``) compiled, or None without Numba
 newton: _Kernel | None
 sweep: _Kernel | None
+#: the archive's book-keeping (compiled, or their NumPy forms; ``same_keys`` None without Numba)
+basin_distance: _Kernel
+best_per_owner: _Kernel
+same_keys: _Kernel | None
 _LOAD = threading.Lock()
 
 
@@ -883,7 +956,8 @@ def __getattr__(name: str) -> Any:
         g = globals()
         if "riccati" not in g:
             kernels = _compile()
-            fallback = (_trajectory_py, _costate_py, _riccati_py, None, None)
+            fallback = (_trajectory_py, _costate_py, _riccati_py, None, None,
+                        _basin_distance_py, _best_per_owner_py, None)
             g.update(zip(_NAMES, kernels if kernels is not None else fallback, strict=True))
             g["COMPILED"] = kernels is not None
     return g[name]

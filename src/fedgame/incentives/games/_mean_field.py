@@ -28,6 +28,7 @@ from typing import Literal, TypedDict, Unpack, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fedgame.incentives.games import _kernels
 from fedgame.incentives.games._best_response import (
     Candidates,
     Engine,
@@ -38,7 +39,8 @@ from fedgame.incentives.games._best_response import (
     solve_types,
     unique_types,
 )
-from fedgame.incentives.games._dynamics import Inclusion, evaluate, with_inclusion
+from fedgame.incentives.games._dynamics import (Inclusion, _trajectory_tm, evaluate,
+                                                 with_inclusion)
 from fedgame.incentives.games._validation import (
     as_clients,
     as_rounds,
@@ -260,14 +262,17 @@ def _key_hash(a: FloatArray, same: float) -> FloatArray:
 
 
 def _first_distinct(owner: NDArray[np.intp], h: FloatArray,
-                    keys: Callable[[NDArray[np.intp]], FloatArray]) -> NDArray[np.intp]:
+                    keys: Callable[[NDArray[np.intp]], FloatArray],
+                    equal: Callable[[NDArray[np.intp], NDArray[np.intp]], NDArray[np.bool_]]
+                    | None = None) -> NDArray[np.intp]:
     """Sorted positions of the first occurrence of each distinct (owner, key) pair: what
     ``np.unique(column_stack([owner, key.T]), axis=0, return_index=True)`` gives, without
     sorting P rows of T + 1 fields. ``h``: :func:`_key_hash` of the keys; ``keys(idx)``:
-    the key columns (T, len(idx)) of positions ``idx``. Rows are grouped by owner and by
-    hash, and a row repeats its predecessor in that order if its whole key is equal
-    (compared in blocks, only where the hashes agree); a hash shared by different keys
-    (never seen) falls back to ``np.unique``."""
+    the key columns (T, len(idx)) of positions ``idx``; ``equal(i, k)``, if given, whether
+    the keys of positions i and k are equal, pair by pair (else ``keys`` are compared in
+    blocks). Rows are grouped by owner and by hash, and a row repeats its predecessor in
+    that order if its whole key is equal (compared only where the hashes agree); a hash
+    shared by different keys (never seen) falls back to ``np.unique``."""
     P = owner.size
     if P == 0:
         return np.empty(0, dtype=np.intp)
@@ -276,9 +281,12 @@ def _first_distinct(owner: NDArray[np.intp], h: FloatArray,
     group = (owner[o][1:] == owner[o][:-1]) & (h[o][1:] == h[o][:-1])
     same = group.copy()
     pairs = np.flatnonzero(group)
-    for b in range(0, pairs.size, _PAIR_BLOCK):
-        q = pairs[b:b + _PAIR_BLOCK]
-        same[q] = np.all(keys(o[q]) == keys(o[q + 1]), axis=0)
+    if equal is not None:
+        same[pairs] = equal(o[pairs], o[pairs + 1])
+    else:
+        for b in range(0, pairs.size, _PAIR_BLOCK):
+            q = pairs[b:b + _PAIR_BLOCK]
+            same[q] = np.all(keys(o[q]) == keys(o[q + 1]), axis=0)
     if np.any(group & ~same):  # a hash collision: the exact, slow way
         _, first = np.unique(np.column_stack([owner, keys(pos).T]), axis=0, return_index=True)
         return np.sort(first)
@@ -335,8 +343,19 @@ class _Archive:
 
         order = np.lexsort((-U, prio, owner))
         owner = owner[order]
+        same_keys = _kernels.same_keys
+        first_cols = np.empty((c.a.shape[0], 0)) if keep is None else keep
+
+        def equal(i: NDArray[np.intp], k: NDArray[np.intp]) -> NDArray[np.bool_]:
+            """Compiled: the key columns compared in place, none gathered."""
+            assert same_keys is not None
+            out = np.empty(i.size, dtype=bool)
+            same_keys(first_cols, c.a, ok, order[i], order[k], self.same, out)
+            return out
+
         first = _first_distinct(owner, h[order],
-                                lambda q: np.round(columns(order[q]) / self.same))
+                                lambda q: np.round(columns(order[q]) / self.same),
+                                None if same_keys is None else equal)
         idx, owner = order[first], owner[first]
         start = np.r_[0, np.flatnonzero(owner[1:] != owner[:-1]) + 1]
         rank = np.arange(owner.size) - np.repeat(start, np.diff(np.r_[start, owner.size]))
@@ -348,9 +367,8 @@ def _tracked(cand: Candidates, previous: FloatArray) -> _Raw:
     """For every type the candidate closest to its previous choice: the same basin,
     followed to the new φ by the warm start."""
     own = cand.owner
-    dist = np.abs(cand.a[0] - previous[0, own])
-    for t in range(1, cand.a.shape[0]):  # row by row: no (T, P) temporaries
-        np.maximum(dist, np.abs(cand.a[t] - previous[t, own]), out=dist)
+    dist = np.empty(own.size)
+    _kernels.basin_distance(cand.a, previous, own, dist)  # max_t |Δα|, NaN propagating
     order = np.lexsort((dist, own))
     pick = order[np.r_[True, own[order][1:] != own[order][:-1]]]
     return _Raw(cand.a[:, pick], cand.U[pick], cand.kkt[pick], 0)
@@ -705,8 +723,7 @@ def _picard_mean(types: _Types, raw: _Raw, phi: FloatArray) -> FloatArray:
     """Φ(t) = mean_i ρ_i^t: the population mean (Eq. 18) of the clients' trajectories of
     Eq. (20), driven by ``phi``, under their best responses ``raw`` — Algorithm 1's
     estimate φ_m^est; the mean field is a fixed point of φ ↦ Φ."""
-    rho_u = evaluate(raw.a, types.rho0, types.varphi, phi, types.R, types.N, types.K,
-                     need_grad=False).rho
+    rho_u = _trajectory_tm(raw.a, types.rho0, phi)  # evaluate()'s ρ, without P, g and U
     return rho_u @ types.weights
 
 
