@@ -17,9 +17,16 @@ The whole solves go one step further: a problem is solved to the end in arrays o
 values, so the ~60 NumPy calls per Newton step of a window of problems (and the window's
 book-keeping) disappear, which is most of the time when a best response has a few hundred
 problems (the FedPCS game at N = 100). They repeat the streamed engine's arithmetic except
-log1p and expm1, which are the C library's here and NumPy's SIMD versions there: the two
-engines agree to rounding, not to the bit (tested), and without Numba the streamed engine is
-used.
+log1p and expm1: here :func:`_log1p` and :func:`_neg_expm1`, branch-free (fdlibm's log1p
+reduction and polynomial, as in FreeBSD and musl; a Taylor expm1 after the usual k·ln2
+reduction) so that the loop that computes P over the rounds vectorises, within two ulp of the
+C library's (tested); NumPy's SIMD versions there. The two engines agree to rounding, not to
+the bit (tested), and without Numba the streamed engine is used.
+
+The engine's kernels solve :data:`_WIDTH` problems side by side in lanes (``_newton_lanes``,
+``_sweep_lanes``; the one-problem ``_newton_nb`` and ``_sweep_nb`` stay as their reference,
+and give the same bits, tested): one problem's evaluation is three recursions whose steps
+wait on each other, and side by side each step is one vector operation for every lane.
 
 Hand-written, not a library call: no solver library exposes these recursions or this
 per-problem iteration."""
@@ -170,7 +177,7 @@ def _riccati_nb(a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any, k:
 
 
 # --------------------------------------------------------------------------------------------
-# Whole solves, one problem at a time (the "compiled" engine of ``_best_response``)
+# Whole solves, one problem at a time (the reference of the lane kernels below)
 # --------------------------------------------------------------------------------------------
 #
 # The streamed engines run each step of the iteration as row operations over a window of
@@ -178,8 +185,8 @@ def _riccati_nb(a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any, k:
 # none of the ~60 passes per Newton step over (T+1, window) arrays and none of the window's
 # book-keeping remain. The iteration is that of ``_best_response._newton_stream`` and
 # ``_sweep_stream``, operation for operation, except the transcendentals: log1p and expm1 are
-# :func:`_log1p` and :func:`_neg_expm1` below here, NumPy's SIMD versions there; the two agree to
-# rounding.
+# :func:`_log1p` and :func:`_neg_expm1` below here, NumPy's SIMD versions there; the two agree
+# to rounding.
 
 #: how much :func:`_evaluate_col` computes: the utility (and ρ, P, P', g), + the costate,
 #: + the gradient, + the second-order term f''
@@ -188,12 +195,14 @@ _U, _COSTATE, _GRAD, _SECOND = 0, 1, 2, 3
 #: the work arrays' rows are padded to a multiple of this (AVX-512's eight doubles), so that the
 #: loop over the rounds that computes P runs in whole vectors (no scalar remainder)
 _LANES = 8
-#: problems solved side by side by the lane kernels (two AVX-512 vectors: LLVM does not
-#: vectorise a loop of fewer than 16 iterations)
+#: problems solved side by side by the lane kernels (at most; fewer when there are fewer). The
+#: kernels loop over a run-time count of lanes: a constant count is unrolled by LLVM and then
+#: left scalar, as it cannot prove the work arrays apart; 32 measured faster than 16 and as
+#: fast as 64
 _WIDTH = 32
 
-# log1p: musl's (FreeBSD's e_log1p.c) reduction and polynomial without its branches for small
-# or special arguments, which the general path covers for every x > −1 to within an ulp
+# log1p: fdlibm's s_log1p.c (as in FreeBSD and musl) reduction and polynomial, without its
+# branches for small or special arguments: the general path covers every x > −1 within an ulp
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 _LG1, _LG2, _LG3, _LG4 = (6.666666666666735130e-01, 3.999999999940941908e-01,
