@@ -85,6 +85,8 @@ def machine() -> dict[str, object]:
 
     return {
         "cpu": cpu,
+        "cpu_detail": _cpu(),
+        "code": _code(),
         "cores": available_cores(),
         "torch_threads": torch.get_num_threads(),
         "python": platform.python_version(),
@@ -100,6 +102,13 @@ def _cpu() -> str:
     from fedgame.pipeline.runner import cpu_model
 
     return cpu_model()
+
+
+def _code() -> str:
+    """The code version a measurement ran (``fedgame.pipeline.runner.code_version``)."""
+    from fedgame.pipeline.runner import code_version
+
+    return code_version()
 
 
 def best_of(fn: Callable[[], object], *, repeats: int) -> float:
@@ -996,9 +1005,13 @@ def bench_speed_game(quick: bool) -> dict[str, object]:
         out["paper_budget_game_solve_s"] = t_game
         out["paper_budget_game_solve_detail"] = {
             "recipe": recipe, "sets": sets, "evaluations": plan.extras.get("evaluations"),
-            "cores": cores(), "measured": time.strftime("%Y-%m-%d"), "engine": default_engine(),
+            "cores": cores(), "measured": time.strftime("%Y-%m-%d %H:%M"), "engine": default_engine(),
+            "code": _code(),
             "cpu": _cpu()}
         out["game_engines"] = engines
+        out["speed_game_measured"] = {  # these keys' run: "machine" says the file's last writer
+            "keys": ["mean_field_1e5_s", "paper_budget_game_solve_s", "game_engines"],
+            "date": time.strftime("%Y-%m-%d %H:%M"), "code": _code(), "cpu": _cpu()}
         save("speed", out)
     return out
 
@@ -1144,7 +1157,8 @@ def bench_speed_paper(quick: bool) -> dict[str, object]:
     res = _paper_budget_runs(available_cores(), quick)
     if not quick:
         out.update(res)
-        out["paper_budget_measured"] = {"date": time.strftime("%Y-%m-%d"), "cpu": _cpu()}
+        out["paper_budget_measured"] = {"date": time.strftime("%Y-%m-%d %H:%M"), "cpu": _cpu(),
+                                        "code": _code()}
         save("speed", out)
     return res
 
