@@ -1090,6 +1090,8 @@ def bench_speed(quick: bool) -> dict[str, object]:
 
     # (6) one FedPCS run at the paper's budget, projected from 3 timed rounds
     out.update(_paper_budget_runs(cores, quick))
+    out["speed_measured"] = {"keys": "every key of this run", "date": time.strftime("%Y-%m-%d %H:%M"),
+                             "code": _code(), "cpu": _cpu()}
     save("speed", out)
     torch.set_num_threads(threads0)
     return out
