@@ -925,7 +925,8 @@ def _compile() -> tuple[_Kernel, ...] | None:
         import numba
     except ImportError:  # pragma: no cover - numba is a dependency; kept for platforms without it
         return None
-    jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+    options = {"cache": True, "nogil": True, "fastmath": False, "error_model": "numpy"}
+    jit = numba.njit(**options)
     g = globals()
     g["_f2i"], g["_i2f"] = _bitcasts()
     for helper in ("_log1p", "_neg_expm1", "_padded", "_round_constants", "_riccati_col",
@@ -933,9 +934,15 @@ def _compile() -> tuple[_Kernel, ...] | None:
                    "_riccati_lanes", "_finish", "_direction_lanes", "_sweep_nb",
                    "_newton_nb"):  # once: __getattr__ holds _LOAD
         g[helper] = jit(g[helper])
-    return (jit(_trajectory_nb), jit(_costate_nb), jit(_riccati_nb), jit(_newton_lanes),
-            jit(_sweep_lanes), jit(_basin_distance_nb), jit(_best_per_owner_nb),
-            jit(_same_keys_nb))
+    # the solves take whole arrays (one thread) and strided views (threads, _best_response):
+    # typed for any layout, each is compiled once (the lane loops run on their own arrays)
+    f8, i8 = numba.float64, numba.int64
+    m1, m2 = f8[:], f8[:, :]
+    newton = numba.njit((m2, m1, m1, m1, m1, i8, i8, f8, f8, i8, m2, m1, m1),
+                        **options)(_newton_lanes)
+    sweep = numba.njit((m2, m1, m1, m1, m1, i8, i8, f8, f8, i8, f8, i8, m2), **options)(_sweep_lanes)
+    return (jit(_trajectory_nb), jit(_costate_nb), jit(_riccati_nb), newton, sweep,
+            jit(_basin_distance_nb), jit(_best_per_owner_nb), jit(_same_keys_nb))
 
 
 #: whether the compiled kernels are in use (Numba importable); like the kernels, set on first
