@@ -547,6 +547,25 @@ def _evaluate_lanes(A: Any, r0: Any, vp: Any, phi: Any, R: Any, K: int, pu: floa
                 u[t, j] = f
 
 
+def _refill(a0: Any, rho0: Any, varphi: Any, A: Any, r0: Any, vp: Any, job: Any, loaded: Any,
+            nxt: int) -> tuple[int, int]:  # pragma: no cover - compiled
+    """Give each free lane (``job`` < 0) the next problem (column ``nxt`` of ``a0``, its type):
+    its start into ``A``, marked in ``loaded``. Returns the next problem and the busy lanes."""
+    busy = 0
+    for j in range(A.shape[1]):
+        loaded[j] = False
+        if job[j] < 0 and nxt < a0.shape[1]:
+            job[j] = nxt
+            for t in range(A.shape[0]):
+                A[t, j] = a0[t, nxt]
+            r0[j], vp[j] = rho0[nxt], varphi[nxt]
+            loaded[j] = True
+            nxt += 1
+        if job[j] >= 0:
+            busy += 1
+    return nxt, busy
+
+
 def _sweep_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int, pu: float,
                  damping: float, iters: int, tol: float, window: int,
                  out: Any) -> None:  # pragma: no cover - compiled
@@ -566,21 +585,15 @@ def _sweep_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: i
     cc, size, ref, U = np.empty(L), np.empty(L), np.empty(L), np.empty(L)
     its = np.zeros(L, dtype=np.int64)
     job = np.full(L, -1, dtype=np.int64)
+    loaded = np.zeros(L, dtype=np.bool_)
     nxt = 0
     while True:
-        busy = 0
-        for j in range(L):  # refill the free lanes
-            if job[j] < 0 and nxt < m:
-                job[j] = nxt
-                for t in range(T):
-                    A[t, j] = a0[t, nxt]
-                r0[j], vp[j] = rho0[nxt], varphi[nxt]
-                its[j], ref[j] = 0, np.inf
-                nxt += 1
-            if job[j] >= 0:
-                busy += 1
+        nxt, busy = _refill(a0, rho0, varphi, A, r0, vp, job, loaded, nxt)
         if busy == 0:
             return
+        for j in range(L):
+            if loaded[j]:
+                its[j], ref[j] = 0, np.inf
         _evaluate_lanes(A, r0, vp, phi, R, K, pu, _COSTATE, w, rc, U)
         rho, P, lam = w[0], w[1], w[7]
         for j in range(L):
@@ -693,24 +706,19 @@ def _newton_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: 
     # X is the trial of a step (else a new problem); the trial was accepted / refused; the lane
     # needs a direction from X = A; X is to be made a trial from A along d
     trying, acc, rej, new, redo = flags[0], flags[1], flags[2], flags[3], flags[4]
+    loaded = np.zeros(L, dtype=np.bool_)
     nxt = 0
     while True:
-        busy = 0
-        for j in range(L):  # refill the free lanes
-            if job[j] < 0 and nxt < m:
-                job[j] = nxt
+        nxt, busy = _refill(a0, rho0, varphi, A, r0, vp, job, loaded, nxt)
+        if busy == 0:
+            return
+        for j in range(L):
+            if loaded[j]:
                 for t in range(T):
-                    A[t, j] = a0[t, nxt]
-                    X[t, j] = a0[t, nxt]
-                r0[j], vp[j] = rho0[nxt], varphi[nxt]
+                    X[t, j] = A[t, j]
                 c2[j] = 2.0 * (1.0 - vp[j])
                 steps[j] = 0
                 trying[j] = False
-                nxt += 1
-            if job[j] >= 0:
-                busy += 1
-        if busy == 0:
-            return
         _evaluate_lanes(X, r0, vp, phi, R, K, pu, _SECOND, w, rc, Ux)
         _kkt_lanes(X, w[8], rx)
         for j in range(L):
@@ -925,12 +933,11 @@ def _compile() -> tuple[_Kernel, ...] | None:
         import numba
     except ImportError:  # pragma: no cover - numba is a dependency; kept for platforms without it
         return None
-    options = {"cache": True, "nogil": True, "fastmath": False, "error_model": "numpy"}
-    jit = numba.njit(**options)
+    jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
     g = globals()
     g["_f2i"], g["_i2f"] = _bitcasts()
     for helper in ("_log1p", "_neg_expm1", "_padded", "_round_constants", "_riccati_col",
-                   "_evaluate_col", "_kkt_col", "_evaluate_lanes", "_kkt_lanes",
+                   "_evaluate_col", "_kkt_col", "_evaluate_lanes", "_kkt_lanes", "_refill",
                    "_riccati_lanes", "_finish", "_direction_lanes", "_sweep_nb",
                    "_newton_nb"):  # once: __getattr__ holds _LOAD
         g[helper] = jit(g[helper])
@@ -938,9 +945,10 @@ def _compile() -> tuple[_Kernel, ...] | None:
     # typed for any layout, each is compiled once (the lane loops run on their own arrays)
     f8, i8 = numba.float64, numba.int64
     m1, m2 = f8[:], f8[:, :]
-    newton = numba.njit((m2, m1, m1, m1, m1, i8, i8, f8, f8, i8, m2, m1, m1),
-                        **options)(_newton_lanes)
-    sweep = numba.njit((m2, m1, m1, m1, m1, i8, i8, f8, f8, i8, f8, i8, m2), **options)(_sweep_lanes)
+    newton = numba.njit((m2, m1, m1, m1, m1, i8, i8, f8, f8, i8, m2, m1, m1), cache=True,
+                        nogil=True, fastmath=False, error_model="numpy")(_newton_lanes)
+    sweep = numba.njit((m2, m1, m1, m1, m1, i8, i8, f8, f8, i8, f8, i8, m2), cache=True,
+                       nogil=True, fastmath=False, error_model="numpy")(_sweep_lanes)
     return (jit(_trajectory_nb), jit(_costate_nb), jit(_riccati_nb), newton, sweep,
             jit(_basin_distance_nb), jit(_best_per_owner_nb), jit(_same_keys_nb))
 
