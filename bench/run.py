@@ -949,17 +949,13 @@ def _game_engines() -> dict[str, object]:
 
     game = fedpcs_game(load_recipe(ROOT / "recipes" / "main" / "fedpcs.yaml"))
     assert game is not None
-    chosen = _mean_field.default_engine
     times, plans = {}, {}
-    try:
-        for engine in ("compiled", "streamed"):
-            _mean_field.default_engine = lambda e=engine: e  # type: ignore[misc]
-            with tempfile.TemporaryDirectory() as d:
-                tic = time.perf_counter()
-                plans[engine] = solve_plan(game, cache=Path(d))
-                times[engine] = time.perf_counter() - tic
-    finally:
-        _mean_field.default_engine = chosen  # type: ignore[misc]
+    for engine in ("compiled", "streamed"):
+        with (mock.patch.object(_mean_field, "default_engine", lambda e=engine: e),
+              tempfile.TemporaryDirectory() as d):
+            tic = time.perf_counter()
+            plans[engine] = solve_plan(game, cache=Path(d))
+            times[engine] = time.perf_counter() - tic
     a, b = plans["compiled"], plans["streamed"]
     d_reward = float(np.max(np.abs(a.reward - b.reward) / np.maximum(np.abs(b.reward), 1.0)))
     d_phi = float(np.max(np.abs(a.phi - b.phi) / np.abs(b.phi)))

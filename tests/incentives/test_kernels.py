@@ -12,6 +12,8 @@ from fedgame.incentives.games import _kernels, mean_field
 from fedgame.incentives.games._mean_field import MeanFieldSolverOptions
 
 compiled = pytest.mark.skipif(not _kernels.COMPILED, reason="numba is not installed")
+if _kernels.COMPILED:
+    _kernels.newton  # noqa: B018 - binds the compiled helpers (_log1p, _evaluate_col, ...) called below
 
 
 def _strided(rng: np.random.Generator, rows: int, m: int) -> np.ndarray:

@@ -82,8 +82,10 @@ def _on_threads(solve: Callable[..., _Out], a0: FloatArray, rho0: FloatArray,
                 **kwargs: object) -> _Out:
     """``solve(a0, rho0, varphi, *args, **kwargs)`` for m independent problems (the columns
     of ``a0``), split over ``threads`` threads (None: every core; at most one per
-    :data:`_PER_THREAD` problems, :data:`_PER_THREAD_COMPILED` for the compiled engine). Each thread takes every n-th problem (a strided split, so
-    cold and warm starts are shared evenly) and the results are put back in column order.
+    :data:`_PER_THREAD` problems, :data:`_PER_THREAD_COMPILED` for the compiled engine). Each
+    thread takes every n-th problem (a strided split, so cold and warm starts are shared
+    evenly) and the results are put back in column order: the compiled kernels read and write
+    strided views of the caller's arrays, the streamed engines' pieces are gathered.
 
     The streamed engines solve each problem by itself — its iterates do not depend on which
     problems share its window — so the answer is the same to the last bit whatever the
@@ -97,7 +99,7 @@ def _on_threads(solve: Callable[..., _Out], a0: FloatArray, rho0: FloatArray,
     if n <= 1:
         return solve(a0, rho0, varphi, *args, **kwargs)
     contexts = [contextvars.copy_context() for _ in range(n)]  # the caller's, for each thread
-    if compiled:  # the kernels read and write strided views: nothing is copied or gathered
+    if compiled:
         out = _compiled_outputs(solve, a0.shape)
         with ThreadPoolExecutor(max_workers=n) as pool:
             list(pool.map(lambda j: contexts[j].run(
@@ -544,11 +546,12 @@ def _newton_compiled(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: 
                      R: FloatArray, N: int, K: int, *, tol: float = 1e-11, max_iter: int = 200,
                      out: tuple[FloatArray, ...] | None = None
                      ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """:func:`_newton_stream`'s iteration, each problem solved to the end by the compiled
-    kernel ``_kernels.newton`` (in its own arrays of T+1 values instead of a window of row
-    operations); the same α, U and KKT residual to rounding (the transcendentals are the C
-    library's, not NumPy's). Under the uniform inclusion rule P is the constant of
-    :func:`_uniform_p` (read in the caller's context)."""
+    """:func:`_newton_stream`'s iteration by the compiled kernel ``_kernels.newton`` (each
+    problem solved to the end in a lane of its own, up to 32 side by side, instead of a window
+    of row operations); the same α, U and KKT residual to rounding (log1p and expm1 are
+    ``_kernels``' own, not NumPy's). Under the uniform inclusion rule P is the constant of
+    :func:`_uniform_p` (read in the caller's context). ``out``: arrays (or views) to write
+    α, U and r_KKT into (:func:`_on_threads`)."""
     a0 = np.asarray(a0, dtype=float)
     out_a, out_U, out_k = _compiled_outputs(_newton_compiled, a0.shape) if out is None else out
     pu = _uniform_p(N, K)
@@ -563,9 +566,10 @@ def _sweep_compiled(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: F
                     R: FloatArray, N: int, K: int, *, damping: float, iters: int,
                     tol: float = 1e-10, stall_window: int = 250,
                     out: tuple[FloatArray, ...] | None = None) -> FloatArray:
-    """:func:`_sweep_stream`'s damped sweeps, each problem by the compiled kernel
-    ``_kernels.sweep``. Equal to rounding while a sweep converges; a sweep that cycles is
-    chaotic, so its iterate after the cap can differ (it only seeds a Newton solve)."""
+    """:func:`_sweep_stream`'s damped sweeps by the compiled kernel ``_kernels.sweep`` (lanes,
+    as :func:`_newton_compiled`; ``out``: a 1-tuple of the array or view to write α into).
+    Equal to rounding while a sweep converges; a sweep that cycles is chaotic, so its iterate
+    after the cap can differ (it only seeds a Newton solve)."""
     a0 = np.asarray(a0, dtype=float)
     (alpha,) = _compiled_outputs(_sweep_compiled, a0.shape) if out is None else out
     pu = _uniform_p(N, K)

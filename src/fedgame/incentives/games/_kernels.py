@@ -926,13 +926,14 @@ def _bitcasts() -> tuple[Any, Any]:
 
 
 def _compile() -> tuple[_Kernel, ...] | None:
-    """The three recursions and the two per-problem solves compiled by Numba (cached on disk
-    after the first compile), or None where Numba cannot be imported. The helpers the solves
-    call are compiled first and bound to their module names, where Numba looks them up."""
-    try:
-        import numba
-    except ImportError:  # pragma: no cover - numba is a dependency; kept for platforms without it
+    """The three recursions, the two lane solves and the book-keeping passes compiled by
+    Numba (cached on disk after the first compile), or None where Numba is not installed
+    (:data:`COMPILED`). The helpers the solves call are compiled first and bound to their
+    module names, where Numba looks them up."""
+    if not _numba_installed():  # pragma: no cover - numba is a dependency; kept for platforms without it
         return None
+    import numba
+
     jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
     g = globals()
     g["_f2i"], g["_i2f"] = _bitcasts()
@@ -953,8 +954,9 @@ def _compile() -> tuple[_Kernel, ...] | None:
             jit(_basin_distance_nb), jit(_best_per_owner_nb), jit(_same_keys_nb))
 
 
-#: whether the compiled kernels are in use (Numba importable); like the kernels, set on first
-#: use by :func:`__getattr__`
+#: whether the compiled kernels are in use (Numba installed); answered by :func:`__getattr__`
+#: without importing Numba or compiling anything: the solves' lane kernels are typed, so Numba
+#: compiles (or loads) them as soon as they are bound, which only a solve should pay
 COMPILED: bool
 trajectory: _Kernel
 costate: _Kernel
@@ -970,11 +972,15 @@ _LOAD = threading.Lock()
 
 
 def __getattr__(name: str) -> Any:
-    """The kernels (and ``COMPILED``) on first use: importing Numba costs about 0.2 s of CPU,
-    which every process that imports the games but never solves one (a Flower ClientApp reading
-    a FedPCS recipe, a CLI call) would pay at import. After the first use they are plain module
-    attributes. The lock makes the threads of ``_best_response._on_threads`` load them once."""
-    if name != "COMPILED" and name not in _NAMES:
+    """The kernels on first use (and ``COMPILED``, which loads nothing): binding them costs
+    about 0.5 s of CPU (12 s the first time, compiling) and importing Numba 0.2 s, which every
+    process that imports the games but never solves one (a Flower ClientApp reading a FedPCS
+    recipe, a CLI call, a look-up of a cached plan) would pay at import. After the first use
+    they are plain module attributes. The lock makes the threads of
+    ``_best_response._on_threads`` load them once."""
+    if name == "COMPILED":  # asked to choose an engine (a plan's cache key): compile nothing yet
+        return _numba_installed()
+    if name not in _NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     with _LOAD:
         g = globals()
@@ -983,5 +989,11 @@ def __getattr__(name: str) -> Any:
             fallback = (_trajectory_py, _costate_py, _riccati_py, None, None,
                         _basin_distance_py, _best_per_owner_py, None)
             g.update(zip(_NAMES, kernels if kernels is not None else fallback, strict=True))
-            g["COMPILED"] = kernels is not None
     return g[name]
+
+
+def _numba_installed() -> bool:
+    """Whether Numba is installed, found without importing it."""
+    import importlib.util
+
+    return importlib.util.find_spec("numba") is not None
