@@ -4,8 +4,9 @@
 # working tree. Prepared here, before the call, by bench/gpu_prepare.sh:
 #   .whl/      the wheels of our dependencies it lacks, for its Python (3.12): pydantic,
 #              pydantic-core, annotated-types, typing-inspection, typing-extensions, opacus,
-#              dp-accounting, numba, llvmlite (pip download --no-deps --only-binary=:all:
-#              --python-version 3.12 ...; Numba because a cached plan is keyed by its engine)
+#              dp-accounting (pip download --no-deps --only-binary=:all: --python-version 3.12 ...;
+#              not Numba, which its image has: a cached plan is keyed by its engine, and Numba's
+#              wheels would take the call over its 64 MiB)
 #   .fmnist/   Debian's four gzipped IDX files of Fashion-MNIST
 #   .gamecache/games/  the cached plan of recipes/fedpcs/fmnist.yaml at seed 0 (a CPU solve)
 # all three in .gitignore and carried with the call. Then, on the GPU machine, from the root:
@@ -31,7 +32,7 @@ packer=$!
   mkdir -p /usr/share/datasets/fashion-mnist && cp .fmnist/*.gz /usr/share/datasets/fashion-mnist/ || exit 1
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
   lscpu | grep -E "Model name|^CPU\(s\)|Flags" | cut -c1-200
-  python3 -c "import torch, numpy, scipy; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0), 'numpy', numpy.__version__, 'scipy', scipy.__version__)"
+  python3 -c "import torch, numpy, scipy; import numba; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0), 'numpy', numpy.__version__, 'scipy', scipy.__version__, 'numba', numba.__version__)"
   echo "== CUDA tests ($(($(date +%s) - start)) s)"
   FEDGAME_TEST_CUDA=1 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/sim/test_cuda.py tests/sim/test_precision.py -k "cuda or bf16 or channels_last" -rs
   echo "== bench --only speed_gpu ($(($(date +%s) - start)) s)"

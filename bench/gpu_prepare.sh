@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Prepares, on this machine, what bench/gpu.sh needs on a lent GPU machine (which has PyTorch but
 # reaches no package registry and has no Fashion-MNIST): .whl/ (our other dependencies as wheels
-# for its CPython 3.12, the versions this .venv has; Numba among them, since a cached plan is keyed
-# by the engine that solved it, the compiled one here), .fmnist/ (Debian's IDX files) and
+# for its CPython 3.12, the versions this .venv has; not Numba and llvmlite, which its image has and
+# whose wheels, 64 MB, would take the call over its 64 MiB; a cached plan is keyed by the engine
+# that solved it, the compiled one here and there), .fmnist/ (Debian's IDX files) and
 # .gamecache/games/ (the plan of recipes/fedpcs/fmnist.yaml at seed 0, solved here if it is not
 # in this machine's cache yet: a CPU solve of minutes). All three are in .gitignore; the device
 # call carries them: carry [".whl", ".fmnist", ".gamecache"], command
@@ -10,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=.venv/bin/python
-pins=$($py -m pip list --format=freeze 2>/dev/null | grep -iE '^(pydantic|pydantic[-_]core|annotated[-_]types|typing[-_]inspection|typing[-_]extensions|opacus|dp[-_]accounting|numba|llvmlite)==' | tr '\n' ' ')
+pins=$($py -m pip list --format=freeze 2>/dev/null | grep -iE '^(pydantic|pydantic[-_]core|annotated[-_]types|typing[-_]inspection|typing[-_]extensions|opacus|dp[-_]accounting)==' | tr '\n' ' ')
 rm -rf .whl && mkdir -p .whl
 # shellcheck disable=SC2086
 $py -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
