@@ -102,6 +102,31 @@ def test_cuda_fp32_is_the_cpu_maths_to_round_off() -> None:
     assert float((a.params - b.params).norm()) < 1e-4 * moved  # TF32 convolutions give about 1e-3
 
 
+def test_cuda_dp_sgd_is_the_cpu_maths_without_noise() -> None:
+    # Poisson batches of varying size (12 steps at q = 0.25 of 16 examples: 2 to 6), their indices copied to the GPU in one go and sliced per step, the clipped count
+    # kept on the device: without noise, the CPU's clipped sums to float32 round-off
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(16, 1, 28, 28, generator=g), torch.randint(0, 10, (16,), generator=g)
+    spec = LocalSpec(batch_size=4, lr=0.05, epochs=None, steps=12)
+
+    def trainer(device: str) -> LocalTrainer:
+        model = build_model("mcmahan_cnn", in_shape=(1, 28, 28), num_classes=10, seed=0)
+        return LocalTrainer(model=model, x=x, y=y, spec=spec, device=device, memory_format="contiguous")
+
+    gpu, cpu = trainer("cuda"), trainer("cpu")
+    dp = DPSGD(max_grad_norm=0.5, noise_multiplier=0.0, sampling="poisson")
+    start = flat_params(cpu.model)
+    sizes = [int(b.numel()) for b in cpu._dp_batches(torch.arange(16), torch.Generator().manual_seed(7), 12, dp)]
+    assert len(set(sizes)) > 1  # the batches vary, as Poisson sampling makes them
+    a = gpu.train(start, torch.arange(16), torch.Generator().manual_seed(7), dp)
+    b = cpu.train(start, torch.arange(16), torch.Generator().manual_seed(7), dp)
+    moved = float((b.params - start).norm())
+    assert moved > 1e-3
+    assert float((a.params - b.params).norm()) < 1e-4 * moved
+    assert a.train_loss == pytest.approx(b.train_loss, rel=1e-5)
+    assert a.clipped_fraction == b.clipped_fraction and 0 < b.clipped_fraction
+
+
 def _cfg(recipe: str, extra: list[str]) -> Any:
     raw = yaml.safe_load((ROOT / "recipes" / recipe).read_text())
     smoke = ["data.max_train=1200", "data.max_test=400", "train.rounds=2", "train.eval_every=1",

@@ -350,8 +350,20 @@ class LocalTrainer:
         seed = int(torch.randint(0, 2**62, (1,), generator=gen))
         return torch.Generator(device=self.device).manual_seed(seed)
 
-    def _on(self, batch: torch.Tensor) -> torch.Tensor:
-        return batch if self.device.type == "cpu" else batch.to(self.device, non_blocking=True)
+    def _on_device(self, batches: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The steps' example indices on the training device: on a GPU every step's indices go
+        over in one copy, sliced per step. A copy from pageable memory per step would wait for the
+        GPU each time; a loop that never waits lets Python queue the next step's kernels while the
+        GPU runs this one's (and a captured graph reads its indices from the device anyway)."""
+        if self.device.type == "cpu" or not batches:
+            return batches
+        on_device = torch.cat(batches).to(self.device)
+        out, at = [], 0
+        for batch in batches:
+            n = int(batch.numel())
+            out.append(on_device[at : at + n])
+            at += n
+        return out
 
     # -- plain SGD ----------------------------------------------------------------------
     def graphed(self, moments: object | None = None) -> bool:
@@ -388,21 +400,16 @@ class LocalTrainer:
         graph = self._step_graph(params) if self.graphed(moments) else None
         set_flat_params(params, start)  # after a capture, which stepped the parameters
         opt = self._optimizer(params)
-        batches = self._batches(indices, gen, steps)
+        batches = self._on_device(self._batches(indices, gen, steps))
         if graph is None:
             total = torch.zeros((), device=self.device)
-            for batch in batches:
-                self._step(opt, self._on(batch), total, moments=moments)
+            for idx in batches:
+                self._step(opt, idx, total, moments=moments)
         else:
             total = graph.total
             total.zero_()
-            on_device = torch.cat(batches).to(self.device)  # one copy of every step's indices
-            at = 0
-            for batch in batches:
-                n = int(batch.numel())
-                idx = on_device[at : at + n]
-                at += n
-                if n == graph.idx.numel():
+            for idx in batches:
+                if idx.numel() == graph.idx.numel():
                     graph.idx.copy_(idx)
                     graph.graph.replay()
                 else:
@@ -544,12 +551,14 @@ class LocalTrainer:
         # sensitivity C/B_k; dividing by the random batch size would break it)
         denom = float(min(self.spec.batch_size, int(indices.numel()))) if dp.sampling == "poisson" else None
         std = dp.noise_multiplier * c
-        total, seen, clipped = torch.zeros((), device=self.device), 0, 0
-        for batch in self._dp_batches(indices, gen, steps, dp):
+        # the clipped count stays on the device until the end (a host read per step would wait
+        # for the GPU each time: :meth:`_on_device`)
+        total, clipped = torch.zeros((), device=self.device), torch.zeros((), dtype=torch.long, device=self.device)
+        seen = 0
+        for on in self._on_device(self._dp_batches(indices, gen, steps, dp)):
             opt.zero_grad()
-            b = int(batch.numel())
+            b = int(on.numel())
             if b > 0:
-                on = self._on(batch)
                 xb, yb = self.x[on], self.y[on]
                 if self._bk is not None:
                     bf16 = torch.bfloat16 if self.precision == "bf16" else None
@@ -562,7 +571,7 @@ class LocalTrainer:
                     loss_sum, norms = self._clipped_sum_functorch(module, params, xb, yb, c)
                 total += loss_sum
                 seen += b
-                clipped += int((norms > c).sum())
+                clipped += (norms > c).sum()
             d = denom if denom is not None else float(max(b, 1))
             for p in params:
                 g = p.grad if p.grad is not None else torch.zeros_like(p)
@@ -577,7 +586,7 @@ class LocalTrainer:
             float(total) / max(seen, 1),
             steps,
             int(indices.numel()),
-            clipped / max(seen, 1),
+            int(clipped) / max(seen, 1),
             None if moments is None else moments.variance(),
         )
 
