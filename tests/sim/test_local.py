@@ -65,3 +65,33 @@ print('torch._dynamo' in sys.modules)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False", out.stdout
+
+
+@pytest.mark.parametrize("sampling", ["poisson", "shuffle", "fixed"])
+def test_dp_sgd_draws_its_batches_before_the_noise_generator(sampling: str) -> None:
+    # On a GPU the noise generator is seeded with a draw from the client's stream; that draw comes
+    # after the batches, so a GPU client trains on the CPU's batches (tests/sim/test_cuda.py
+    # compares the two). Checked here on the CPU: the stream _device_gen sees has already given
+    # exactly the batches.
+    from fedgame.models import build_model
+    from fedgame.privacy.plans import DPSGD
+    from fedgame.sim.local import LocalSpec, LocalTrainer, flat_params
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(20, 1, 28, 28, generator=g), torch.randint(0, 10, (20,), generator=g)
+    model = build_model("mcmahan_cnn", in_shape=(1, 28, 28), num_classes=10, seed=0)
+    trainer = LocalTrainer(model=model, x=x, y=y, spec=LocalSpec(batch_size=5, lr=0.05, epochs=None, steps=6))
+    seen: list[torch.Tensor] = []
+    device_gen = trainer._device_gen
+
+    def recording(gen: torch.Generator) -> torch.Generator:
+        seen.append(gen.get_state())
+        return device_gen(gen)
+
+    trainer._device_gen = recording  # type: ignore[method-assign]
+    dp = DPSGD(max_grad_norm=1.0, noise_multiplier=1.0, sampling=sampling)  # type: ignore[arg-type]
+    trainer.train(flat_params(model), torch.arange(20), torch.Generator().manual_seed(9), dp)
+    after_batches = torch.Generator().manual_seed(9)
+    trainer._dp_batches(torch.arange(20), after_batches, 6, dp)
+    assert len(seen) == 1 and torch.equal(seen[0], after_batches.get_state())
+    assert not torch.equal(seen[0], torch.Generator().manual_seed(9).get_state())

@@ -344,7 +344,9 @@ class LocalTrainer:
 
     def _device_gen(self, gen: torch.Generator) -> torch.Generator:
         """The generator DP-SGD noise is drawn from: ``gen`` itself on the CPU; on a GPU a
-        device generator seeded from ``gen`` (CPU and GPU random streams differ)."""
+        device generator seeded from ``gen``, after the batches are drawn from it, so a GPU
+        trains on the CPU's batches and only the noise stream differs (it did not before
+        2026-11-27: the seed was drawn first and shifted every batch; tests/sim/test_cuda.py)."""
         if self.device.type == "cpu":
             return gen
         seed = int(torch.randint(0, 2**62, (1,), generator=gen))
@@ -544,6 +546,9 @@ class LocalTrainer:
         params = trainable(module)
         set_flat_params(params, start)
         module.train()
+        # the batches first, then (on a GPU) the noise generator's seed from the same stream: a
+        # GPU trains on the CPU's batches, and only the noise comes from another stream
+        batches = self._on_device(self._dp_batches(indices, gen, steps, dp))
         noise_gen = self._device_gen(gen)
         opt = self._optimizer(params)
         c = dp.max_grad_norm
@@ -555,7 +560,7 @@ class LocalTrainer:
         # for the GPU each time: :meth:`_on_device`)
         total, clipped = torch.zeros((), device=self.device), torch.zeros((), dtype=torch.long, device=self.device)
         seen = 0
-        for on in self._on_device(self._dp_batches(indices, gen, steps, dp)):
+        for on in batches:
             opt.zero_grad()
             b = int(on.numel())
             if b > 0:
