@@ -48,6 +48,7 @@ once on two cores only slow each other.
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import json
 import os
@@ -57,8 +58,9 @@ import sys
 import tempfile
 import time
 from unittest import mock
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -856,7 +858,9 @@ def _train_flop_per_sample() -> float:
 
 def _conv2_peak_one_thread(repeats: int) -> dict[str, float]:
     """FLOP/s of the McMahan CNN's conv2 forward (32 → 64 channels, 5×5, 14×14) at batch 256
-    on one thread, in both memory formats; the faster is this CPU's fp32 convolution rate."""
+    on one thread, in both memory formats; the faster is this CPU's fp32 convolution rate.
+    ``bf16_flops``: the same convolution with bfloat16 weights and input in channels_last, the
+    yardstick of bf16 training (no autocast casts in the timing)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     from fedgame.models import build_model
@@ -874,9 +878,13 @@ def _conv2_peak_one_thread(repeats: int) -> dict[str, float]:
             conv_cl = conv.to(memory_format=torch.channels_last)
             xcl = x.contiguous(memory_format=torch.channels_last)
             cl = best_of(lambda: conv_cl(xcl), repeats=repeats)
+            conv_bf = copy.deepcopy(conv_cl).to(torch.bfloat16)
+            xbf = xcl.to(torch.bfloat16)
+            bf = best_of(lambda: conv_bf(xbf), repeats=repeats)
     finally:
         torch.set_num_threads(threads)
-    return {"flop": flop, "contiguous_flops": flop / contig, "channels_last_flops": flop / cl, "best_flops": flop / min(contig, cl)}
+    return {"flop": flop, "contiguous_flops": flop / contig, "channels_last_flops": flop / cl, "best_flops": flop / min(contig, cl),
+            "bf16_flops": flop / bf}
 
 
 def _first_ten_jobs(built: object) -> Callable[[], object]:
@@ -1086,6 +1094,7 @@ def bench_speed(quick: bool) -> dict[str, object]:
 
     # (6) one FedPCS run at the paper's budget, projected from 3 timed rounds
     out.update(_paper_budget_runs(cores, quick))
+    out["paper_budget_bounds"] = _paper_budget_bounds(out)
     out["speed_measured"] = {"keys": "every key of this run", "date": time.strftime("%Y-%m-%d %H:%M"),
                              "code": _code(), "cpu": _cpu()}
     save("speed", out)
@@ -1121,11 +1130,21 @@ def _paper_budget_runs(cores: int, quick: bool) -> dict[str, object]:
             build = time.perf_counter() - tic
             try:
                 built.engine._rounds = cfg.train.rounds
-                per = []
-                for t in range(3 if not quick else 1):  # rounds 0-2: none of them evaluates
-                    tic = time.perf_counter()
-                    built.engine.round(t)
-                    per.append(time.perf_counter() - tic)
+                per: list[float] = []
+                examples: list[int] = []  # each timed round's training examples (epochs × client sizes)
+                executor = built.engine.executor
+                train = executor.train
+
+                def counted(jobs: Sequence[Any], train: Callable[..., Any] = train) -> Any:
+                    examples[-1] += sum(int(built.engine.sizes[j.client]) for j in jobs) * int(cfg.train.local.epochs or 0)
+                    return train(jobs)
+
+                with mock.patch.object(executor, "train", counted):
+                    for t in range(3 if not quick else 1):  # rounds 0-2: none of them evaluates
+                        examples.append(0)
+                        tic = time.perf_counter()
+                        built.engine.round(t)
+                        per.append(time.perf_counter() - tic)
                 tic = time.perf_counter()
                 built.engine.evaluator(built.engine.params)  # type: ignore[misc]
                 evals = time.perf_counter() - tic
@@ -1136,13 +1155,54 @@ def _paper_budget_runs(cores: int, quick: bool) -> dict[str, object]:
             proj = setup + cfg.train.rounds * float(np.mean(per)) + n_evals * evals
             out[key] = proj
             out[key[:-2] + "_detail"] = {"setup_s": setup, "game_solve_s": t_game, "build_s": build,
-                                         "round_s": per, "rounds": cfg.train.rounds, "evaluation_s": evals,
+                                         "round_s": per, "round_examples": examples, "rounds": cfg.train.rounds, "evaluation_s": evals,
                                          "evaluations": n_evals, "workers": cores,
                                          "game_evaluations": plan.extras.get("evaluations")}
             print(f"  {key} {proj:.0f} s (set-up {setup:.1f} s = game {t_game:.1f} s + build {build:.1f} s, "
                   f"+ {cfg.train.rounds} x {np.mean(per):.1f} s + {n_evals} x {evals:.1f} s evaluation; "
                   f"target {'<= 480' if prec == 'fp32' else '<= 300'})")
     return out
+
+
+PAPER_BUDGET_TARGETS_S = {"fp32": 480.0, "bf16": 300.0}
+
+
+def _paper_budget_bounds(out: dict[str, Any]) -> dict[str, object]:
+    """What the paper-budget targets ask of each core, from this run's own figures: the training
+    FLOP/s per core the run would need to end within its target, with the game solved in its
+    set-up and with its plan already cached (a grid's later runs), beside the run's own rate
+    (``train_flop_per_sample`` × the timed rounds' examples ÷ their seconds ÷ cores) and conv2's
+    one-thread forward rate in the same precision. That convolution at batch 256 is the CPU's
+    best case: a training step, whose backward convolutions, small linear layers and
+    element-wise work all run slower per FLOP, cannot average more."""
+    flop = float(out["train_flop_per_sample"])
+    conv2 = out["conv2_one_thread"]
+    bounds: dict[str, object] = {}
+    for prec, key in (("fp32", "paper_budget_fedpcs_run"), ("bf16", "paper_budget_fedpcs_run_bf16")):
+        d = out.get(key + "_detail")
+        if not d or "round_examples" not in d or (prec == "bf16" and "bf16_flops" not in conv2):
+            continue
+        cores = int(d["workers"])
+        round_s, round_examples = float(np.mean(d["round_s"])), float(np.mean(d["round_examples"]))
+        examples = d["rounds"] * round_examples
+        evals = d["evaluations"] * d["evaluation_s"]
+        yard = float(conv2["best_flops"] if prec == "fp32" else conv2["bf16_flops"])
+        now = flop * round_examples / round_s / cores
+        target = PAPER_BUDGET_TARGETS_S[prec]
+        entry: dict[str, object] = {"target_s": target, "cores": cores, "examples": examples, "training_s": d["rounds"] * round_s,
+                                    "per_core_flops": now, "conv2_one_thread_flops": yard, "per_core_over_conv2": now / yard}
+        for case, other in (("with_game", d["setup_s"] + evals), ("plan_cached", d["build_s"] + evals)):
+            left = target - other
+            need = flop * examples / left / cores if left > 0 else float("inf")
+            entry[case] = {"training_budget_s": left, "needed_per_core_flops": need, "needed_over_conv2": need / yard,
+                           "needed_speedup": need / now}
+        bounds[prec] = entry
+        g, c = entry["with_game"], entry["plan_cached"]
+        print(f"  {prec} paper-budget run: trains at {now / 1e9:.1f} GFLOP/s per core ({now / yard:.2f} of conv2's one-thread "
+              f"{yard / 1e9:.1f}); <= {target:.0f} s needs {g['needed_per_core_flops'] / 1e9:.1f} GFLOP/s per core "  # type: ignore[index]
+              f"({g['needed_over_conv2']:.2f} of conv2) with the game, {c['needed_per_core_flops'] / 1e9:.1f} "  # type: ignore[index]
+              f"({c['needed_over_conv2']:.2f}) with its plan cached")  # type: ignore[index]
+    return bounds
 
 
 def bench_speed_paper(quick: bool) -> dict[str, object]:
@@ -1152,10 +1212,14 @@ def bench_speed_paper(quick: bool) -> dict[str, object]:
 
     path = RESULTS / "speed.json"
     out = json.loads(path.read_text()) if path.exists() else {}
+    # the yardsticks of the bounds measured in this run too (the top-level keys stay the full run's)
+    yardsticks: dict[str, object] = {"train_flop_per_sample": _train_flop_per_sample(),
+                                     "conv2_one_thread": _conv2_peak_one_thread(3 if quick else 10)}
     res = _paper_budget_runs(available_cores(), quick)
+    res["paper_budget_bounds"] = _paper_budget_bounds({**yardsticks, **res})
     if not quick:
         out.update(res)
-        out["paper_budget_measured"] = {"date": time.strftime("%Y-%m-%d %H:%M"), "cpu": _cpu(),
+        out["paper_budget_measured"] = {"keys": sorted(res), "date": time.strftime("%Y-%m-%d %H:%M"), "cpu": _cpu(),
                                         "code": _code()}
         save("speed", out)
     return res
