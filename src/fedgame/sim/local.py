@@ -38,6 +38,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from fedgame.core.allocator import keep_freed_memory
 from fedgame.privacy.plans import DPSGD
 
 # Opacus hooks warn on every step that inputs do not require grad; that is expected here.
@@ -241,6 +242,7 @@ class LocalTrainer:
         device: str | torch.device = "cpu",
         cuda_graphs: bool = True,
     ) -> None:
+        keep_freed_memory()  # a step's large blocks stay in the heap between steps (fedgame.core.allocator)
         self.device = resolve_device(device) if isinstance(device, str) else device
         if not isinstance(cuda_graphs, bool):
             raise ValueError(f"train.cuda_graphs: must be true or false, got {cuda_graphs!r}")

@@ -42,6 +42,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from fedgame.core.allocator import keep_freed_memory
 from fedgame.core.processes import safe_start_method
 from fedgame.core.seeding import Streams
 from fedgame.core.types import ClientResult
@@ -146,6 +147,7 @@ def _worker_main(conn: Connection, ctx: WorkerContext, inherited: Sequence[Conne
     first."""
     for end in inherited:
         end.close()
+    keep_freed_memory()  # inherited from a forked parent; a spawned worker sets its own
     if shared and ctx.trainer is not None:
         _own_model(ctx)
     torch.set_num_threads(1)
