@@ -7,10 +7,11 @@ top of the heap above the *trim threshold* is handed back to the kernel. A train
 allocates and frees the same megabyte-sized activations, gradients and casts every step, so
 whenever a block lands outside the reused heap the next step touches pages the kernel must map
 and zero again: measured on a one-thread McMahan CNN step (batch 32), the ReLU backward over
-conv1's 3.2 MB output took 1.4 ms instead of 0.2 and ``fill_`` 0.8 ms instead of 0.3, and a
-client's local training ran in the median 16-30 % slower (bf16 and fp32; best runs equal, the
-rest stalled), depending on the order in which earlier allocations had moved the thresholds
-(``docs/speed.md``, "The allocator").
+conv1's 3.2 MB output took 1.4 ms instead of 0.8 and ``fill_`` 0.8 ms instead of 0.3, and in
+fresh processes bf16 local training's median pass ran at 1,282-1,423 samples/s instead of
+1,922-2,006 (fp32: up to 1.1× slower), depending on the order in which earlier allocations had
+moved the thresholds (``docs/speed.md``, "The allocator"; pool workers forked from a settled
+process were not affected).
 
 :func:`keep_freed_memory` fixes both thresholds (``mallopt``; fixing the mmap threshold also
 turns its dynamic adjustment off): blocks up to 64 MiB come from the heap and stay there when
