@@ -1189,19 +1189,19 @@ def _paper_budget_bounds(out: dict[str, Any]) -> dict[str, object]:
         yard = float(conv2["best_flops"] if prec == "fp32" else conv2["bf16_flops"])
         now = flop * round_examples / round_s / cores
         target = PAPER_BUDGET_TARGETS_S[prec]
-        entry: dict[str, object] = {"target_s": target, "cores": cores, "examples": examples, "training_s": d["rounds"] * round_s,
-                                    "per_core_flops": now, "conv2_one_thread_flops": yard, "per_core_over_conv2": now / yard}
+        cases: dict[str, dict[str, float]] = {}
         for case, other in (("with_game", d["setup_s"] + evals), ("plan_cached", d["build_s"] + evals)):
             left = target - other
             need = flop * examples / left / cores if left > 0 else float("inf")
-            entry[case] = {"training_budget_s": left, "needed_per_core_flops": need, "needed_over_conv2": need / yard,
+            cases[case] = {"training_budget_s": left, "needed_per_core_flops": need, "needed_over_conv2": need / yard,
                            "needed_speedup": need / now}
-        bounds[prec] = entry
-        g, c = entry["with_game"], entry["plan_cached"]
+        bounds[prec] = {"target_s": target, "cores": cores, "examples": examples, "training_s": d["rounds"] * round_s,
+                        "per_core_flops": now, "conv2_one_thread_flops": yard, "per_core_over_conv2": now / yard, **cases}
+        g, c = cases["with_game"], cases["plan_cached"]
         print(f"  {prec} paper-budget run: trains at {now / 1e9:.1f} GFLOP/s per core ({now / yard:.2f} of conv2's one-thread "
-              f"{yard / 1e9:.1f}); <= {target:.0f} s needs {g['needed_per_core_flops'] / 1e9:.1f} GFLOP/s per core "  # type: ignore[index]
-              f"({g['needed_over_conv2']:.2f} of conv2) with the game, {c['needed_per_core_flops'] / 1e9:.1f} "  # type: ignore[index]
-              f"({c['needed_over_conv2']:.2f}) with its plan cached")  # type: ignore[index]
+              f"{yard / 1e9:.1f}); <= {target:.0f} s needs {g['needed_per_core_flops'] / 1e9:.1f} GFLOP/s per core "
+              f"({g['needed_over_conv2']:.2f} of conv2) with the game, {c['needed_per_core_flops'] / 1e9:.1f} "
+              f"({c['needed_over_conv2']:.2f}) with its plan cached")
     return bounds
 
 
