@@ -27,10 +27,38 @@ if ! have_fmnist; then
   fi
 fi
 
-PY="${PYTHON:-python3.11}"
-command -v "$PY" >/dev/null 2>&1 || PY=python3
+# Python: $PYTHON where given (a pyenv version that is not active here is found in pyenv's
+# versions folder), else the newest supported one that runs from PATH (pyproject.toml's
+# requires-python: 3.11, 3.12 and 3.13). An unsupported Python stops here with one line.
+SUPPORTED="3.11 3.12 3.13"
+py_version() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
+find_python() {  # $1: a command name or path; $2: "pyenv" to look in pyenv's versions too
+  local c="$1" v
+  if py_version "$c" >/dev/null; then command -v "$c" || echo "$c"; return 0; fi
+  [ "${2:-}" = pyenv ] || return 1
+  for v in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/*/bin/"$(basename "$c")"; do
+    [ -x "$v" ] && py_version "$v" >/dev/null && { echo "$v"; return 0; }
+  done
+  return 1
+}
+if [ -n "${PYTHON:-}" ]; then
+  PY="$(find_python "$PYTHON" pyenv)" || { echo "error: PYTHON=$PYTHON: no such Python here; fedgame supports Python ${SUPPORTED// /, } (e.g. PYTHON=python3.12)" >&2; exit 2; }
+else
+  PY=""
+  for c in python3.13 python3.12 python3.11; do PY="$(find_python "$c")" && break; PY=""; done
+  [ -n "$PY" ] || { echo "error: no supported Python found; fedgame supports Python ${SUPPORTED// /, } (install one, or set PYTHON=)" >&2; exit 2; }
+fi
+ver="$(py_version "$PY")"
+case " $SUPPORTED " in
+  *" $ver "*) ;;
+  *) echo "error: Python $ver ($PY) is not supported; fedgame supports Python ${SUPPORTED// /, } (set PYTHON=python3.12, say)" >&2; exit 2 ;;
+esac
+if [ -x .venv/bin/python ] && [ "$(py_version .venv/bin/python)" != "$ver" ] && [ -n "${PYTHON:-}" ]; then
+  echo "== .venv is Python $(py_version .venv/bin/python), PYTHON asks for $ver: creating it anew"
+  rm -rf .venv
+fi
 if [ ! -x .venv/bin/python ]; then
-  echo "== creating .venv with $PY"
+  echo "== creating .venv with Python $ver ($PY)"
   "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
 fi
@@ -40,7 +68,11 @@ want="$(cksum < pyproject.toml | cut -d' ' -f1)"  # POSIX cksum: on Linux and ma
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "== installing fedgame${extras:+[$extras]} into .venv (torch==2.13.0 CPU)"
   # torch first and alone, so nothing else can pull a CUDA build.
-  .venv/bin/python -m pip install -q "torch==2.13.0"
+  # PyTorch's CPU index where it is reachable (the CPU build, 200 MB); otherwise PyPI's wheel
+  # (with CUDA's libraries, about 3 GB, which run on the CPU alike). On Python 3.11 a local copy
+  # of the CPU wheel, where pip's configuration names one, is taken first.
+  .venv/bin/python -m pip install -q --timeout 15 --retries 1 "torch==2.13.0" --extra-index-url https://download.pytorch.org/whl/cpu 2>/dev/null \
+    || .venv/bin/python -m pip install -q "torch==2.13.0"
   .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
   echo "$want" > "$stamp"
 fi
