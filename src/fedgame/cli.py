@@ -5,21 +5,68 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import pickle
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import click
 import typer
+import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+from typer.core import TyperGroup
 
 if TYPE_CHECKING:
     from fedgame.pipeline.config import RunConfig
 
-app = typer.Typer(help="fedgame: differentially private FL with privacy-aware sampling and incentive mechanisms.", no_args_is_help=True, add_completion=False)
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # an error is one line however narrow the terminal
+
+#: What a user's input can raise that is not already turned into a one-line error where it
+#: arises (a file that is not what it should be, a plug-in that does not import or build, a
+#: value out of range deep in a solver): the top-level handler turns each into one line.
+USER_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, TypeError, KeyError, IndexError, ImportError, SyntaxError, yaml.YAMLError, UnicodeError, EOFError, pickle.UnpicklingError, RuntimeError, AssertionError)
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+class _OneLineErrors(TyperGroup):
+    """The command group with fedgame's error contract: a usage error (an unknown option, a value
+    of the wrong type) and any :data:`USER_ERRORS` escaping a command become one line on stderr,
+    ``error: <what> (...)``, exit status 2; ``fedgame --debug`` re-raises to show the traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except click.UsageError as e:
+            if _DEBUG:
+                raise
+            where = f"{e.ctx.command_path}: " if e.ctx is not None else ""
+            err.print(f"[bold red]error:[/] {escape(where + _one_line(e))} (--help lists the options)", highlight=False)
+            raise click.exceptions.Exit(2) from None
+        except USER_ERRORS as e:
+            if _DEBUG:
+                raise
+            kind = "" if isinstance(e, (ValueError, OSError)) else f"{type(e).__name__}: "
+            err.print(f"[bold red]error:[/] {escape(kind + _one_line(e))} (fedgame --debug shows the traceback)", highlight=False)
+            raise click.exceptions.Exit(2) from None
+
+
+app = typer.Typer(
+    cls=_OneLineErrors,
+    help="fedgame: differentially private FL with privacy-aware sampling and incentive mechanisms.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
 
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a recipe field: key.path=value (YAML value); ~key.path deletes one")]
 LogToOpt = Annotated[
@@ -32,8 +79,21 @@ _DEBUG = False
 
 
 def _fail(msg: str) -> None:
-    err.print(f"[bold red]error:[/] {msg}")
+    """Print ``error: msg`` as one line (whitespace runs, newlines included, become one space) and exit 2."""
+    err.print(f"[bold red]error:[/] {' '.join(msg.split())}", highlight=False)
     raise typer.Exit(2)
+
+
+def _writable_folder(path: Path, option: str) -> None:
+    """Refuse, in one line, a folder argument that cannot be a folder this process writes: a
+    file, under a file, or a place it may not create or write."""
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if p.exists() and not p.is_dir():
+        _fail(f"{option}: {path} is not a folder ({p} is a file); give a folder path")
+    if p.exists() and not os.access(p, os.W_OK | os.X_OK):
+        _fail(f"{option}: {path}: no permission to write in {p}; give a folder you can write")
 
 
 def _load(recipe: Path, overrides: list[str] | None) -> Any:
@@ -42,7 +102,8 @@ def _load(recipe: Path, overrides: list[str] | None) -> Any:
     try:
         return load_recipe(recipe, overrides or [])
     except RecipeError as e:
-        _fail(f"{recipe}:\n{e}")
+        msg = "; ".join(str(e).splitlines())
+        _fail(escape(msg if msg.startswith("recipe:") else f"{recipe}: {msg}"))
 
 
 def _progress() -> Progress:
@@ -219,7 +280,7 @@ def validate(recipe: Path, set_: SetOpt = None) -> None:
     try:
         data = build_data(cfg, Streams(seed=cfg.seed))
     except (DatasetNotFoundError, ValueError) as e:
-        _fail(f"{recipe}:\n{escape(str(e))}")
+        _fail(f"{recipe}: {escape(str(e))}")
     sizes = data.sizes
     console.print(f"[green]data ok[/] {cfg.data.dataset}: {len(data.train.y)} training examples over {len(sizes)} clients "
                   f"({min(sizes)}–{max(sizes)} each), {len(data.test.y)} test examples")
@@ -259,8 +320,10 @@ def run(
 ) -> None:
     """Run a recipe and write its results folder."""
     from fedgame.pipeline.runner import summarise_grid
-    from fedgame.pipeline.store import ResultStore
+    from fedgame.pipeline.store import ResultStore, RunFolderBusy, lock_run_folder
 
+    if resume and force:
+        _fail("--resume and --force contradict each other: --resume continues the run in --out, --force deletes it; pass one")
     execute = _backend(backend, ray_address=ray_address, round_timeout=round_timeout, on_missing=on_missing)
     cfg = _load(recipe, [*(set_ or []), *([] if on_missing is None else [f"train.on_missing={on_missing}"])])
     base = out or Path("runs") / cfg.name
@@ -268,13 +331,19 @@ def run(
     for s in range(seeds):
         c = cfg.model_copy(update={"seed": cfg.seed + s})
         d = base if seeds == 1 else base / f"seed_{c.seed}"
-        if not resume:
-            store = ResultStore(d)
-            if not force and (store.finished or store.exists("checkpoint.pt")):
-                what = "a finished run (summary.json)" if store.finished else "an interrupted run (checkpoint.pt)"
-                _fail(f"out: {d} holds {what}; --resume keeps it (and continues it), --force deletes it and runs again")
-            store.clear()
-        summaries.append({"label": cfg.name, **_run_with_progress(c, d, resume=resume, label=f"{cfg.name} seed {c.seed}", execute=execute, log_to=log_to)})
+        _writable_folder(d, "--out")
+        try:
+            with lock_run_folder(d):  # held from the check and --force's clearing to the run's end
+                if not resume:
+                    store = ResultStore(d)
+                    if not force and (store.finished or store.exists("checkpoint.pt")):
+                        what = "a finished run (summary.json)" if store.finished else "an interrupted run (checkpoint.pt)"
+                        _fail(f"out: {d} holds {what}; --resume keeps it (and continues it), --force deletes it and runs again")
+                    store.clear()
+                summary = _run_with_progress(c, d, resume=resume, label=f"{cfg.name} seed {c.seed}", execute=execute, log_to=log_to)
+        except RunFolderBusy as e:
+            _fail(escape(str(e)))
+        summaries.append({"label": cfg.name, **summary})
     console.print(_results_table(summarise_grid(summaries), f"results in {base}"))
 
 

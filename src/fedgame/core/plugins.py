@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 __all__ = ["ENV_VAR", "ENTRY_POINT_GROUP", "PluginError", "BuildContext", "load_plugins", "loaded_plugins"]
 
@@ -135,6 +135,24 @@ def loaded_plugins() -> list[str]:
     return sorted(_loaded)
 
 
+def _admits_bool(annotation: Any) -> bool:
+    """Whether a field's type names ``bool`` (or is open: ``Any``, a string annotation)."""
+    if annotation is bool or annotation is Any or isinstance(annotation, str):
+        return True
+    return any(_admits_bool(a) for a in get_args(annotation))
+
+
+def refuse_bools(model: type[BaseModel], data: Any) -> Any:
+    """A recipe's ``true``/``false`` where a number is expected is an error, not 1/0 (pydantic
+    reads ``rounds: true`` as one round): the check every recipe model runs before its fields."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            field = model.model_fields.get(key) if isinstance(key, str) else None
+            if isinstance(value, bool) and field is not None and not _admits_bool(field.annotation):
+                raise ValueError(f"{key}: must be a number or text, not a boolean, got {value}")
+    return data
+
+
 class PluginConfig(BaseModel):
     """Base for a plug-in's recipe model: frozen, and an unknown key is an error (a typo in a
     recipe is refused, not ignored). Declare ``kind: Literal["<name>"] = "<name>"`` and the
@@ -148,6 +166,11 @@ class PluginConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     requires: ClassVar[frozenset[str]] = frozenset()
     provides: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        return refuse_bools(cls, data)
 
     def client_queries(self) -> frozenset[str]:
         """The client queries (``fedgame.core.queries.QUERIES``) whose answers this plug-in's

@@ -101,7 +101,7 @@ def build_data(cfg: RunConfig, streams: Streams) -> FederatedDataset:
             raise ValueError(f"data.{msg}" if msg.startswith("partition.") else f"data.partition: {msg}") from None
 
     if n_val == 0:
-        return FederatedDataset(train=train, test=test, parts=tuple(draw_parts(train.y)))
+        return check_delta(cfg, FederatedDataset(train=train, test=test, parts=tuple(draw_parts(train.y))))
     if n_val >= len(train.y):
         raise ValueError(f"data.validation: must be < the {len(train.y)} training examples, got {n_val}")
     # JDP-FL's validation set (the paper gives neither size nor provenance): the server's
@@ -110,7 +110,23 @@ def build_data(cfg: RunConfig, streams: Streams) -> FederatedDataset:
     perm = streams.numpy("validation").permutation(len(train.y))
     val, pool = np.sort(perm[:n_val]), np.sort(perm[n_val:])
     parts = draw_parts(train.y[pool])
-    return FederatedDataset(train=train, test=test, parts=tuple(pool[q] for q in parts), validation=val)
+    return check_delta(cfg, FederatedDataset(train=train, test=test, parts=tuple(pool[q] for q in parts), validation=val))
+
+
+def check_delta(cfg: RunConfig, data: FederatedDataset) -> FederatedDataset:
+    """Refuse an ``accountant.delta`` that makes every reported ε meaningless: (ε, δ)-DP with
+    δ ≥ 1/n allows a mechanism that publishes one of a client's n examples in the clear, so δ
+    must be below 1/n for the largest client's n (with a privacy plan that gives any privacy;
+    DP-SGD's own ``privacy.delta`` must equal it, checked with the recipe)."""
+    if cfg.privacy.kind == "none" or data.n_clients == 0:
+        return data
+    n = int(data.sizes.max())
+    if not cfg.accountant.delta < 1.0 / n:
+        raise ValueError(
+            f"accountant.delta: must be < 1/n = {1.0 / n:.3g} for the largest client's n = {n} examples "
+            f"(a larger δ allows publishing an example in the clear), got {cfg.accountant.delta:g}"
+        )
+    return data
 
 
 def build_game(cfg: RunConfig) -> FedPCSPlan | None:

@@ -15,7 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
-from fedgame.core.plugins import load_plugins
+from fedgame.core.plugins import load_plugins, refuse_bools
 from fedgame.privacy.budgets import (  # noqa: F401  (re-exported: recipes' budget models)
     ConstantBudgetCfg,
     ListBudgetCfg,
@@ -74,6 +74,11 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     requires: ClassVar[frozenset[str]] = frozenset()
     provides: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        return refuse_bools(cls, data)
 
 
 # -- data ---------------------------------------------------------------------------------
@@ -392,6 +397,15 @@ class RunConfig(_Frozen):
 
     name: str = Field("run", min_length=1, max_length=200)
     seed: int = Field(0, ge=0, le=2**63 - 1)
+
+    @field_validator("name")
+    @classmethod
+    def _one_path_component(cls, v: str) -> str:
+        """The name is the default run folder ``runs/<name>``: one path component, so a run
+        cannot write outside ``runs/`` (``../../x``) or into a hidden folder."""
+        if v in (".", "..") or v.startswith(".") or any(c in v for c in "/\\\0") or v != v.strip():
+            raise ValueError(f"must be one folder name (no '/', no leading '.', no surrounding spaces), got {v!r}")
+        return v
     data: DataCfg = Field(default_factory=DataCfg)
     model: ModelCfg = Field(default_factory=ModelCfg)
     train: TrainCfg = Field(default_factory=TrainCfg)
@@ -572,7 +586,12 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         if "=" not in item:
             raise RecipeError(f"--set {item!r}: expected key.path=value (or ~key.path to delete one)")
         key, val = item.split("=", 1)
-        key, value = key.strip(), yaml.safe_load(val)
+        try:
+            key, value = key.strip(), yaml.load(val, Loader=_UniqueKeyLoader)
+        except yaml.YAMLError as e:
+            raise RecipeError(f"--set {item!r}: the value is not valid YAML ({_one_line(e)})") from None
+        if not key or any(not k for k in key.split(".")):
+            raise RecipeError(f"--set {item!r}: expected key.path=value with a non-empty key path")
         parts = key.split(".")
         if parts[-1] == "kind":
             section: Any = out
@@ -655,14 +674,62 @@ def parse_recipe(raw: dict[str, Any]) -> RunConfig:
         raise RecipeError(format_errors(e)) from None
 
 
+def _one_line(e: BaseException) -> str:
+    """An exception's message on one line: a YAML error as its problem and where (YAML's own
+    message spans several lines, with a caret drawing)."""
+    problem, mark = getattr(e, "problem", None), getattr(e, "problem_mark", None)
+    if isinstance(e, yaml.YAMLError) and problem:
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        return f"{problem}{where}"
+    return " ".join(str(e).split())
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that names a key twice (plain YAML keeps the last
+    silently, so ``rounds: 5`` above ``rounds: 50`` would run 50)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+#: What a recipe file must name: without them a recipe would run the defaults' dataset and model
+#: silently (an empty file ran 20 rounds).
+REQUIRED = (("data", "dataset"), ("model", "name"))
+
+
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    """Read, override and validate a recipe file; every problem a :class:`RecipeError` of one
+    line naming the file or field."""
     p = Path(path)
+    if p.is_dir():
+        raise RecipeError(f"recipe: {p} is a folder; give a recipe file (.yaml)")
     if not p.is_file():
         raise RecipeError(f"recipe: file not found: {p}")
     try:
-        raw = yaml.safe_load(p.read_text()) or {}
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise RecipeError(f"recipe: {p} is not a text (UTF-8) file; give a YAML recipe") from None
+    except OSError as e:
+        raise RecipeError(f"recipe: {p}: cannot read it ({e.strerror})") from None
+    try:
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
-        raise RecipeError(f"recipe: {p} is not valid YAML: {e}") from None
+        raise RecipeError(f"recipe: {p} is not valid YAML: {_one_line(e)}") from None
+    if raw is None:
+        raise RecipeError(f"recipe: {p} is empty; a recipe names at least data.dataset and model.name (fedgame init writes examples)")
     if not isinstance(raw, dict):
-        raise RecipeError(f"recipe: {p} must hold a mapping at the top level")
-    return parse_recipe(apply_overrides(raw, overrides or []))
+        raise RecipeError(f"recipe: {p} must hold a mapping at the top level, got {type(raw).__name__}")
+    raw = apply_overrides(raw, overrides or [])
+    for section, field in REQUIRED:
+        part = raw.get(section)
+        if not isinstance(part, dict) or field not in part:
+            raise RecipeError(f"{section}.{field}: missing; a recipe must name it (fedgame list shows the choices)")
+    return parse_recipe(raw)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,10 +26,11 @@ from fedgame.pipeline.build import Built, BuiltJDP, build_engine, build_jdp
 from fedgame.sim.pool import available_cores
 from fedgame.sim.local import device_label
 from fedgame.pipeline.config import JDPPrivacyCfg, RunConfig, parse_recipe
-from fedgame.pipeline.store import ResultStore, read_metrics
+from fedgame.pipeline.store import ResultStore, lock_run_folder, read_metrics
 from fedgame.incentives.qidpfl import QIDPFLPlan
 from fedgame.sim import RunResult
 from fedgame.privacy.analysis.jdp import jdp_totals
+from fedgame.privacy.plans import accounting_label
 from fedgame.pipeline.results import flatten, mean_std
 
 __all__ = ["RunFolderMismatch", "run_one", "run_grid", "GridCell", "summarise_grid", "versions"]
@@ -149,6 +151,20 @@ def run_one(
     on another backend (default: in this process, its clients in ``train.workers`` processes
     within ``cores``, default all); the results files are the same."""
     code_version()  # pinned before training: the code this run imported
+    with lock_run_folder(out):  # one writer per folder (RunFolderBusy names the other's PID)
+        return _run_one_locked(cfg, out, resume=resume, on_round=on_round, on_start=on_start, execute=execute, cores=cores)
+
+
+def _run_one_locked(
+    cfg: RunConfig,
+    out: str | Path,
+    *,
+    resume: bool,
+    on_round: Callable[[dict[str, Any]], None] | None,
+    on_start: Callable[[int], None] | None,
+    execute: Execute | None,
+    cores: int | None,
+) -> dict[str, Any]:
     store = ResultStore(out)
     resolved = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
     if resume and store.exists("config.yaml"):
@@ -273,9 +289,12 @@ def _ledger(cfg: RunConfig, result: RunResult, built: Built | BuiltJDP) -> tuple
     if isinstance(built, BuiltJDP):
         return _jdp_ledger(cfg, result, built)
     data, eps = built.data, result.epsilons
+    label = accounting_label(built.engine.privacy)
+    given = label != "none"  # no privacy given: ε is ∞ per client (null in JSON), never 0
     extra = built.engine.privacy.report(cfg.accountant.delta) or [{} for _ in range(data.n_clients)]
     rows = [
-        {"client": i, "size": int(data.sizes[i]), "selected": int(result.selected_counts[i]), "epsilon": float(eps[i]), **extra[i]}
+        {"client": i, "size": int(data.sizes[i]), "selected": int(result.selected_counts[i]),
+         "epsilon": float(eps[i]) if given else math.inf, **extra[i]}
         for i in range(data.n_clients)
     ]
     spent: dict[str, Any] = {}
@@ -285,10 +304,10 @@ def _ledger(cfg: RunConfig, result: RunResult, built: Built | BuiltJDP) -> tuple
             spent[f"{key}_over_budget_max"] = float(np.max(ratio)) if ratio else 0.0
             spent[f"{key}_over_budget_mean"] = float(np.mean(ratio)) if ratio else 0.0
     return rows, {
-        "privacy_accounting": built.engine.privacy.accounting if cfg.privacy.kind != "none" else "none",
-        "epsilon_max": float(eps.max()),
-        "epsilon_mean": float(eps.mean()),
-        "epsilon_per_client": eps.tolist(),
+        "privacy_accounting": label,
+        "epsilon_max": float(eps.max()) if given else None,
+        "epsilon_mean": float(eps.mean()) if given else None,
+        "epsilon_per_client": eps.tolist() if given else None,
         **spent,
         "game_solve_seconds": getattr(built.plan, "solve_seconds", None),
         # True: the plan was read from the game cache, so this run did not spend game_solve_seconds
@@ -511,7 +530,8 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|",
     ]
     for r in rows:
-        eps = "—" if not r["epsilon_max_mean"] else f"{r['epsilon_max_mean']:.3g} ± {r['epsilon_max_std']:.2g}"
+        m = r["epsilon_max_mean"]
+        eps = "∞ (no privacy)" if r.get("accounting") == "none" else "—" if not math.isfinite(m) else f"{m:.3g} ± {r['epsilon_max_std']:.2g}"
         lines.append(
             f"| {r['label']} | {r['seeds']} | {r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f} | "
             f"{r['wall_time_mean']:.1f} ± {r['wall_time_std']:.1f} | {eps} |"

@@ -16,7 +16,9 @@ its target, so a crash never leaves a half-written result. ``checkpoint.pt`` is 
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import io
 import json
 import math
@@ -30,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["ResultStore", "atomic_write_bytes", "atomic_write_text", "read_metrics"]
+__all__ = ["LOCK_FILE", "ResultStore", "RunFolderBusy", "atomic_write_bytes", "atomic_write_text", "lock_run_folder", "read_metrics"]
 
 
 def _umask() -> int:
@@ -140,6 +142,62 @@ def _jsonable(obj: Any) -> Any:
     if hasattr(obj, "tolist"):
         return _jsonable(obj.tolist())
     return obj
+
+
+#: The run folder's advisory lock (:func:`lock_run_folder`); it holds the writer's PID.
+LOCK_FILE = ".lock"
+
+_HELD: dict[Path, tuple[int, int]] = {}  # folder -> (fd, depth): the locks this process holds
+
+
+class RunFolderBusy(RuntimeError):
+    """Another process is writing this run folder."""
+
+
+@contextlib.contextmanager
+def lock_run_folder(root: str | Path) -> Any:
+    """Hold ``root``'s advisory lock (``fcntl.flock`` on ``root/.lock``) for the block: one
+    writer per run folder. A second process is refused at once with :class:`RunFolderBusy`
+    naming the PID that holds it. The kernel drops a lock when its process dies, so the lock
+    of a killed run is taken over without a step. Re-entrant within a process (the CLI holds
+    it across ``--force``'s clearing and the run; :func:`~fedgame.pipeline.runner.run_one`
+    takes it again)."""
+    folder = Path(root).resolve()
+    if folder in _HELD:
+        fd, depth = _HELD[folder]
+        _HELD[folder] = (fd, depth + 1)
+        try:
+            yield
+        finally:
+            fd, depth = _HELD[folder]
+            _HELD[folder] = (fd, depth - 1)
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        finally:
+            os.close(fd)
+        raise RunFolderBusy(
+            f"out: {root} is being written by another run (PID {pid}); wait for it to finish, or choose another --out"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _HELD[folder] = (fd, 1)
+    try:
+        yield
+    finally:
+        fd, depth = _HELD[folder]
+        if depth <= 1:
+            del _HELD[folder]
+            os.ftruncate(fd, 0)
+            os.close(fd)  # closing the last descriptor drops the lock
+        else:
+            _HELD[folder] = (fd, depth - 1)
 
 
 class ResultStore:

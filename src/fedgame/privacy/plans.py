@@ -12,10 +12,16 @@ Plans are per client because budgets are: the engine never branches on which pla
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import json
 import logging
 import math
+import os
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
@@ -40,6 +46,8 @@ __all__ = [
     "PHSDPSGD",
     "PRIVACY_PLANS",
     "ClientBudgets",
+    "accounting_label",
+    "record_verified",
     "steps_per_round",
 ]
 
@@ -100,7 +108,10 @@ class ClientPrivacy(ABC):
 
     name: str = "base"
     #: "formal" when the recorded events are a DP guarantee of what was run; "paper accounting"
-    #: when they follow a paper's convention that is not one (FedPCS/QI-DPFL multi-step updates).
+    #: when they follow a paper's convention that is not one (FedPCS/QI-DPFL multi-step updates);
+    #: "none" when nothing is given (ε ∞). A plug-in's label is reported as "unverified" until
+    #: :func:`fedgame.testing.check_privacy_plan` has passed for its source in this installation
+    #: (:func:`fedgame.privacy.plans.accounting_label`).
     accounting: str = "formal"
     Config: ClassVar[type[BaseModel] | None] = None
     """A plug-in's recipe model (``kind: Literal["<name>"]`` plus its fields); None for the
@@ -161,6 +172,8 @@ class NoPrivacy(ClientPrivacy):
     """No clipping, no noise, nothing recorded."""
 
     name = "none"
+    #: no privacy is given, so none is reported: ε is ∞ (null in JSON), never 0
+    accounting = "none"
 
     class Config(PluginConfig):
         kind: Literal["none"] = "none"
@@ -186,7 +199,9 @@ class LocalDPSGD(ClientPrivacy):
     class Config(PluginConfig):
         kind: Literal["dpsgd"] = "dpsgd"
         max_grad_norm: float = Field(1.0, gt=0, le=1e6)
-        noise_multiplier: float | None = Field(None, ge=0, le=1e6)
+        noise_multiplier: float | None = Field(
+            None, gt=0, le=1e6, description="noise std / max_grad_norm; > 0 (zero noise is no privacy: use privacy.kind none)"
+        )
         target_epsilon: float | None = Field(None, gt=0, le=1e4)
         delta: float = Field(1e-5, gt=0, lt=1)
         calibrate_over: Literal["all", "expected"] = Field(
@@ -603,3 +618,54 @@ class ZCDPUpload(ClientPrivacy):
 
     def events(self, client: int, t: int, n_examples: int, steps: int) -> list[tuple[PrivacyEvent, int]]:
         return [(PrivacyEvent.zcdp(self.rho_of(client, t)), 1)]
+
+
+def _verified_file() -> Path:
+    """``$FEDGAME_CACHE/verified/privacy_plans.json``: the source hashes of plug-in plans whose
+    contract passed in this installation."""
+    return Path(os.environ.get("FEDGAME_CACHE", Path.home() / ".cache" / "fedgame")) / "verified" / "privacy_plans.json"
+
+
+def plan_source_hash(cls: type) -> str:
+    """SHA-256 of the source of the module defining ``cls`` (its class alone where the module's
+    source cannot be read): an edit to a plug-in's file makes it unverified again."""
+    mod = sys.modules.get(cls.__module__)
+    try:
+        text = inspect.getsource(mod) if mod is not None else inspect.getsource(cls)
+    except (OSError, TypeError):
+        text = f"{cls.__module__}.{cls.__qualname__}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _verified() -> dict[str, str]:
+    try:
+        got = json.loads(_verified_file().read_text())
+    except (OSError, ValueError):
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+def record_verified(cls: type) -> None:
+    """Record that the privacy-plan contract passed for ``cls`` as its source is now
+    (:func:`fedgame.testing.check_privacy_plan` calls this on a pass)."""
+    got = _verified()
+    got[plan_source_hash(cls)] = f"{cls.__module__}.{cls.__qualname__}"
+    path = _verified_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(got, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def accounting_label(plan: ClientPrivacy) -> str:
+    """What a run reports as its privacy accounting: ``"none"`` for a plan that gives none; a
+    built-in plan's own label (``"formal"`` or ``"paper accounting"``); a plug-in's own label only
+    once :func:`fedgame.testing.check_privacy_plan` has passed for its current source in this
+    installation, ``"unverified"`` before (the label is a class attribute any plug-in can set, so
+    it is not believed on its word)."""
+    if plan.accounting == "none":
+        return "none"
+    cls = type(plan)
+    if cls.__module__.startswith("fedgame."):
+        return plan.accounting
+    return plan.accounting if plan_source_hash(cls) in _verified() else "unverified"

@@ -104,7 +104,7 @@ def run_deployment(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
     except Exception as e:
         store.write_text("error.txt", f"{type(e).__name__}: {e}\n")
         raise
-    log.info("finished %s: accuracy %.4f, epsilon max %.4g", cfg.name, summary["final_accuracy"], summary["epsilon_max"])
+    log.info("finished %s: accuracy %.4f, epsilon max %s", cfg.name, summary["final_accuracy"], summary["epsilon_max"])
     return summary
 
 
