@@ -240,6 +240,10 @@ def main(
             load_plugins(plugin)
         except ImportError as e:
             _fail(escape(str(e)))
+        except (SyntaxError, TypeError, ValueError, NameError, AttributeError) as e:  # the plug-in's own code
+            if _DEBUG:
+                raise
+            _fail(escape(f"--plugin {', '.join(plugin)}: {type(e).__name__}: {_one_line(e)} (fedgame --debug shows the traceback)"))
 
 
 @app.command()
@@ -250,6 +254,7 @@ def init(
     """Copy the shipped recipes (FedPCS, PHS, QI-DPFL, JDP-FL, the main job) out of the installed package."""
     from importlib.resources import files
 
+    _writable_folder(dest / "recipes", "DEST")
     src = files("fedgame") / "recipes"
     out = dest / "recipes"
     written = 0
@@ -438,6 +443,7 @@ def compare(
     from fedgame.pipeline.runner import GridCell, markdown_table, run_grid, summarise_grid
     from fedgame.pipeline.store import ResultStore
 
+    _writable_folder(out, "--out")
     if log_to and jobs > 1:
         _fail("--log-to: tracks cells run one at a time (--jobs 1); the results folders hold every cell's rounds either way")
     cfgs = [c for r in recipes for c in _expand(r, set_, grid or [])]
@@ -537,6 +543,7 @@ def export_cmd(
     datasets): what a committed table is built from."""
     from fedgame.pipeline.results import export_runs
 
+    _writable_folder(dest, "DEST")
     try:
         done = export_runs(runs, dest)
     except ValueError as e:
@@ -559,6 +566,8 @@ def report_cmd(
     one of its recipes, else accuracy, losses, partition, privacy and game figures (--kind chooses)."""
     from fedgame.experiments.reports import KINDS, detect, write
 
+    if out is not None:
+        _writable_folder(out if out.suffix != ".md" else out.parent, "--out")
     chosen = "reproduction" if reproduction else kind
     if chosen is None and dirs and dirs[0].is_dir():
         chosen = detect(dirs[0])
@@ -647,20 +656,48 @@ def solve_cmd(
     if input_ == "-" and sys.stdin.isatty():
         _fail(f"solve {game}: no input: pipe the problem JSON on stdin or give --input FILE (fedgame solve --help)")
     try:
-        text = sys.stdin.read() if input_ == "-" else Path(input_).read_text()
+        text = sys.stdin.read() if input_ == "-" else Path(input_).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        _fail(f"--input: {input_} is not a text (UTF-8) file; give the problem as JSON")
     except OSError as e:
         _fail(f"--input: cannot read {input_}: {e.strerror}")
     if not text.strip():
         _fail(f"solve {game}: no input: the problem JSON is empty")
+
+    def finite_only(name: str) -> float:
+        raise ValueError(f"--input: {name} is not a number JSON allows; every number must be finite")
+
     try:
-        raw = json.loads(text)
+        raw = json.loads(text, parse_constant=finite_only)
     except json.JSONDecodeError as e:
         _fail(f"--input: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})")
+    except ValueError as e:
+        _fail(escape(str(e)))
     try:
         result = solvers[game](raw)
     except ProblemError as e:
-        _fail(f"{game} problem:\n{escape(str(e))}")
-    sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        _fail(f"{game} problem: {escape('; '.join(str(e).splitlines()))}")
+    sys.stdout.write(json.dumps(finite_json(result), indent=2, allow_nan=False) + "\n")
+
+
+def finite_json(obj: Any, path: str = "", bad: list[str] | None = None) -> Any:
+    """``obj`` with every non-finite float replaced by null, and, where there were any, a
+    top-level ``"non_finite"`` list naming where (JSON has no NaN or infinity: a solver's NaN
+    written as-is made the output unreadable to a JSON parser)."""
+    top = bad is None
+    found: list[str] = [] if bad is None else bad
+    if isinstance(obj, float) and not math.isfinite(obj):
+        found.append(f"{path or '.'}: {obj}")
+        out: Any = None
+    elif isinstance(obj, dict):
+        out = {k: finite_json(v, f"{path}.{k}", found) for k, v in obj.items()}
+    elif isinstance(obj, (list, tuple)):
+        out = [finite_json(v, f"{path}[{i}]", found) for i, v in enumerate(obj)]
+    else:
+        out = obj
+    if top and found and isinstance(out, dict):
+        out["non_finite"] = found
+    return out
 
 
 def _doc(obj: Any, long: bool, fallback: str = "") -> str:

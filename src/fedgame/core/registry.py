@@ -60,6 +60,41 @@ class Registry(Generic[T]):
             )
         if not callable(getattr(factory, "from_config", None)):
             raise TypeError(f"{self.kind} {name!r}: {factory.__name__} has a Config but no from_config(cfg, ctx)")
+        self._check_default_build(name, factory, cfg)
+
+    def _check_default_build(self, name: str, factory: Any, cfg: Any) -> None:
+        """Where ``from_config`` is a fedgame base class's default (the recipe's fields but
+        ``kind`` as keyword arguments of the constructor), the constructor must take every field
+        and need no other argument: a ``Config.exponent`` beside ``__init__(power=...)`` used to
+        pass ``validate`` and fail at ``run``."""
+        owner = next((k for k in inspect.getmro(factory) if "from_config" in vars(k)), None)
+        if owner is None or not owner.__module__.startswith("fedgame.") or owner is factory:
+            return
+        try:  # the bases whose default builds from the fields alone (selection, privacy, incentive)
+            if 'cls(**cfg.model_dump(exclude={"kind"}))' not in inspect.getsource(vars(owner)["from_config"].__func__):
+                return
+        except (OSError, TypeError, AttributeError):
+            return
+        try:
+            params = list(inspect.signature(factory.__init__).parameters.values())[1:]
+        except (TypeError, ValueError):
+            return
+        fields = set(cfg.model_fields) - {"kind"}
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            unknown: set[str] = set()
+        else:
+            unknown = fields - {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        needed = {p.name for p in params if p.default is inspect.Parameter.empty
+                  and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - fields
+        if unknown or needed:
+            what = "; ".join(
+                ([f"Config field{'s' if len(unknown) > 1 else ''} {', '.join(sorted(unknown))} not taken by __init__"] if unknown else [])
+                + ([f"__init__ needs {', '.join(sorted(needed))}, which Config does not give"] if needed else [])
+            )
+            raise TypeError(
+                f"{self.kind} {name!r}: {factory.__name__} would be built as {factory.__name__}(**Config fields) "
+                f"(the default from_config), but {what}: rename to match, or define from_config(cls, cfg, ctx)"
+            )
 
     def configs(self) -> dict[str, Any]:
         """The recipe models of the plug-ins that declare one (``name → Config``)."""

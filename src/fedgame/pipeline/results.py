@@ -54,20 +54,36 @@ class FinishedRun:
 
 def finished_runs(root: str | Path, *, with_config: bool = True) -> Iterator[FinishedRun]:
     """Every finished run under ``root`` (``root`` itself included), in path order. With
-    ``with_config`` a run without ``config.yaml`` is skipped; an unreadable ``summary.json`` is
-    skipped too (a run being written by another process)."""
+    ``with_config`` a run without ``config.yaml`` is skipped. A ``summary.json`` or
+    ``config.yaml`` that cannot be read is an error naming the file (both are written whole by
+    an atomic rename, so a damaged one was damaged after the run, never caught mid-write)."""
     for path in sorted(Path(root).rglob("summary.json")):
         d = path.parent
         if with_config and not (d / "config.yaml").exists():
             continue
-        try:
-            summary = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+        summary = read_json_file(path)
         if not isinstance(summary, dict):
-            continue
-        cfg = yaml.safe_load((d / "config.yaml").read_text()) if (d / "config.yaml").exists() else {}
-        yield FinishedRun(dir=d, summary=summary, cfg=cfg or {})
+            raise ValueError(f"{path}: must hold a JSON object (a run's summary), got {type(summary).__name__}; {_DAMAGED}")
+        cfg: Any = {}
+        if (d / "config.yaml").exists():
+            try:
+                cfg = yaml.safe_load((d / "config.yaml").read_text())
+            except (yaml.YAMLError, UnicodeDecodeError) as e:
+                raise ValueError(f"{d / 'config.yaml'}: not valid YAML ({type(e).__name__}); {_DAMAGED}") from None
+        yield FinishedRun(dir=d, summary=summary, cfg=cfg if isinstance(cfg, dict) else {})
+
+
+_DAMAGED = "the file is damaged: delete its run folder, or run it again with --force"
+
+
+def read_json_file(path: Path) -> Any:
+    """``path``'s JSON, or a one-line :class:`ValueError` naming the file when it is not JSON."""
+    try:
+        return json.loads(Path(path).read_text())
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a text file; {_DAMAGED}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e.msg}: line {e.lineno}, column {e.colno}); {_DAMAGED}") from None
 
 
 def mean_std(xs: Iterable[float | None]) -> tuple[float, float]:

@@ -120,8 +120,15 @@ def _csv_text(rows: list[dict[str, Any]]) -> str:
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """Read a metrics CSV back with numbers as floats (``nan`` kept)."""
     rows = []
-    with open(path, newline="") as f:
-        for r in csv.DictReader(f):
+    with open(path, newline="", encoding="utf-8", errors="strict") as f:
+        try:
+            records = list(csv.DictReader(f))
+        except (UnicodeDecodeError, csv.Error) as e:
+            raise ValueError(f"{path}: not a readable CSV ({type(e).__name__}); the file is damaged: delete its run folder, or run it again with --force") from None
+        for r in records:
+            if None in r or any(v is None for v in r.values()):
+                raise ValueError(f"{path}: a row has {'more' if None in r else 'fewer'} fields than the header; the file is damaged "
+                                 "(truncated?): delete its run folder, or run it again with --force")
             row: dict[str, Any] = {}
             for k, v in r.items():
                 try:
@@ -216,7 +223,12 @@ class ResultStore:
         atomic_write_text(self.path(name), json.dumps(_jsonable(obj), indent=2, sort_keys=False) + "\n")
 
     def read_json(self, name: str) -> Any:
-        return json.loads(self.path(name).read_text())
+        """``name``'s JSON; a one-line :class:`ValueError` naming the file when it is damaged."""
+        try:
+            return json.loads(self.path(name).read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"{self.path(name)}: not valid JSON ({type(e).__name__}); the file is damaged: "
+                             "delete its run folder, or run it again with --force") from None
 
     def write_text(self, name: str, text: str) -> None:
         atomic_write_text(self.path(name), text)
@@ -245,10 +257,18 @@ class ResultStore:
         try:
             state: dict[str, Any] = _from_plain(torch.load(p, weights_only=True))
         except pickle.UnpicklingError as e:
+            if "Weights only load failed" not in str(e):
+                raise UnsafeCheckpoint(f"{p}: not a checkpoint fedgame can read (damaged or truncated); delete it to start the run afresh") from None
             raise UnsafeCheckpoint(
                 f"{p}: holds objects beyond tensors and plain types (an older fedgame's checkpoint, or not ours); "
                 "refusing to load it, since that could run code: delete it to start the run afresh"
             ) from e
+        except (RuntimeError, EOFError, OSError, ValueError, KeyError) as e:
+            raise UnsafeCheckpoint(
+                f"{p}: not a checkpoint fedgame can read ({type(e).__name__}: damaged or truncated); delete it to start the run afresh"
+            ) from None
+        if not isinstance(state, dict) or "records" not in state:
+            raise UnsafeCheckpoint(f"{p}: not a fedgame checkpoint (no records); delete it to start the run afresh")
         self.rows = list(state["records"])
         self.write_csv("metrics.csv", self.rows)
         return state
