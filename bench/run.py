@@ -35,7 +35,8 @@
    starting and running one round. Writes ``bench/results/flower.json``.
 
 9. speed (``--only speed``; also ``speed_round``, ``speed_game``): issue 17's targets on this
-   machine's CPU → ``bench/results/speed.json`` (docs/speed.md).
+   machine's CPU → ``bench/results/speed_<cpu kind>.json`` (``amd_avx2``, ``amd_avx512``,
+   ``intel_amx``; docs/speed.md).
 10. GPU (``--only speed_gpu``, on a CUDA machine; ``bench/gpu.sh`` prepares a lent one): a FedAvg
    round, training throughput, DP-SGD throughput and whole paper-budget FedPCS runs, with and
    without CUDA graphs → ``bench/results/speed_gpu.json``, marked with the GPU that measured it.
@@ -136,6 +137,37 @@ def interleaved(fns: dict[str, Callable[[], object]], *, repeats: int) -> dict[s
             fn()
             best[k] = min(best[k], time.perf_counter() - t)
     return best
+
+
+def cpu_kind() -> str:
+    """This host's CPU kind, as the speed results are filed: the vendor and the widest matrix or
+    vector units torch's kernels use here: ``intel_amx``, ``amd_avx512``, ``amd_avx2`` (the three
+    kinds this 2-core machine comes up on), ``<vendor>_<capability>`` otherwise. Speeds differ by
+    up to 4× between them, so each kind keeps its own file."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        info = ""
+    flags = set()
+    for line in info.splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    vendor = "intel" if "GenuineIntel" in info else "amd" if "AuthenticAMD" in info else (platform.machine() or "cpu").lower()
+    if "amx_bf16" in flags or "amx_tile" in flags:
+        units = "amx"
+    elif "avx512f" in flags:
+        units = "avx512"
+    elif "avx2" in flags:
+        units = "avx2"
+    else:
+        units = str(torch.backends.cpu.get_cpu_capability()).lower() or "default"
+    return f"{vendor}_{units}"
+
+
+def speed_name() -> str:
+    """``speed_<cpu kind>``: ``bench/results/speed_<kind>.json`` (:func:`cpu_kind`)."""
+    return f"speed_{cpu_kind()}"
 
 
 def save(name: str, payload: dict[str, object]) -> None:
@@ -932,14 +964,14 @@ def _speed_round(cores: int, reps: int) -> dict[str, object]:
 
 
 def bench_speed_round(quick: bool) -> dict[str, object]:
-    """Section (3) of :func:`bench_speed` alone, merged into ``bench/results/speed.json``."""
+    """Section (3) of :func:`bench_speed` alone, merged into ``bench/results/speed_<cpu kind>.json``."""
     from fedgame.sim.pool import available_cores
 
-    path = RESULTS / "speed.json"
+    path = RESULTS / f"{speed_name()}.json"
     out = json.loads(path.read_text()) if path.exists() else {}
     out.pop("machine", None)
     out.update(_speed_round(available_cores(), 2 if quick else 4))
-    save("speed", out)
+    save(speed_name(), out)
     return out
 
 
@@ -975,7 +1007,7 @@ def _game_engines() -> dict[str, object]:
 
 def bench_speed_game(quick: bool) -> dict[str, object]:
     """The game parts of :func:`bench_speed` alone (``--only speed_game``), merged into
-    ``bench/results/speed.json``: ``mean_field_1e5_s`` (target < 60) and
+    ``bench/results/speed_<cpu kind>.json``: ``mean_field_1e5_s`` (target < 60) and
     ``paper_budget_game_solve_s``, the FedPCS Stackelberg solve of the paper-budget run (T =
     29, N = 100, K = 20, κ = 10⁴ (Σ|D|)², recipes/fedpcs/fmnist.yaml at seed 1) from an empty
     cache: the set-up part of ``paper_budget_fedpcs_run_s`` that a grid pays once per seed.
@@ -985,7 +1017,7 @@ def bench_speed_game(quick: bool) -> dict[str, object]:
     from fedgame.pipeline.build import fedpcs_game
     from fedgame.pipeline.config import load_recipe
 
-    path = RESULTS / "speed.json"
+    path = RESULTS / f"{speed_name()}.json"
     out = json.loads(path.read_text()) if path.exists() else {}
     out.pop("machine", None)
     n = 10**4 if quick else 10**5
@@ -1016,7 +1048,7 @@ def bench_speed_game(quick: bool) -> dict[str, object]:
         out["speed_game_measured"] = {  # these keys' run: "machine" says the file's last writer
             "keys": ["mean_field_1e5_s", "paper_budget_game_solve_s", "game_engines"],
             "date": time.strftime("%Y-%m-%d %H:%M"), "code": _code(), "cpu": _cpu()}
-        save("speed", out)
+        save(speed_name(), out)
     return out
 
 
@@ -1054,27 +1086,35 @@ def bench_speed(quick: bool) -> dict[str, object]:
     out["conv2_one_thread"] = peak
 
     # (2) throughput with all cores busy, fp32 and bf16: an IID round of K = 10 equal clients
+    from fedgame.sim.local import bf16_supported
+
+    has_bf16 = bf16_supported(torch.device("cpu"))
+    out["bf16_supported"] = has_bf16
     fp32 = build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", workers=cores)), parallel=True)
-    bf16 = build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", workers=cores, precision="bf16")), parallel=True)
+    bf16 = build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", workers=cores, precision="bf16")), parallel=True) if has_bf16 else None
     try:
-        times = interleaved({"fp32": _first_ten_jobs(fp32), "bf16": _first_ten_jobs(bf16)}, repeats=reps)
+        cases = {"fp32": _first_ten_jobs(fp32), **({"bf16": _first_ten_jobs(bf16)} if bf16 is not None else {})}
+        times = interleaved(cases, repeats=reps)
     finally:
         fp32.close()
-        bf16.close()
+        if bf16 is not None:
+            bf16.close()
     samples = int(np.asarray(fp32.engine.sizes)[:10].sum())
     sps = {k: samples / v for k, v in times.items()}
     frac = sps["fp32"] * flop / (peak["best_flops"] * cores)
     out["throughput_samples_per_s"] = sps
     out["conv_peak_fraction"] = frac
-    out["bf16_speedup"] = sps["bf16"] / sps["fp32"]
+    out["bf16_speedup"] = sps["bf16"] / sps["fp32"] if "bf16" in sps else None
+    bf_text = f"bf16 {sps['bf16']:.0f} samples/s" if "bf16" in sps else "bf16 refused here (no native bf16: no AVX-512 BF16, no AMX)"
     print(f"training with {cores} workers: fp32 {sps['fp32']:.0f} samples/s ({sps['fp32'] * flop / 1e9:.1f} GFLOP/s), "
-          f"bf16 {sps['bf16']:.0f} samples/s; conv2 alone on one thread {peak['best_flops'] / 1e9:.1f} GFLOP/s")
-    print(f"  conv_peak_fraction {frac:.3f} (target >= 0.8); bf16_speedup {out['bf16_speedup']:.3f} (target >= 1.5)")
-    save("speed", out)
+          f"{bf_text}; conv2 alone on one thread {peak['best_flops'] / 1e9:.1f} GFLOP/s")
+    speed_up = f"{out['bf16_speedup']:.3f}" if out["bf16_speedup"] is not None else "n/a"
+    print(f"  conv_peak_fraction {frac:.3f} (target >= 0.8); bf16_speedup {speed_up} (target >= 1.5 where bf16 is native)")
+    save(speed_name(), out)
 
     # (3) a FedAvg round: workers = cores vs the sequential path (cores as threads, contiguous)
     out.update(_speed_round(cores, reps))
-    save("speed", out)
+    save(speed_name(), out)
 
     # (4) DP-SGD throughputs (McMahan CNN, batch 64, one process, the same threads)
     dp = bench_dp(quick)
@@ -1083,21 +1123,21 @@ def bench_speed(quick: bool) -> dict[str, object]:
     out["dp_over_opacus_ghost"] = eps["fedgame (bk)"] / eps["Opacus ghost clipping"]
     out["dp_over_nondp"] = eps["fedgame (bk)"] / eps["non-DP SGD (reference)"]
     print(f"  dp_over_opacus_ghost {out['dp_over_opacus_ghost']:.3f} (target >= 1.2); dp_over_nondp {out['dp_over_nondp']:.3f} (target >= 0.5)")
-    save("speed", out)
+    save(speed_name(), out)
 
     # (5) the FedPCS mean field at N = 10^5
     mf = globals().get("mean_field_seconds")
     if mf is not None:
         out["mean_field_1e5_s"] = mf(10**5, 30)
         print(f"  mean_field_1e5_s {out['mean_field_1e5_s']:.1f} s (target < 60)")
-        save("speed", out)
+        save(speed_name(), out)
 
     # (6) one FedPCS run at the paper's budget, projected from 3 timed rounds
     out.update(_paper_budget_runs(cores, quick))
     out["paper_budget_bounds"] = _paper_budget_bounds(out)
     out["speed_measured"] = {"keys": "every key of this run", "date": time.strftime("%Y-%m-%d %H:%M"),
                              "code": _code(), "cpu": _cpu()}
-    save("speed", out)
+    save(speed_name(), out)
     torch.set_num_threads(threads0)
     return out
 
@@ -1123,7 +1163,10 @@ def _paper_budget_runs(cores: int, quick: bool) -> dict[str, object]:
         t_game = time.perf_counter() - tic
         print(f"  paper-budget FedPCS game (seed 0, {plan.extras.get('evaluations')} mean-field "
               f"evaluations): {t_game:.1f} s")
-        for key, prec in (("paper_budget_fedpcs_run_s", "fp32"), ("paper_budget_fedpcs_run_bf16_s", "bf16")):
+        from fedgame.sim.local import bf16_supported
+
+        precisions = (("paper_budget_fedpcs_run_s", "fp32"), ("paper_budget_fedpcs_run_bf16_s", "bf16"))
+        for key, prec in precisions if bf16_supported(torch.device("cpu")) else precisions[:1]:
             cfg = load_recipe(path, [f"train.precision={prec}", f"train.workers={cores}", "train.device=cpu"])
             tic = time.perf_counter()
             built = build_engine(cfg, parallel=True)
@@ -1207,10 +1250,10 @@ def _paper_budget_bounds(out: dict[str, Any]) -> dict[str, object]:
 
 def bench_speed_paper(quick: bool) -> dict[str, object]:
     """The paper-budget FedPCS run of :func:`bench_speed` alone (``--only speed_paper``),
-    merged into ``bench/results/speed.json``."""
+    merged into ``bench/results/speed_<cpu kind>.json``."""
     from fedgame.sim.pool import available_cores
 
-    path = RESULTS / "speed.json"
+    path = RESULTS / f"{speed_name()}.json"
     out = json.loads(path.read_text()) if path.exists() else {}
     # the yardsticks of the bounds measured in this run too (the top-level keys stay the full run's)
     yardsticks: dict[str, object] = {"train_flop_per_sample": _train_flop_per_sample(),
@@ -1221,7 +1264,7 @@ def bench_speed_paper(quick: bool) -> dict[str, object]:
         out.update(res)
         out["paper_budget_measured"] = {"keys": sorted(res), "date": time.strftime("%Y-%m-%d %H:%M"), "cpu": _cpu(),
                                         "code": _code()}
-        save("speed", out)
+        save(speed_name(), out)
     return res
 
 
@@ -1229,7 +1272,7 @@ def bench_speed_flower(quick: bool) -> dict[str, object]:
     """``inprocess_over_flower_sim``: the in-process round with ``workers`` = cores over Flower's
     Simulation Engine round with one single-CPU ClientApp actor per core (equal cores on both
     sides), N = 100, K = 10, the main FedAvg recipe; Flower's start-up apart. Added to
-    ``bench/results/speed.json``."""
+    ``bench/results/speed_<cpu kind>.json``."""
     from fedgame.deploy.flower import FlowerSimulation
     from fedgame.pipeline.build import build_engine
     from fedgame.pipeline.config import parse_recipe
@@ -1252,7 +1295,7 @@ def bench_speed_flower(quick: bool) -> dict[str, object]:
     torch.set_num_threads(threads0)
     assert got.records[-1]["test_acc"] == a.records[-1]["test_acc"], "flower-sim and in-process runs differ"
     t_in, t_sim = _per_round(a.records), _per_round(got.records)
-    path = RESULTS / "speed.json"
+    path = RESULTS / f"{speed_name()}.json"
     out = json.loads(path.read_text()) if path.exists() else {"machine": machine()}
     out["flower"] = {"inprocess_round_s": t_in, "flower_sim_round_s": t_sim, "flower_startup_s": sim.startup_seconds,
                      "actors": "one single-CPU actor per core", "workers": cores, "rounds": rounds}
@@ -1300,7 +1343,7 @@ def bench_speed_gpu(quick: bool) -> dict[str, object]:
       bf16 and fp32 without CUDA graphs while ``$FEDGAME_BENCH_DEADLINE`` leaves time; its ``summary.json``,
       ``metrics.csv`` and ``config.yaml`` are kept under ``bench/results/speed_gpu_runs/``.
       The game's plan comes from ``$FEDGAME_CACHE`` when it is there (its solve is CPU work,
-      ``paper_budget_game_solve_s`` in speed.json).
+      ``paper_budget_game_solve_s`` in speed_<cpu kind>.json).
     """
     import shutil
 

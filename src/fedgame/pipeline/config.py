@@ -484,7 +484,8 @@ def format_errors(err: ValidationError) -> str:
         loc = ".".join(str(p) for i, p in enumerate(path) if not (i and p in _UNION_TAGS and path[i - 1] in _UNION_FIELDS))
         msg = e["msg"].removeprefix("Value error, ")
         got = e.get("input")
-        shown = "" if isinstance(got, dict) or (isinstance(got, str) and repr(got) in msg) else f", got {got!r}"
+        said = isinstance(got, str) and repr(got) in msg or f"got {got}" in msg or f"got {got!r}" in msg
+        shown = "" if isinstance(got, dict) or said else f", got {got!r}"
         if e["type"] == "extra_forbidden" and path:
             near = difflib.get_close_matches(str(path[-1]), _fields_at(path[:-1]), n=1, cutoff=0.6)
             if near:

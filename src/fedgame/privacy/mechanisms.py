@@ -65,23 +65,31 @@ class GaussianMechanism:
     ``clip = inf`` disables clipping; ``noise_std = 0`` disables noise.
     """
 
-    def __init__(self, *, clip: float, noise_std: float, sensitivity: float | None = None) -> None:
+    def __init__(
+        self, *, clip: float, noise_std: float, sensitivity: float | None = None, on: Literal["update", "params"] = "update"
+    ) -> None:
         self.clip = _check_positive("clip", clip, allow_inf=True)
         sd = float(noise_std)
         if not (sd >= 0 and math.isfinite(sd)):
             raise ValueError(f"noise_std: must be >= 0 and finite, got {noise_std}")
+        if on not in ("update", "params"):
+            raise ValueError(f"on: must be 'update' or 'params', got {on!r}")
         self.noise_std = sd
         self.sensitivity = None if sensitivity is None else _check_positive("sensitivity", sensitivity)
+        #: what a client's upload applies the mechanism to: its displacement w_i − w(t)
+        #: (``"update"``), or its local model's whole parameter vector w_i (``"params"``: NbAFL,
+        #: FedPCS Prop. 1 read literally, ‖w_i(t)‖ ≤ W; the server still receives w̃_i − w(t))
+        self.on = on
 
     # -- calibrators --------------------------------------------------------------------
     @classmethod
-    def for_zcdp(cls, rho: float, *, clip: float, sensitivity: float) -> Self:
+    def for_zcdp(cls, rho: float, *, clip: float, sensitivity: float, on: Literal["update", "params"] = "update") -> Self:
         """σ = Δ/sqrt(2ρ): ρ-zCDP for sensitivity Δ (FedPCS Prop. 1 / Eq. 46 with Δ = 2W/|D_i|;
         QI-DPFL Eq. 10)."""
         if not (rho > 0 and math.isfinite(rho)):
             raise ValueError(f"rho: must be > 0 and finite, got {rho}")
         std = float(gaussian_std_for_zcdp(rho, sensitivity))
-        return cls(clip=clip, noise_std=std, sensitivity=sensitivity)
+        return cls(clip=clip, noise_std=std, sensitivity=sensitivity, on=on)
 
     @classmethod
     def for_epsilon_delta(
@@ -134,7 +142,8 @@ class GaussianMechanism:
         return PrivacyEvent.gaussian(noise_multiplier=self.noise_std / s)
 
     def __repr__(self) -> str:
-        return f"GaussianMechanism(clip={self.clip:g}, noise_std={self.noise_std:g})"
+        on = "" if self.on == "update" else ", on='params'"
+        return f"GaussianMechanism(clip={self.clip:g}, noise_std={self.noise_std:g}{on})"
 
 
 class NoPrivacy:

@@ -509,6 +509,12 @@ class ZCDPUpload(ClientPrivacy):
     * ``mode="exact"``: one full-batch step of per-example-clipped gradients (the trainer
       clips each example to W, no DP-SGD noise), s_i = η: replacing one example moves the
       mean by ≤ 2W/|D_i|, so each round is exactly ρ_i^t-zCDP ("formal").
+    * ``mode="paper_params"``: Prop. 1 and App. A (Eq. 46) read literally, as NbAFL (Wei et al.,
+      IEEE TIFS 2020) does: after local training the client scales its *whole parameter vector*
+      to norm ≤ W, w_i ← w_i / max(1, ‖w_i‖/W), and uploads w_i + N(0, σ_i² I) with
+      σ_i = √2 W / (|D_i| √ρ_i^t); the server forms w̃_i − w(t) and aggregates as in
+      ``paper_update``. The noise then sits on the parameters at a scale set by W, not relative
+      to the round's step, which is what can separate the methods. Paper accounting.
     """
 
     name = "zcdp_upload"
@@ -516,13 +522,15 @@ class ZCDPUpload(ClientPrivacy):
     class Config(PluginConfig):
         """ρ-zCDP Gaussian noise on each upload (FedPCS Prop. 1). ``rho: game`` takes ρ_i^t from the
         FedPCS game. ``mode``: ``paper_update`` (E local epochs, pseudo-gradient clipped to
-        ``clip``, paper accounting) or ``exact`` (one full-batch step of per-example-clipped
-        gradients: needs ``train.local.steps: 1`` and a batch size >= every client's data)."""
+        ``clip``, paper accounting), ``paper_params`` (the local model's parameters clipped to
+        norm ``clip`` = W and noised, NbAFL: Prop. 1 read literally; paper accounting) or
+        ``exact`` (one full-batch step of per-example-clipped gradients: needs
+        ``train.local.steps: 1`` and a batch size >= every client's data)."""
 
         kind: Literal["zcdp_upload"] = "zcdp_upload"
         rho: float | Literal["game"] = Field(1.0, description="per-round zCDP level, or 'game'")
         clip: float = Field(1.0, gt=0, le=1e6)
-        mode: Literal["paper_update", "exact"] = "paper_update"
+        mode: Literal["paper_update", "exact", "paper_params"] = "paper_update"
 
         def check_run(self, run: Any) -> None:
             if self.rho == "game" and "rho_schedule" not in run.provided():
@@ -560,6 +568,8 @@ class ZCDPUpload(ClientPrivacy):
                     f"largest client's data ({int(sizes.max())}), got {local.batch_size}"
                 )
             scale: float | np.ndarray = local.lr
+        elif c.mode == "paper_params":
+            scale = 1.0  # the parameters themselves: no step scale
         else:
             spr = steps_per_round(sizes, batch_size=local.batch_size, epochs=local.epochs, steps=local.steps)
             scale = local.lr * np.asarray(spr, dtype=np.float64)
@@ -573,15 +583,15 @@ class ZCDPUpload(ClientPrivacy):
         clip: float,
         sizes: np.ndarray,
         scale: float | np.ndarray = 1.0,
-        mode: Literal["paper_update", "exact"] = "paper_update",
+        mode: Literal["paper_update", "exact", "paper_params"] = "paper_update",
     ) -> None:
         r = np.asarray(rho, dtype=np.float64)
         if np.any(~np.isfinite(r)) or np.any(r < 0) or (r.ndim < 2 and np.any(r == 0)):
             raise ValueError(f"privacy.rho: must be > 0 (0 only in a schedule, for a client sitting a round out), got min {r.min()}")
         if not clip > 0:
             raise ValueError(f"privacy.clip: must be > 0, got {clip}")
-        if mode not in ("paper_update", "exact"):
-            raise ValueError(f"privacy.mode: must be 'paper_update' or 'exact', got {mode!r}")
+        if mode not in ("paper_update", "exact", "paper_params"):
+            raise ValueError(f"privacy.mode: must be 'paper_update', 'exact' or 'paper_params', got {mode!r}")
         self.rho = r
         self.clip = clip
         self.sizes = np.asarray(sizes, dtype=np.int64)
@@ -613,7 +623,8 @@ class ZCDPUpload(ClientPrivacy):
             raise ValueError(f"privacy.rho: client {client} has rho = 0 in round {t} (it sits the round out) but was selected")
         s = float(self.scale[client])
         return GaussianMechanism.for_zcdp(
-            self.rho_of(client, t), clip=s * self.clip, sensitivity=2.0 * s * self.clip / n_examples
+            self.rho_of(client, t), clip=s * self.clip, sensitivity=2.0 * s * self.clip / n_examples,
+            on="params" if self.mode == "paper_params" else "update",
         )
 
     def events(self, client: int, t: int, n_examples: int, steps: int) -> list[tuple[PrivacyEvent, int]]:

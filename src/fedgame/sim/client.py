@@ -101,7 +101,11 @@ def run_client_job(job: ClientJob, *, trainer: LocalTrainer, indices: torch.Tens
     if diverged:
         update = torch.zeros_like(update)
     if job.upload is not None:
-        update = job.upload.privatize(update, streams.torch("noise", job.t, job.client, job.copy))
+        noise = streams.torch("noise", job.t, job.client, job.copy)
+        if job.upload.on == "params":  # NbAFL: clip and noise the local model w_i itself, send w̃_i − w(t)
+            update = job.upload.privatize(job.params + update, noise) - job.params
+        else:
+            update = job.upload.privatize(update, noise)
     extras: dict[str, float] = {"clipped_fraction": res.clipped_fraction, DIVERGED: float(diverged)}
     if res.grad_variance is not None and math.isfinite(res.grad_variance):
         extras[LOCAL_GRAD_VARIANCE] = res.grad_variance

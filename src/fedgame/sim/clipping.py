@@ -56,7 +56,7 @@ def _per_example_conv_grads(m: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> t
     The batch is folded into the channels of one grouped convolution (groups = B), whose weight
     gradient *is* the stack of per-example gradients: one oneDNN backward-weight call, 2.5×
     faster on this CPU than unfolding the input (im2col) and a batched matmul, and without the
-    B×C·k²×H'W' unfolded copy (``bench/results/speed.json``)."""
+    B×C·k²×H'W' unfolded copy (``bench/results/speed_amd_avx512.json``)."""
     b, c = a.shape[0], a.shape[1]
     o = g.shape[1]
     kh, kw = m.kernel_size

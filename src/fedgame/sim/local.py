@@ -225,7 +225,7 @@ class LocalTrainer:
     needs the device. ``precision="bf16"`` runs forward passes under bfloat16 autocast; the
     per-example gradients, their norms, clipping, noise and the SGD step stay float32.
     ``memory_format="auto"`` trains conv nets in channels_last on the CPU (oneDNN's fastest
-    layout here: ``bench/results/speed.json``), which changes only float round-off.
+    layout here: ``bench/results/speed_amd_avx512.json``), which changes only float round-off.
     ``cuda_graphs``: on a GPU, each full mini-batch step of plain SGD replays one captured
     CUDA graph (:class:`_StepGraph`) instead of launching its kernels one by one from Python."""
 

@@ -7,7 +7,7 @@ A train message carries one :class:`~fedgame.sim.client.ClientJob`:
 * ``content["job"]`` — :class:`ConfigRecord`: ``round``, ``partition-id``, ``copy``,
   ``grad-variance``; the DP-SGD settings (``dpsgd``, ``dpsgd.noise-multiplier``,
   ``dpsgd.max-grad-norm``, ``dpsgd.sampling``); the upload mechanism (``upload``,
-  ``upload.clip``, ``upload.noise-std``); and, for the user to see, what the server expects
+  ``upload.clip``, ``upload.noise-std``, ``upload.on``); and, for the user to see, what the server expects
   (``local-steps``, ``n-examples`` and the plan's name). Floats travel as doubles, so the
   client applies exactly the noise scale the server's privacy plan chose.
 
@@ -144,6 +144,7 @@ def encode_job(job: ClientJob, *, info: Mapping[str, int | float | str] | None =
     if job.upload is not None:
         cfg["upload.clip"] = float(job.upload.clip)
         cfg["upload.noise-std"] = float(job.upload.noise_std)
+        cfg["upload.on"] = job.upload.on
     for k, v in (info or {}).items():
         cfg[k] = v.item() if isinstance(v, np.generic) else v
     return RecordDict({"params": encode_params(job.params), "job": ConfigRecord(cfg)})
@@ -163,7 +164,8 @@ def decode_job(content: RecordDict) -> ClientJob:
         )
     upload = None
     if cfg["upload"]:
-        upload = GaussianMechanism(clip=float(cfg["upload.clip"]), noise_std=float(cfg["upload.noise-std"]))
+        on = str(cfg["upload.on"]) if "upload.on" in cfg else "update"
+        upload = GaussianMechanism(clip=float(cfg["upload.clip"]), noise_std=float(cfg["upload.noise-std"]), on=on)  # type: ignore[arg-type]
     t, client, copy = job_key(cfg)
     return ClientJob(
         t=t,
