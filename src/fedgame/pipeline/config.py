@@ -685,20 +685,22 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a mapping that names a key twice (plain YAML keeps the last
-    silently, so ``rounds: 5`` above ``rounds: 50`` would run 50)."""
+def _unique_mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:
+    """YAML's mapping constructor, refusing a mapping that names a key twice (plain YAML keeps
+    the last silently, so ``rounds: 5`` above ``rounds: 50`` would run 50)."""
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
+        seen.add(key)
+    return dict(loader.construct_mapping(node, deep=deep))
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+
+#: YAML's safe loader with :func:`_unique_mapping` (built with ``type`` so it types the same with
+#: and without PyYAML's stubs).
+_UniqueKeyLoader: Any = type("_UniqueKeyLoader", (yaml.SafeLoader,), {})
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
 
 
 #: What a recipe file must name: without them a recipe would run the defaults' dataset and model

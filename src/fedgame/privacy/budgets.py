@@ -141,7 +141,7 @@ class MixtureBudget:
         mean = np.array([c.mean for c in self.components])
         std = np.sqrt([c.var for c in self.components])
         comp = rng.choice(w.size, size=n, p=w)
-        out = rng.normal(mean[comp], std[comp])
+        out: np.ndarray = np.asarray(rng.normal(mean[comp], std[comp]), dtype=np.float64)
         bad = np.flatnonzero(out <= 0.0)
         for _ in range(_MAX_PASSES):
             if bad.size == 0:

@@ -413,7 +413,8 @@ class PHSDPSGD(ClientPrivacy):
     @property
     def sigma(self) -> np.ndarray:
         """σ_k: per-coordinate std of the noise on the *averaged* clipped gradient (Eq. 6, × 2 in fixed_batch)."""
-        return self.factor * self.z * self.max_grad_norm / self.batch
+        sigma: np.ndarray = np.asarray(self.factor * self.z * self.max_grad_norm / self.batch, dtype=np.float64)
+        return sigma
 
     def dpsgd(self, client: int, t: int, n_examples: int) -> DPSGD:
         return DPSGD(
