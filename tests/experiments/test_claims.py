@@ -27,7 +27,7 @@ def test_verdicts_hold_fail_and_within_noise() -> None:
     g = gap({0: 0.80, 1: 0.81, 2: 0.82}, {0: 0.70, 1: 0.71, 2: 0.72})
     assert g.verdict == "holds" and g.diff == pytest.approx(0.10) and g.paired_se == pytest.approx(0.0, abs=1e-12)
     g = gap({0: 0.70, 1: 0.80, 2: 0.75}, {0: 0.74, 1: 0.76, 2: 0.75})
-    assert g.verdict == "within two standard errors" and g.se == pytest.approx((0.05**2 / 3 + 0.01**2 / 3) ** 0.5)
+    assert g.verdict == "not decided" and g.se == pytest.approx((0.05**2 / 3 + 0.01**2 / 3) ** 0.5)
     assert gap({0: 0.5, 1: 0.51}, {0: 0.7, 1: 0.71}).verdict == "fails"
 
 
@@ -165,3 +165,59 @@ def test_read_runs_refuses_a_missing_folder_and_two_cells_at_once(tmp_path: Path
     assert read_runs(tmp_path / "a") == {0: 0.5}
     with pytest.raises(ValueError, match="two runs with seed 0"):
         read_runs(tmp_path)
+
+
+# -- the rule: paired t over common seeds, else Welch; one-sided p < 0.05; Holm across a table --
+from scipy import stats  # noqa: E402
+
+from fedgame.experiments.claims import decide, holm  # noqa: E402
+
+A = {0: 0.812, 1: 0.797, 2: 0.825, 3: 0.803, 4: 0.818}
+B = {0: 0.801, 1: 0.790, 2: 0.809, 3: 0.799, 4: 0.806}
+
+
+def test_paired_decision_equals_scipys_paired_t() -> None:
+    d = decide(A, B)
+    ref = stats.ttest_rel(list(A.values()), list(B.values()), alternative="greater")
+    assert d.test == "paired t" and d.n_pairs == 5 and d.df == 4
+    assert d.t == pytest.approx(ref.statistic, rel=1e-12) and d.p == pytest.approx(ref.pvalue, rel=1e-10)
+    ci = stats.ttest_rel(list(A.values()), list(B.values())).confidence_interval(0.95)
+    assert (d.ci_low, d.ci_high) == (pytest.approx(ci.low, rel=1e-10), pytest.approx(ci.high, rel=1e-10))
+    assert d.verdict == "holds" and d.p < 0.05
+    assert decide(B, A).verdict == "fails" and decide(B, A).p_reverse == pytest.approx(d.p, rel=1e-12)
+
+
+def test_without_common_seeds_it_is_welchs_t() -> None:
+    b = {s + 10: v for s, v in B.items()}
+    b[99] = 0.70
+    d = decide(A, b)
+    ref = stats.ttest_ind(list(A.values()), list(b.values()), equal_var=False, alternative="greater")
+    assert d.test == "Welch t" and d.t == pytest.approx(ref.statistic, rel=1e-12) and d.p == pytest.approx(ref.pvalue, rel=1e-10)
+    assert d.df == pytest.approx(ref.df, rel=1e-10)
+    ci = stats.ttest_ind(list(A.values()), list(b.values()), equal_var=False).confidence_interval(0.95)
+    assert d.ci_low == pytest.approx(ci.low, rel=1e-10) and d.ci_high == pytest.approx(ci.high, rel=1e-10)
+
+
+def test_pairing_decides_where_the_unpaired_test_cannot() -> None:
+    """Shared seeds move both sides together (a PHS s = 70 P > B case: unpaired SE 9.48, paired
+    0.77): the same numbers are undecided unpaired, decided paired."""
+    a = {0: 0.60, 1: 0.75, 2: 0.90}
+    b = {0: 0.58, 1: 0.74, 2: 0.87}
+    assert decide(a, b).verdict == "holds"
+    assert decide(a, {s + 3: v for s, v in b.items()}).verdict == "not decided"
+
+
+def test_one_seed_decides_nothing_and_holm_adjusts_a_tables_orderings() -> None:
+    assert decide({0: 0.9}, {1: 0.1}).verdict == "not decided (one seed)"
+    ds = [decide(A, B), decide({0: 0.7, 1: 0.71, 2: 0.69}, {0: 0.68, 1: 0.70, 2: 0.69}), decide({0: 0.5}, {0: 0.4})]
+    adj = holm(ds)
+    ps = [ds[0].p, ds[1].p]
+    m, order = 2, sorted(range(2), key=lambda k: ps[k])
+    expect = [0.0, 0.0]
+    run = 0.0
+    for rank, k in enumerate(order):
+        run = max(run, min(1.0, (m - rank) * ps[k]))
+        expect[k] = run
+    assert [adj[0].p, adj[1].p] == pytest.approx(expect, rel=1e-12) and adj[0].adjusted
+    assert adj[2] == ds[2]  # one seed: not counted, left as it is
+    assert all(a.p >= d.p for a, d in zip(adj[:2], ds[:2], strict=True))
