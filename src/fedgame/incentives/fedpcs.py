@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from fedgame.core.plugins import PluginConfig
 from numpy.typing import NDArray
@@ -390,7 +390,14 @@ class FedPCSIncentive(PlannedIncentive):
         rho_max: float = Field(12.0, gt=0, le=1e6)
         varphi_clip: float = Field(1e-3, gt=0, lt=0.5)
         inclusion: Literal["privacy", "uniform"] = "privacy"
-        acc_scale: float | Literal["data"] = "data"
+        acc_scale: float | Literal["data"] = Field("data", description="kappa > 0, or data")
+
+        @field_validator("acc_scale")
+        @classmethod
+        def _acc_scale_positive(cls, v: float | str) -> float | str:
+            if not isinstance(v, str) and not (0 < v <= 1e30):
+                raise ValueError(f"must be in (0, 1e30] or 'data', got {v}")
+            return v
         budget: BudgetCfg | None = None
         R_max: float = Field(100.0, gt=0, le=1e9)
         mf_tol: float = Field(1e-7, gt=0, le=1)
