@@ -673,6 +673,14 @@ def solve_cmd(
         _fail(f"--input: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})")
     except ValueError as e:
         _fail(escape(str(e)))
+    from fedgame.core.limits import check_memory, solve_estimate
+
+    est = solve_estimate(game, raw)
+    if est is not None:
+        try:
+            check_memory(est[0], field=est[1], what=f"solve {game} with {est[2]}")
+        except ValueError as e:
+            _fail(escape(str(e)))
     try:
         result = solvers[game](raw)
     except ProblemError as e:

@@ -1,0 +1,55 @@
+"""``fedgame solve`` refuses, before any work, a problem whose memory estimate exceeds what the
+machine has (``$FEDGAME_MEMORY_BYTES`` stands for a small machine here), and the estimate is an
+upper bound of what a solve of that size takes (tracemalloc's peak of the same solve)."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from fedgame.cli import app
+from fedgame.core.limits import BASE, solve_estimate
+from fedgame.experiments.phs_problem import solve_phs
+from fedgame.incentives.problems import solve_fedpcs
+
+rng = np.random.default_rng(0)
+N = 3000
+FEDPCS = {"N": N, "K": N // 5, "T": 10, "R": 2.0, "mean_field": {"tol": 1e-6},
+          "clients": [{"rho0": float(a), "varphi": float(b)} for a, b in zip(rng.uniform(1, 5, N), rng.uniform(0.1, 0.5, N))]}
+PHS = {"eps": rng.uniform(0.2, 10, N).tolist(), "delta": 1e-5, "sizes": rng.integers(300, 900, N).tolist(), "batch_size": 64,
+       "D": 26010, "eta": 1, "T_g": 100, "T_l": 5, "K": 2, "C": 1}
+
+
+@pytest.mark.parametrize(("game", "problem", "field"), [("fedpcs", FEDPCS, "clients"), ("phs", PHS, "eps")])
+def test_too_big_for_this_machine_is_refused_in_one_line(game: str, problem: dict[str, object], field: str,
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(problem))
+    est = solve_estimate(game, problem)
+    assert est is not None and est[1] == field
+    monkeypatch.setenv("FEDGAME_MEMORY_BYTES", str(est[0] - 1))
+    r = CliRunner().invoke(app, ["solve", game, "--input", str(f)])
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert f"error: {field}: solve {game} with 3,000 clients" in r.stderr and "more than the" in r.stderr
+    monkeypatch.setenv("FEDGAME_MEMORY_BYTES", str(est[0]))
+    r = CliRunner().invoke(app, ["solve", game, "--input", str(f)])
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize(("game", "problem", "solve"), [("fedpcs", FEDPCS, solve_fedpcs), ("phs", PHS, solve_phs)])
+def test_the_estimate_bounds_the_solves_own_peak(game: str, problem: dict[str, object], solve: object) -> None:
+    est = solve_estimate(game, problem)
+    assert est is not None
+    solve(problem)  # type: ignore[operator]  # warm: imports, compiled kernels
+    tracemalloc.start()
+    try:
+        json.dumps(solve(problem))  # type: ignore[operator]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= est[0] - BASE, (peak, est[0] - BASE)
