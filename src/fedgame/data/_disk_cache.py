@@ -1,7 +1,7 @@
 """The decoded arrays of a dataset's files, kept on disk for the next process.
 
 Reading Fashion-MNIST from Debian's gzipped IDX files costs about 0.3 s of CPU (gunzip of
-26 MB) and its training statistics another 0.14 s; a Flower ClientApp process (Flower 1.41
+26 MB) and its training statistics another 0.14 s; a Flower ClientApp process (Flower 1.42
 starts one per message), a spawned pool worker and every CLI call pay it again. The first read
 writes the uint8 arrays as ``.npy`` files and the statistics as JSON under
 ``$FEDGAME_CACHE/datasets`` (default ``~/.cache/fedgame/datasets``); later processes load them

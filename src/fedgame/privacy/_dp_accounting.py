@@ -3,7 +3,7 @@
 
 Importing any part of ``dp_accounting`` runs its package ``__init__``, which imports its PLD
 code and with it ``scipy.signal``: about a second of CPU on the 2-core test host. A Flower
-ClientApp process (Flower 1.41 starts one per message), a CLI call that only reads a recipe, or a
+ClientApp process (Flower 1.42 starts one per message), a CLI call that only reads a recipe, or a
 non-private run never composes a ledger and should not pay it (docs/speed.md, "Fixed costs of a
 fresh process").
 """

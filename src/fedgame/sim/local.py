@@ -190,7 +190,7 @@ class _SGD:
     (tests/sim/test_local.py). Not ``torch.optim.SGD`` itself because constructing any
     ``torch.optim.Optimizer`` imports ``torch._dynamo`` (its methods are wrapped to disable
     ``torch.compile`` inside them): about 2 s of CPU in every fresh process that trains once, i.e.
-    every Flower ClientApp process (one per message in Flower 1.41), every spawned pool worker."""
+    every Flower ClientApp process (one per message in Flower 1.42), every spawned pool worker."""
 
     def __init__(self, params: list[nn.Parameter], *, lr: float, momentum: float, weight_decay: float) -> None:
         self.params, self.lr, self.momentum, self.weight_decay = params, lr, momentum, weight_decay

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from fedgame.deploy.flower.executor import FlowerExecutor, NodesNotReady
     from fedgame.deploy.flower.simulation import FlowerSimulation, run_flower_simulation
 
-# Attributes are imported on first use (PEP 562): a Flower ClientApp process (Flower 1.41 starts
+# Attributes are imported on first use (PEP 562): a Flower ClientApp process (Flower 1.42 starts
 # one per message) imports ``fedgame.deploy.flower.client_app`` and so this package, and must
 # not pay for the server side (the executor, the engine, the simulation) on every message.
 _WHERE = {

@@ -13,7 +13,7 @@ dataset, partition and model (the nodes' registration checks the partition finge
 where the ServerApp writes the results folder and what it does about missing replies. Any key
 can be overridden at submission: ``flwr run DIR conn --run-config "on-missing='fail'"``.
 
-Which SuperLink ``flwr run`` talks to is *not* in the app: Flower 1.41 reads named connections
+Which SuperLink ``flwr run`` talks to is *not* in the app: Flower 1.42 reads named connections
 from ``$FLWR_HOME/config.toml`` (default ``~/.flwr/config.toml``); :func:`connection_toml` is
 the section to add there.
 """
@@ -123,6 +123,14 @@ class DeploymentConfig:
         )
 
 
+def _flwr_version() -> str:
+    """The Flower release installed here, which the app's pyproject.toml pins (the SuperLink and
+    SuperNodes run the same fedgame, hence the same Flower)."""
+    from importlib.metadata import version
+
+    return version("flwr")
+
+
 def app_name(cfg: RunConfig) -> str:
     """The app's ``[project] name``: ``fedgame-<recipe name>`` in Flower's allowed characters."""
     slug = re.sub(r"[^a-z0-9]+", "-", cfg.name.lower()).strip("-") or "run"
@@ -186,7 +194,7 @@ def _pyproject(cfg: RunConfig, dep: DeploymentConfig) -> str:
             f'version = "{fedgame.__version__}"',
             f"description = {_toml_string(f'fedgame recipe {cfg.name} on Flower SuperNodes')}",
             'license = "Apache-2.0"',
-            'dependencies = ["flwr[simulation]==1.41.0"]',
+            f'dependencies = ["flwr[simulation]=={_flwr_version()}"]',
             "",
             "[tool.flwr.app]",
             f'publisher = "{PUBLISHER}"',

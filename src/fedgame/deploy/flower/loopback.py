@@ -133,7 +133,7 @@ class LoopbackFederation:
 
     @property
     def address(self) -> str:
-        """The SuperLink's address (Fleet, Control and Runtime APIs share it in Flower 1.41)."""
+        """The SuperLink's address (Fleet, Control and Runtime APIs share it in Flower 1.42)."""
         return f"127.0.0.1:{self.port}"
 
     # -- processes ---------------------------------------------------------------------
