@@ -31,10 +31,11 @@ from fedgame.pipeline.store import ResultStore, atomic_write_text, read_metrics 
 __all__ = ["find_runs", "write_report"]
 
 
-def _eps(value: float | None) -> str:
-    """ε for a table cell: ``∞`` where none was given (``null`` in a run's summary: privacy
-    ``none``, or a plan that adds no noise), else three significant digits."""
-    return "∞" if value is None else f"{value:.3g}"
+def _eps(value: float | None, summary: dict[str, Any]) -> str:
+    """ε for a table cell: ``∞`` where no privacy was given (accounting ``none``: ``null`` in a
+    run's summary, ``0`` in the summaries of runs written before ε = 0 was no longer reported for
+    them), else three significant digits."""
+    return "∞" if value is None or summary.get("privacy_accounting") == "none" else f"{value:.3g}"
 
 
 def find_runs(paths: list[Path]) -> list[Path]:
@@ -278,7 +279,7 @@ def write_report(paths: list[Path], out: Path, *, title: str = "fedgame report")
             continue
         lines.append(
             f"| {label} | {s['rounds']} | {100 * s['final_accuracy']:.2f} | {s['wall_time']:.1f} | "
-            f"{_eps(s['epsilon_max'])} ({s['delta']:g}) | {_eps(s['epsilon_mean'])} | {s.get('privacy_accounting', '')} |"
+            f"{_eps(s['epsilon_max'], s)} ({s['delta']:g}) | {_eps(s['epsilon_mean'], s)} | {s.get('privacy_accounting', '')} |"
         )
     lines.append("")
     for caption, name in figs:
