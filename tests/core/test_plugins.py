@@ -105,12 +105,13 @@ def test_entry_point_group_loads_a_distributions_plugin(tmp_path: Path) -> None:
     (dist / "entry_points.txt").write_text("[fedgame.plugins]\nloss = myplug_loss\n")
     (site / "myplug_loss.py").write_text(EXAMPLE.read_text())
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(yaml.safe_dump({"selection": {"kind": "loss_softmax", "mix": 0.5}}))
+    base = {"data": {"dataset": "fashion_mnist"}, "model": {"name": "mcmahan_cnn"}}
+    recipe.write_text(yaml.safe_dump({**base, "selection": {"kind": "loss_softmax", "mix": 0.5}}))
     path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])
     r = _fedgame("validate", str(recipe), env={"PYTHONPATH": path})
     assert r.returncode == 0, r.stderr
     assert "selection loss_softmax" in r.stdout
-    recipe.write_text(yaml.safe_dump({"selection": {"kind": "loss_softmax", "mix": 2}}))
+    recipe.write_text(yaml.safe_dump({**base, "selection": {"kind": "loss_softmax", "mix": 2}}))
     r = _fedgame("validate", str(recipe), env={"PYTHONPATH": path})
     assert r.returncode == 2 and "selection.mix: Input should be less than or equal to 1" in r.stderr
 
