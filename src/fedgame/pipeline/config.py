@@ -403,7 +403,7 @@ class RunConfig(_Frozen):
     def _one_path_component(cls, v: str) -> str:
         """The name is the default run folder ``runs/<name>``: one path component, so a run
         cannot write outside ``runs/`` (``../../x``) or into a hidden folder."""
-        if v in (".", "..") or v.startswith(".") or any(c in v for c in "/\\\0") or v != v.strip():
+        if v.startswith(".") or "/" in v or "\0" in v or v != v.strip():
             raise ValueError(f"must be one folder name (no '/', no leading '.', no surrounding spaces), got {v!r}")
         return v
     data: DataCfg = Field(default_factory=DataCfg)
