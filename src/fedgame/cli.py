@@ -10,7 +10,8 @@ import pickle
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import click
+import importlib
+
 import typer
 import yaml
 from rich.console import Console
@@ -22,6 +23,21 @@ from typer.core import TyperGroup
 if TYPE_CHECKING:
     from fedgame.pipeline.config import RunConfig
 
+def _usage_error() -> type[Exception]:
+    """Click's ``UsageError`` as Typer raises it: from the ``click`` package (Typer up to 0.2x
+    depends on it), or from the copy newer Typer releases carry inside (``typer._click``)."""
+    try:
+        import typer.core as core
+
+        base = getattr(core, "click", None)
+        mod = base.exceptions if base is not None else importlib.import_module("typer._click.exceptions")
+    except ImportError:  # pragma: no cover
+        mod = importlib.import_module("click.exceptions")
+    err_cls: type[Exception] = mod.UsageError
+    return err_cls
+
+
+UsageError = _usage_error()
 console = Console()
 err = Console(stderr=True, soft_wrap=True)  # an error is one line however narrow the terminal
 
@@ -41,23 +57,24 @@ class _OneLineErrors(TyperGroup):
     of the wrong type) and any :data:`USER_ERRORS` escaping a command become one line on stderr,
     ``error: <what> (...)``, exit status 2; ``fedgame --debug`` re-raises to show the traceback."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort):
+        except (typer.Exit, typer.Abort):
             raise
-        except click.UsageError as e:
+        except UsageError as e:
             if _DEBUG:
                 raise
-            where = f"{e.ctx.command_path}: " if e.ctx is not None else ""
+            ctx_ = getattr(e, "ctx", None)
+            where = f"{ctx_.command_path}: " if ctx_ is not None else ""
             err.print(f"[bold red]error:[/] {escape(where + _one_line(e))} (--help lists the options)", highlight=False)
-            raise click.exceptions.Exit(2) from None
+            raise typer.Exit(2) from None
         except USER_ERRORS as e:
             if _DEBUG:
                 raise
             kind = "" if isinstance(e, (ValueError, OSError)) else f"{type(e).__name__}: "
             err.print(f"[bold red]error:[/] {escape(kind + _one_line(e))} (fedgame --debug shows the traceback)", highlight=False)
-            raise click.exceptions.Exit(2) from None
+            raise typer.Exit(2) from None
 
 
 app = typer.Typer(
