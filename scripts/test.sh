@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The test suite: set up with the test and Flower extras, then pytest.
+# The test suite: set up with the test, Flower, tracking and Hugging Face extras, then pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Flower must not install packages at run time, send telemetry or check for updates (the Flower
 # tests start simulations and SuperLinks); Ray must not report usage.
 export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 FLWR_TELEMETRY_ENABLED=0 FLWR_DISABLE_UPDATE_CHECK=1 RAY_USAGE_STATS_ENABLED=0
-bash scripts/setup.sh test,flower,tracking
+bash scripts/setup.sh test,flower,tracking,hf
 # Strict typing of the package (pyproject.toml [tool.mypy]: strict, pydantic plugin), on one core
 # while pytest starts on the others: mypy is single-threaded (about 50 s from a cold cache) and the
 # suite is CPU-bound, so running it first left a core idle for that long (docs/speed.md). Its

@@ -48,7 +48,10 @@ USER_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, TypeError, 
 
 
 def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split()) or type(e).__name__
+    """:func:`fedgame.pipeline.config.one_line`, cut to 400 characters for the terminal."""
+    from fedgame.pipeline.config import one_line
+
+    text = one_line(e)
     return text if len(text) <= 400 else text[:397] + "..."
 
 
@@ -296,17 +299,18 @@ def validate(recipe: Path, set_: SetOpt = None) -> None:
     partition can be drawn (the dataset is loaded and split, nothing is trained)."""
     from fedgame.core.seeding import Streams
     from fedgame.data import DatasetNotFoundError
-    from fedgame.pipeline.build import build_data
+    from fedgame.pipeline.build import build_data, check_model
 
     cfg = _load(recipe, set_)
     try:
         data = build_data(cfg, Streams(seed=cfg.seed))
+        check_model(cfg, data)
     except (DatasetNotFoundError, ValueError) as e:
         _fail(f"{recipe}: {escape(str(e))}")
     sizes = data.sizes
     console.print(f"[green]data ok[/] {cfg.data.dataset}: {len(data.train.y)} training examples over {len(sizes)} clients "
                   f"({min(sizes)}–{max(sizes)} each), {len(data.test.y)} test examples")
-    console.print(f"[green]ok[/] {recipe}: {cfg.name} — {cfg.data.dataset}, {cfg.data.partition.n_clients} clients, "
+    console.print(f"[green]ok[/] {recipe}: {cfg.name} — {cfg.data.dataset}, {len(sizes)} clients, "
                   f"{cfg.train.rounds} rounds, selection {cfg.selection.kind}, privacy {cfg.privacy.kind}")
     console.print(f"trains on {escape(_where(cfg))}")
 
@@ -432,7 +436,7 @@ def flower_app_cmd(
         )
     except ValueError as e:
         _fail(escape(str(e)))
-    n = cfg.data.partition.n_clients
+    n = cfg.data.n_clients
     console.print(f"[green]wrote[/] {escape(str(path))}: {escape(cfg.name)}, {n} clients, {cfg.train.rounds} rounds")
     console.print(f"start {n} SuperNode(s), one per partition (all commands: {escape(str(dir_ / 'README.md'))}):")
     cmds = supernode_commands(n, superlink)
@@ -758,7 +762,7 @@ _PROTOCOLS = {
 
 def _list_groups(long: bool) -> dict[str, list[tuple[str, str]]]:
     """Everything a recipe can name, by recipe field, from the recipe schema itself."""
-    from fedgame.data import describe_datasets
+    from fedgame.data import DATASETS
     from fedgame.pipeline.config import DataCfg, _models, schema
     from fedgame.incentives import INCENTIVES
     from fedgame.models import MODELS
@@ -777,7 +781,7 @@ def _list_groups(long: bool) -> dict[str, list[tuple[str, str]]]:
 
     aggs = AGGREGATORS.describe()
     return {
-        "data.dataset": list(describe_datasets().items()),
+        "data.dataset": [(n, DATASETS.get(n).summary()) for n in DATASETS.names()],  # type: ignore[attr-defined]
         "data.partition.kind": members(_models(DataCfg.model_fields["partition"].annotation)),
         "model.name": list(MODELS.describe().items()),
         "selection.kind": members(_models(run.model_fields["selection"].annotation), SELECTIONS.describe()),

@@ -35,6 +35,12 @@ CANONICAL: dict[str, tuple[tuple[int, int, int], int, int]] = {
     "resnet18": (CIFAR, 10, 11_173_962),
 }
 
+#: Models for token-id inputs (L,) (tests/models/test_flat_inputs.py): name → (in_shape,
+#: classes, options, pinned number of trainable parameters), as the table in zoo.py has them.
+TOKENS: dict[str, tuple[tuple[int], int, dict[str, object], int]] = {
+    "embedding_bag": ((64,), 2, {"vocab": 5000, "dim": 64}, 320_130),
+}
+
 #: Further pinned counts: (name, in_shape, classes, options, parameters).
 OTHER_COUNTS = [
     ("lenet5", MNIST, 10, {}, 61_706),
@@ -67,7 +73,13 @@ def _shared(name: str) -> nn.Module:
 
 
 def test_every_registered_model_is_pinned() -> None:
-    assert sorted(CANONICAL) == list_models()
+    assert sorted([*CANONICAL, *TOKENS]) == list_models()
+
+
+@pytest.mark.parametrize("name", sorted(TOKENS))
+def test_token_model_parameter_count_is_pinned(name: str) -> None:
+    shape, classes, options, expected = TOKENS[name]
+    assert count_params(build_model(name, in_shape=shape, num_classes=classes, seed=0, **options)) == expected
 
 
 @pytest.mark.parametrize("name", sorted(CANONICAL))

@@ -6,12 +6,15 @@
 * :func:`partition` (or :func:`iid`, :func:`dirichlet`, :func:`shards`, :func:`similarity`,
   :func:`quantity_skew`) splits the training indices among clients with an explicit
   ``numpy.random.Generator``; :func:`fingerprint` identifies the result.
+* :data:`DATASETS` holds the dataset plug-ins a recipe names (``data.dataset``, options in
+  ``data.options``): the catalog's, ``csv`` and ``npz`` for a user's own files, and any
+  ``--plugin``'s; :func:`split_from_arrays` makes a split of arrays in memory.
 * :class:`FederatedDataset` ties a split to its partition for the training loop.
 """
 
 from __future__ import annotations
 
-from fedgame.data._arrays import ArrayDataset, DatasetSplit, make_split
+from fedgame.data._arrays import ArrayDataset, DatasetSplit, features_split, group_codes, make_split, tokens_split
 from fedgame.data.catalog import (
     DatasetInfo,
     clear_cache,
@@ -21,13 +24,16 @@ from fedgame.data.catalog import (
     load_dataset,
     resolve_roots,
 )
+from fedgame.data.datasets import DATASETS, Dataset, DatasetConfig, open_dataset, split_from_arrays
 from fedgame.data.federated import FederatedDataset
+from fedgame.data.memory import as_split, from_hf, from_torch, in_memory_options
 from fedgame.data.partition import (
     PARTITION_KINDS,
     dirichlet,
     fingerprint,
     iid,
     label_counts,
+    natural,
     load_partition,
     partition,
     quantity_skew,
@@ -39,9 +45,22 @@ from fedgame.data.partition import (
 from fedgame.data.readers import DatasetFormatError, DatasetNotFoundError, read_idx
 
 __all__ = [
+    "DATASETS",
+    "Dataset",
+    "DatasetConfig",
+    "open_dataset",
+    "as_split",
+    "from_hf",
+    "from_torch",
+    "in_memory_options",
+    "split_from_arrays",
     "ArrayDataset",
     "DatasetSplit",
     "make_split",
+    "features_split",
+    "tokens_split",
+    "group_codes",
+    "natural",
     "DatasetInfo",
     "DatasetNotFoundError",
     "DatasetFormatError",

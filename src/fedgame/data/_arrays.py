@@ -1,11 +1,20 @@
-"""In-memory datasets: one float32 array of images and one int64 array of labels per split.
+"""In-memory datasets: one array of examples and one int64 array of labels per split.
 
-Every reader in :mod:`fedgame.data.readers` returns raw ``uint8`` images; :func:`make_split`
-turns them into a :class:`DatasetSplit` by scaling to ``[0, 1]`` and standardising each
-channel with the *training* set's mean and standard deviation (the test set never leaks into
-the statistics). Statistics are computed exactly from integer pixel values in float64, and
-the conversion is a single vectorised pass, so loading 60 000 images costs well under a
-second.
+Three kinds of example, told apart by the array (:attr:`ArrayDataset.kind`):
+
+* ``image``: float32 ``(N, C, H, W)``. Every reader in :mod:`fedgame.data.readers` returns raw
+  ``uint8`` images; :func:`make_split` scales them to ``[0, 1]`` and standardises each channel
+  with the *training* set's mean and standard deviation (the test set never leaks into the
+  statistics). Statistics are computed exactly from integer pixel values in float64, and the
+  conversion is a single vectorised pass, so loading 60 000 images costs well under a second.
+* ``features``: float32 ``(N, F)`` (tabular records); :func:`features_split` standardises each
+  feature with the training split's mean and standard deviation.
+* ``tokens``: int64 ``(N, L)`` token ids, ``0`` the padding id (text); :func:`tokens_split`
+  keeps them as they are.
+
+A split may carry per-example group ids of its training examples (``groups``: the user, the
+hospital, the speaker of each record), from which a natural partition makes one client per
+group (:func:`fedgame.data.natural`).
 
 Arrays are stored read-only: loaded splits are shared through an in-process cache, and a
 training loop that wrote into them would silently corrupt every later run in the process.
@@ -13,12 +22,18 @@ training loop that wrote into them would silently corrupt every later run in the
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["ArrayDataset", "DatasetSplit", "make_split", "channel_stats"]
+__all__ = ["ArrayDataset", "DatasetSplit", "ExampleKind", "make_split", "features_split", "tokens_split", "channel_stats", "group_codes"]
+
+#: What one example is: an image ``(C, H, W)``, a feature vector ``(F,)``, a token sequence ``(L,)``.
+ExampleKind = Literal["image", "features", "tokens"]
 
 _CHUNK = 4096  # images per chunk when accumulating statistics (bounded temporary memory)
 
@@ -32,10 +47,11 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class ArrayDataset:
-    """One split of an image-classification dataset held in memory.
+    """One split of a classification dataset held in memory.
 
-    ``x`` has shape ``(N, C, H, W)`` and dtype float32 (already normalised); ``y`` has shape
-    ``(N,)`` and dtype int64 with values in ``[0, classes)``.
+    ``x`` is float32 ``(N, C, H, W)`` (images) or ``(N, F)`` (features), already normalised, or
+    int64 ``(N, L)`` (token ids >= 0, 0 the padding id); ``y`` has shape ``(N,)`` and dtype int64
+    with values in ``[0, classes)``.
     """
 
     x: np.ndarray
@@ -45,10 +61,19 @@ class ArrayDataset:
 
     def __post_init__(self) -> None:
         x, y = self.x, self.y
-        if not isinstance(x, np.ndarray) or x.ndim != 4:
-            raise ValueError(f"{self.name}.x: must be a 4-d array (N, C, H, W), got shape {getattr(x, 'shape', None)}")
-        if x.dtype != np.float32:
-            raise ValueError(f"{self.name}.x: must have dtype float32, got {x.dtype}")
+        if not isinstance(x, np.ndarray) or x.ndim not in (2, 4):
+            raise ValueError(
+                f"{self.name}.x: must be images (N, C, H, W), features (N, F) or tokens (N, L), got shape {getattr(x, 'shape', None)}"
+            )
+        if x.dtype == np.int64:
+            if x.ndim != 2:
+                raise ValueError(f"{self.name}.x: int64 token ids must be 2-d (N, L), got shape {x.shape}")
+            if x.size and int(x.min()) < 0:
+                raise ValueError(f"{self.name}.x: token ids must be >= 0 (0 is the padding id), got minimum {int(x.min())}")
+        elif x.dtype != np.float32:
+            raise ValueError(f"{self.name}.x: must have dtype float32 (images, features) or int64 (tokens), got {x.dtype}")
+        if min(x.shape[1:], default=1) < 1:
+            raise ValueError(f"{self.name}.x: every example dimension must be >= 1, got shape {x.shape}")
         if not isinstance(y, np.ndarray) or y.ndim != 1 or y.dtype != np.int64:
             raise ValueError(
                 f"{self.name}.y: must be a 1-d int64 array, got shape {getattr(y, 'shape', None)} "
@@ -67,29 +92,75 @@ class ArrayDataset:
         return int(self.y.shape[0])
 
     @property
-    def shape(self) -> tuple[int, int, int]:
-        """Shape of one example, ``(C, H, W)``."""
-        c, h, w = self.x.shape[1:]
-        return int(c), int(h), int(w)
+    def shape(self) -> tuple[int, ...]:
+        """Shape of one example: ``(C, H, W)``, ``(F,)`` or ``(L,)``."""
+        return tuple(int(d) for d in self.x.shape[1:])
+
+    @property
+    def kind(self) -> ExampleKind:
+        """``image``, ``features`` or ``tokens`` (from the array's dtype and rank)."""
+        if self.x.dtype == np.int64:
+            return "tokens"
+        return "image" if self.x.ndim == 4 else "features"
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class DatasetSplit:
-    """A train/test pair plus the per-channel statistics used to normalise both.
+    """A train/test pair plus the statistics used to normalise both.
 
-    ``mean`` and ``std`` are on the ``[0, 1]`` pixel scale and come from the training set.
+    ``mean`` and ``std`` come from the training set: per channel on the ``[0, 1]`` pixel scale
+    for images, per feature for features, empty for tokens. ``groups`` maps a grouping's name
+    (e.g. a CSV's ``client`` column) to one int64 code per *training* example in ``[0, G)``
+    (:func:`group_codes`): what a natural partition makes its clients of.
     """
 
     train: ArrayDataset
     test: ArrayDataset
     mean: tuple[float, ...] = field(default=())
     std: tuple[float, ...] = field(default=())
+    groups: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.train.shape != self.test.shape:
             raise ValueError(f"{self.train.name}: train examples have shape {self.train.shape} but test {self.test.shape}")
+        if self.train.x.dtype != self.test.x.dtype:
+            raise ValueError(f"{self.train.name}: train examples are {self.train.x.dtype} but test {self.test.x.dtype}")
         if self.train.classes != self.test.classes:
             raise ValueError(f"{self.train.name}: train has {self.train.classes} classes but test {self.test.classes}")
+        groups = {}
+        for key, g in self.groups.items():
+            g = np.asarray(g)
+            if g.shape != (len(self.train),) or not np.issubdtype(g.dtype, np.integer):
+                raise ValueError(
+                    f"{self.train.name}.groups[{key!r}]: must be one integer code per training example, shape ({len(self.train)},), "
+                    f"got shape {g.shape} dtype {g.dtype}"
+                )
+            if g.size and int(g.min()) < 0:
+                raise ValueError(f"{self.train.name}.groups[{key!r}]: codes must be >= 0, got {int(g.min())}")
+            groups[str(key)] = _readonly(g.astype(np.int64, copy=False))
+        object.__setattr__(self, "groups", groups)
+
+    @property
+    def kind(self) -> ExampleKind:
+        return self.train.kind
+
+    @property
+    def vocab(self) -> int | None:
+        """For token data, the number of token ids (the largest id + 1, padding id 0 included)."""
+        if self.kind != "tokens":
+            return None
+        return int(max(self.train.x.max(initial=0), self.test.x.max(initial=0))) + 1
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 (first 16 hex digits) of the examples, labels and groups of both splits: what a
+        run folder records of data it does not copy, so a resume on other data is refused."""
+        h = hashlib.sha256()
+        for a in (self.train.x, self.train.y, self.test.x, self.test.y, *(self.groups[k] for k in sorted(self.groups))):
+            h.update(str((a.dtype.str, a.shape)).encode())
+            h.update(np.ascontiguousarray(a).tobytes())
+        h.update(str(sorted(self.groups)).encode())
+        return h.hexdigest()[:16]
 
     @property
     def name(self) -> str:
@@ -191,3 +262,104 @@ def make_split(
         x=_readonly(_normalise(test_x, mean, std)), y=_readonly(_labels(test_y, f"{name}.test_y")), classes=classes, name=name
     )
     return DatasetSplit(train=train, test=test, mean=mean, std=std)
+
+
+def group_codes(ids: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, names)``: ids of any hashable kind (strings, integers) as int64 codes in
+    ``[0, G)`` numbered by sorted id (``names[code]`` is the id), so the client order does not
+    depend on the order of the records."""
+    a = np.asarray(ids)
+    if a.ndim != 1:
+        raise ValueError(f"{what}: must be one id per example (1-d), got shape {a.shape}")
+    if a.dtype == object:
+        a = a.astype(str)
+    names, codes = np.unique(a, return_inverse=True)
+    return codes.astype(np.int64).reshape(-1), names
+
+
+def _float_features(x: Any, what: str) -> np.ndarray:
+    a = np.asarray(x)
+    if a.ndim != 2 or not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)) or a.dtype == np.bool_:
+        raise ValueError(f"{what}: must be a 2-d numeric array (N, F), got shape {a.shape} dtype {a.dtype}")
+    a = a.astype(np.float64, copy=False)
+    bad = ~np.isfinite(a)
+    if bad.any():
+        row, col = (int(v) for v in np.argwhere(bad)[0])
+        raise ValueError(f"{what}: features must be finite, got {a[row, col]} at row {row}, feature {col} ({int(bad.sum())} in all)")
+    return a
+
+
+def _labels_for(y: Any, classes: int | None, what: str) -> tuple[np.ndarray, int]:
+    y = _labels(np.asarray(y), what)
+    if classes is None:
+        classes = int(y.max(initial=-1)) + 1
+    if y.size and (int(y.min()) < 0 or int(y.max()) >= classes):
+        raise ValueError(f"{what}: labels must be in [0, {classes - 1}] (classes = {classes}), got range [{int(y.min())}, {int(y.max())}]")
+    return y, classes
+
+
+def features_split(
+    *,
+    train_x: Any,
+    train_y: Any,
+    test_x: Any,
+    test_y: Any,
+    name: str,
+    classes: int | None = None,
+    groups: Mapping[str, np.ndarray] | None = None,
+    standardise: bool = True,
+) -> DatasetSplit:
+    """Tabular records ``(N, F)`` as a :class:`DatasetSplit`: each feature standardised with the
+    training split's mean and (population) standard deviation, computed in float64 (a constant
+    feature keeps scale 1). ``classes`` defaults to the largest training or test label + 1.
+
+    >>> s = features_split(train_x=[[0.0, 1.0], [2.0, 1.0]], train_y=[0, 1], test_x=[[1.0, 1.0]], test_y=[1], name="toy")
+    >>> s.train.x.tolist(), s.test.x.tolist(), s.mean
+    ([[-1.0, 0.0], [1.0, 0.0]], [[0.0, 0.0]], (1.0, 1.0))
+    """
+    tr, te = _float_features(train_x, f"{name}.train_x"), _float_features(test_x, f"{name}.test_x")
+    if tr.shape[0] == 0:
+        raise ValueError(f"{name}.train_x: needs at least one training example")
+    if tr.shape[1] != te.shape[1]:
+        raise ValueError(f"{name}.test_x: must have the training split's {tr.shape[1]} features, got {te.shape[1]}")
+    ytr, yte = np.asarray(train_y), np.asarray(test_y)
+    if classes is None:
+        classes = int(max(_labels(ytr, f"{name}.train_y").max(initial=-1), _labels(yte, f"{name}.test_y").max(initial=-1))) + 1
+    ytr, _ = _labels_for(ytr, classes, f"{name}.train_y")
+    yte, _ = _labels_for(yte, classes, f"{name}.test_y")
+    if standardise:
+        mean, std = tr.mean(axis=0), tr.std(axis=0)
+        std = np.where(std > 0, std, 1.0)
+    else:
+        mean, std = np.zeros(tr.shape[1]), np.ones(tr.shape[1])
+    train = ArrayDataset(x=_readonly(((tr - mean) / std).astype(np.float32)), y=_readonly(ytr), classes=classes, name=name)
+    test = ArrayDataset(x=_readonly(((te - mean) / std).astype(np.float32)), y=_readonly(yte), classes=classes, name=name)
+    return DatasetSplit(train=train, test=test, mean=tuple(map(float, mean)), std=tuple(map(float, std)), groups=dict(groups or {}))
+
+
+def tokens_split(
+    *,
+    train_x: Any,
+    train_y: Any,
+    test_x: Any,
+    test_y: Any,
+    name: str,
+    classes: int | None = None,
+    groups: Mapping[str, np.ndarray] | None = None,
+) -> DatasetSplit:
+    """Token-id sequences ``(N, L)`` (integers >= 0, 0 the padding id; pad shorter texts with
+    0) as a :class:`DatasetSplit`; the ids are kept as they are."""
+    arrays = []
+    for what, x in (("train_x", train_x), ("test_x", test_x)):
+        a = np.asarray(x)
+        if a.ndim != 2 or not np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_:
+            raise ValueError(f"{name}.{what}: token ids must be a 2-d integer array (N, L), got shape {a.shape} dtype {a.dtype}")
+        arrays.append(a.astype(np.int64, copy=False))
+    ytr, yte = np.asarray(train_y), np.asarray(test_y)
+    if classes is None:
+        classes = int(max(_labels(ytr, f"{name}.train_y").max(initial=-1), _labels(yte, f"{name}.test_y").max(initial=-1))) + 1
+    ytr, _ = _labels_for(ytr, classes, f"{name}.train_y")
+    yte, _ = _labels_for(yte, classes, f"{name}.test_y")
+    train = ArrayDataset(x=_readonly(arrays[0]), y=_readonly(ytr), classes=classes, name=name)
+    test = ArrayDataset(x=_readonly(arrays[1]), y=_readonly(yte), classes=classes, name=name)
+    return DatasetSplit(train=train, test=test, groups=dict(groups or {}))

@@ -56,6 +56,7 @@ __all__ = [
     "shards",
     "similarity",
     "quantity_skew",
+    "natural",
     "fingerprint",
     "save_partition",
     "load_partition",
@@ -356,6 +357,39 @@ def quantity_skew(
     sizes = min_size + _largest_remainder(p, y.size - n_clients * min_size)
     perm = rng.permutation(y.size).astype(np.int64)
     return [np.sort(part) for part in np.split(perm, np.cumsum(sizes)[:-1])]
+
+
+def natural(groups: np.ndarray, *, n_clients: int | None = None, min_size: int = 1, what: str = "partition") -> list[np.ndarray]:
+    """One client per group: client ``g`` holds every example whose group code is ``g`` (codes
+    ``0..G-1`` from :func:`fedgame.data.group_codes`: the user, hospital or speaker of each
+    record), in the order of the examples. Nothing is drawn, so no generator is taken.
+
+    ``n_clients``, when given, must equal the number of groups; a group with fewer than
+    ``min_size`` examples (or a code with none: an empty client) is refused, naming it.
+
+    >>> [p.tolist() for p in natural(np.array([1, 0, 1, 2]))]
+    [[1], [0, 2], [3]]
+    """
+    g = np.asarray(groups)
+    if g.ndim != 1 or not np.issubdtype(g.dtype, np.integer) or g.size == 0:
+        raise ValueError(f"{what}: natural needs one integer group code per training example, got shape {g.shape} dtype {g.dtype}")
+    if int(g.min()) < 0:
+        raise ValueError(f"{what}: group codes must be >= 0, got {int(g.min())}")
+    n_groups = int(g.max()) + 1
+    if n_clients is not None and n_clients != n_groups:
+        raise ValueError(
+            f"{what}.n_clients: a natural partition has one client per group; the data has {n_groups} groups, got {n_clients} "
+            "(leave n_clients out)"
+        )
+    parts = _by_owner(g.astype(np.int64, copy=False), n_groups)
+    sizes = np.array([q.size for q in parts])
+    small = np.flatnonzero(sizes < max(min_size, 1))
+    if small.size:
+        raise ValueError(
+            f"{what}.min_size: group {int(small[0])} has {int(sizes[small[0]])} example(s), fewer than {max(min_size, 1)} "
+            f"({small.size} such group(s)); a natural client needs examples: lower min_size or drop those records"
+        )
+    return parts
 
 
 # -- dispatch --------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """The small architectures of the reproduced papers, layer for layer.
 
 Each builder takes the per-example input shape ``(C, H, W)`` and the number of classes and
-returns an ``nn.Sequential`` with named layers. The width of the first fully connected layer is
+returns an ``nn.Sequential`` with named layers. The dense models (``logreg``, ``mlp``) also take a
+flat input ``(F,)`` (tabular feature vectors); a convolutional model given one raises a
+``ValueError`` naming it. The width of the first fully connected layer is
 derived from the input shape (the figure in each docstring is for the paper's canonical input),
 so the same architecture also runs on, e.g., 3×32×32 data. Initialisation is PyTorch's default
 (Kaiming-uniform weights), which is what the papers' PyTorch reference code uses.
@@ -16,13 +18,14 @@ from __future__ import annotations
 
 from torch import nn
 
-from fedgame.models._layers import Stack
+from fedgame.models._layers import InShape, Shape3, Stack
 
 __all__ = [
     "jdp_cifar_cnn",
     "jdp_mnist_cnn",
     "lenet5",
     "logreg",
+    "mcmahan_cifar_cnn",
     "mcmahan_cnn",
     "mlp",
     "phs_cifar_cnn",
@@ -31,14 +34,12 @@ __all__ = [
     "simple_cnn",
 ]
 
-Shape3 = tuple[int, int, int]
-
-
-def logreg(*, in_shape: Shape3, num_classes: int) -> nn.Module:
-    """Multinomial logistic regression: Flatten → Linear(C·H·W, classes).
+def logreg(*, in_shape: InShape, num_classes: int) -> nn.Module:
+    """Multinomial logistic regression: Flatten → Linear(C·H·W, classes), or Linear(F, classes)
+    on feature vectors ``(F,)`` (the Flatten then leaves the B×F batch as it is).
 
     The convex baseline of federated-learning experiments; with softmax cross-entropy it is
-    exactly logistic regression. 1×28×28, 10 classes: 7,850 parameters.
+    exactly logistic regression. 1×28×28, 10 classes: 7,850 parameters; (F,): F·classes + classes.
     """
     s = Stack(model="logreg", in_shape=in_shape)
     s.flatten()
@@ -46,11 +47,11 @@ def logreg(*, in_shape: Shape3, num_classes: int) -> nn.Module:
     return s.build()
 
 
-def mlp(*, in_shape: Shape3, num_classes: int) -> nn.Module:
+def mlp(*, in_shape: InShape, num_classes: int) -> nn.Module:
     """The "2NN" of McMahan et al. 2017 (AISTATS, "Communication-Efficient Learning of Deep
     Networks from Decentralized Data", §3): two hidden layers of 200 ReLU units.
 
-    Flatten → Linear(C·H·W, 200) → ReLU → Linear(200, 200) → ReLU → Linear(200, classes).
+    Flatten → Linear(C·H·W or F, 200) → ReLU → Linear(200, 200) → ReLU → Linear(200, classes).
     1×28×28, 10 classes: 199,210 parameters.
     """
     s = Stack(model="mlp", in_shape=in_shape)
@@ -96,7 +97,17 @@ def qidpfl_cifar_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
     sizes of the original (32 → 16 → 8); the tutorial's local response normalisation is
     omitted. 3×32×32, 10 classes: 1,756,426 parameters.
     """
-    s = Stack(model="qidpfl_cifar_cnn", in_shape=in_shape)
+    return _mcmahan_cifar("qidpfl_cifar_cnn", in_shape=in_shape, num_classes=num_classes)
+
+
+def mcmahan_cifar_cnn(*, in_shape: Shape3, num_classes: int) -> nn.Module:
+    """FedPCS's CIFAR-10 model: the network of :func:`qidpfl_cifar_cnn` under its own name (the
+    name error messages give)."""
+    return _mcmahan_cifar("mcmahan_cifar_cnn", in_shape=in_shape, num_classes=num_classes)
+
+
+def _mcmahan_cifar(model: str, *, in_shape: Shape3, num_classes: int) -> nn.Module:
+    s = Stack(model=model, in_shape=in_shape)
     s.conv("conv1", 64, 5, padding=2)
     s.add("relu1", nn.ReLU())
     s.max_pool("pool1", 3, stride=2, padding=1)

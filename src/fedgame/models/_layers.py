@@ -5,6 +5,11 @@ input shape, so the size is computed here once, layer by layer, instead of being
 (and silently wrong) per model. The same walk rejects inputs too small for an architecture
 with a message that names the layer, rather than a shape error deep in the first forward pass.
 
+The per-example input shape (:data:`InShape`) is ``(C, H, W)`` for images or ``(F,)`` for an
+already flat input (a feature vector, or a sequence of ``L`` token ids). A flat input starts the
+stack flat: dense layers apply at once, a convolution or pooling layer is refused with a
+``ValueError`` that names the model.
+
 Only layers that DP per-example gradients support are used (Conv2d with integer padding and
 ``groups=1``, Linear, GroupNorm, pooling, activations, Dropout, Flatten): no layer mixes
 examples of a batch, which BatchNorm would.
@@ -17,7 +22,31 @@ from dataclasses import dataclass
 
 from torch import nn
 
-__all__ = ["Shape", "Stack", "group_norm"]
+__all__ = ["InShape", "Shape", "Shape3", "Stack", "group_norm", "image_shape", "shape_str"]
+
+#: The per-example input shape of an image, ``(C, H, W)``.
+Shape3 = tuple[int, int, int]
+#: The per-example input shape a builder takes: ``(F,)`` features or ``(L,)`` token ids (flat),
+#: or ``(C, H, W)`` for images.
+InShape = tuple[int] | tuple[int, int, int]
+
+
+def shape_str(in_shape: InShape) -> str:
+    """``in_shape`` as the messages write it: ``1×28×28``, ``13``."""
+    return "×".join(str(d) for d in in_shape)
+
+
+def image_shape(model: str, in_shape: InShape, *, layer: str | None = None) -> Shape3:
+    """``in_shape`` as ``(C, H, W)``; a ``ValueError`` naming ``model`` (and ``layer``) for a
+    flat input."""
+    if len(in_shape) == 3:
+        return in_shape
+    raise _not_an_image(model, in_shape, layer)
+
+
+def _not_an_image(model: str, in_shape: InShape, layer: str | None) -> ValueError:
+    where = f" (layer {layer!r})" if layer is not None else ""
+    return ValueError(f"{model}: needs image inputs (C, H, W){where}, got flat in_shape {tuple(in_shape)!r}")
 
 
 @dataclass(frozen=True)
@@ -45,26 +74,32 @@ class Shape:
 class Stack:
     """Appends named layers to an ``nn.Sequential`` while tracking the per-example shape.
 
-    ``model`` and ``in_shape`` are used only in error messages.
+    ``in_shape`` is ``(C, H, W)`` (an image: ``shape`` tracks it until :meth:`flatten`) or
+    ``(F,)`` (already flat: ``shape`` is None and ``features`` is F from the start; a
+    :meth:`flatten` is allowed and adds an ``nn.Flatten``, a no-op on a B×F batch, so dense
+    models build the same way for both; a convolution or pooling layer raises ``ValueError``).
+    ``model`` is used only in error messages.
     """
 
-    def __init__(self, *, model: str, in_shape: tuple[int, int, int]) -> None:
+    def __init__(self, *, model: str, in_shape: InShape) -> None:
         self.model = model
         self.in_shape = in_shape
-        self.shape: Shape | None = Shape(*in_shape)
-        self.features = 0  # length of the flat vector once flattened
+        self.flat_input = len(in_shape) == 1
+        self.shape: Shape | None = None if len(in_shape) == 1 else Shape(*in_shape)
+        self.features = in_shape[0] if len(in_shape) == 1 else 0  # length of the flat vector once flat
         self.layers: OrderedDict[str, nn.Module] = OrderedDict()
 
     def _spatial(self, name: str) -> Shape:
         if self.shape is None:
+            if self.flat_input:
+                raise _not_an_image(self.model, self.in_shape, name)
             raise RuntimeError(f"{self.model}: layer {name!r} needs an image but the stack is already flat")
         return self.shape
 
     def _set(self, name: str, shape: Shape) -> None:
         if shape.h < 1 or shape.w < 1:
-            c, h, w = self.in_shape
             raise ValueError(
-                f"{self.model}: input {c}×{h}×{w} is too small, layer {name!r} would output {shape}"
+                f"{self.model}: input {shape_str(self.in_shape)} is too small, layer {name!r} would output {shape}"
             )
         self.shape = shape
 
@@ -86,6 +121,11 @@ class Stack:
         self._set(name, s.window(out_channels=s.c, kernel=kernel, stride=stride, padding=padding))
 
     def flatten(self, name: str = "flatten") -> None:
+        """Flatten the image to a vector; on a flat input (``(F,)``) an ``nn.Flatten`` that
+        leaves the B×F batch as it is."""
+        if self.shape is None and self.flat_input:
+            self.add(name, nn.Flatten(start_dim=1))
+            return
         s = self._spatial(name)
         self.add(name, nn.Flatten(start_dim=1))
         self.features = s.numel

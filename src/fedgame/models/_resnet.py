@@ -21,11 +21,10 @@ from typing import Literal
 import torch
 from torch import nn
 
-from fedgame.models._layers import group_norm
+from fedgame.models._layers import InShape, group_norm, image_shape
 
 __all__ = ["BasicBlock", "ResNet", "resnet18"]
 
-Shape3 = tuple[int, int, int]
 Stem = Literal["cifar", "imagenet", "auto"]
 
 
@@ -118,16 +117,17 @@ class ResNet(nn.Module):
         return logits
 
 
-def resnet18(*, in_shape: Shape3, num_classes: int, stem: Stem = "auto", groups: int = 32) -> nn.Module:
+def resnet18(*, in_shape: InShape, num_classes: int, stem: Stem = "auto", groups: int = 32) -> nn.Module:
     """ResNet-18 (He et al. 2016) with GroupNorm(32); see the module docstring.
 
     ``stem="auto"`` picks the CIFAR stem for inputs smaller than 64×64 and the ImageNet stem
     for 64×64 or larger (e.g. Tiny-ImageNet). Parameters: 11,173,962 for 3×32×32 with 10 classes
-    (CIFAR stem); 11,279,112 for 3×64×64 with 200 classes (ImageNet stem).
+    (CIFAR stem); 11,279,112 for 3×64×64 with 200 classes (ImageNet stem). A flat
+    ``in_shape`` (``(F,)``) raises ``ValueError``: ResNet needs image inputs.
     """
     if stem not in ("cifar", "imagenet", "auto"):
         raise ValueError(f"stem: must be 'cifar', 'imagenet' or 'auto', got {stem!r}")
-    c, h, w = in_shape
+    c, h, w = image_shape("resnet18", in_shape)
     chosen: Literal["cifar", "imagenet"]
     if stem == "auto":
         chosen = "cifar" if min(h, w) < 64 else "imagenet"

@@ -18,11 +18,10 @@ from typing import Literal
 
 from torch import nn
 
-from fedgame.models._layers import Stack, group_norm
+from fedgame.models._layers import Shape3, Stack, group_norm
 
 __all__ = ["VGG_CONFIGS", "vgg", "vgg11", "vgg16"]
 
-Shape3 = tuple[int, int, int]
 Norm = Literal["group", "none"]
 
 #: Channel widths per convolution, ``"M"`` for a 2×2 max-pool (torchvision ``vgg.cfgs``).

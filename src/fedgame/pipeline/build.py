@@ -13,8 +13,10 @@ import torch
 from fedgame.core.plugins import BuildContext
 from fedgame.core.seeding import Streams
 from fedgame.core.server_update import ServerUpdate, chain
-from fedgame.data import FederatedDataset, load_dataset, partition
+from fedgame.data import DatasetSplit, FederatedDataset, natural, open_dataset, partition
 from fedgame.pipeline.config import (
+    NaturalPartition,
+    parse_recipe,
     JDPCfg,
     JDPPrivacyCfg,
     QIDPFLCfg,
@@ -30,7 +32,7 @@ from fedgame.incentives.auctions import AuctionOutcome, KnapsackAuction, UnitPri
 from fedgame.incentives.fedpcs import FedPCSIncentive, fedpcs_game
 from fedgame.incentives.fedpcs import rho_source as baseline_rho
 from fedgame.incentives.qidpfl import QIDPFLIncentive
-from fedgame.models import build_model, count_params
+from fedgame.models import build_model, count_params, model_options
 from fedgame.privacy.events import PrivacyEvent
 from fedgame.privacy.jdp import local_perturbation
 from fedgame.privacy.mechanisms import GaussianMechanism
@@ -50,12 +52,16 @@ __all__ = [
     "baseline_rho",
     "build_client_side",
     "build_data",
+    "load_split",
+    "natural_groups",
+    "with_clients",
     "build_engine",
     "build_game",
     "build_jdp",
     "build_plan",
     "build_qidpfl",
     "build_trainer",
+    "check_model",
     "fedpcs_game",
     "needs_label_counts",
     "query_label_counts",
@@ -85,11 +91,56 @@ def privacy_setup(cfg: RunConfig, ctx: BuildContext) -> Any:
     return PRIVACY_PLANS.get(cfg.privacy.kind).setup(cfg.privacy, ctx)  # type: ignore[attr-defined]
 
 
-def build_data(cfg: RunConfig, streams: Streams) -> FederatedDataset:
-    """Load the dataset named by the recipe and partition it with the run's partition stream."""
-    split = load_dataset(cfg.data.dataset, root=cfg.data.root, max_train=cfg.data.max_train, max_test=cfg.data.max_test)
+def load_split(cfg: RunConfig) -> DatasetSplit:
+    """The recipe's dataset (``data.dataset`` with its ``data.options``), loaded and normalised."""
+    ds = open_dataset(cfg.data.dataset, cfg.data.options)
+    return ds.load(root=cfg.data.root, max_train=cfg.data.max_train, max_test=cfg.data.max_test)
+
+
+def natural_groups(cfg: RunConfig, split: DatasetSplit) -> np.ndarray:
+    """The per-example group codes a natural partition makes its clients of: the grouping
+    ``data.partition.column`` names (or the dataset's only one)."""
+    p = cfg.data.partition
+    assert isinstance(p, NaturalPartition)
+    have = sorted(split.groups)
+    if p.column is None and len(have) == 1:
+        return np.asarray(split.groups[have[0]])
+    if p.column is None or p.column not in split.groups:
+        said = "must name one" if p.column is None else f"{p.column!r} is not one"
+        known = ", ".join(have) if have else "none (a csv dataset keeps the columns its options' groups list)"
+        raise ValueError(f"data.partition.column: {said} of the dataset's groupings: {known}")
+    return np.asarray(split.groups[p.column])
+
+
+def with_clients(cfg: RunConfig, split: DatasetSplit) -> RunConfig:
+    """``cfg`` with a natural partition's ``n_clients`` set to the number of groups the data
+    gives (every other recipe unchanged): what the games, the selection and config.yaml read."""
+    p = cfg.data.partition
+    if not isinstance(p, NaturalPartition):
+        return cfg
+    parts = natural(natural_groups(cfg, split), n_clients=p.n_clients, min_size=p.min_size, what="data.partition")
+    return _n_clients(cfg, len(parts))
+
+
+def _n_clients(cfg: RunConfig, n: int) -> RunConfig:
+    """``cfg`` with ``data.partition.n_clients = n`` where a natural partition left it out."""
+    p = cfg.data.partition
+    if not isinstance(p, NaturalPartition) or p.n_clients == n:
+        return cfg
+    raw = cfg.model_dump(mode="json")
+    raw["data"]["partition"]["n_clients"] = n
+    return parse_recipe(raw)  # validated again: every check that needs the number of clients runs now
+
+
+def build_data(cfg: RunConfig, streams: Streams, split: DatasetSplit | None = None) -> FederatedDataset:
+    """Load the dataset named by the recipe (or take ``split``, data given in memory) and
+    partition it with the run's partition stream (a natural partition draws nothing)."""
+    split = load_split(cfg) if split is None else split
     train, test = split.train, split.test
     p = cfg.data.partition
+    if isinstance(p, NaturalPartition):
+        parts = natural(natural_groups(cfg, split), n_clients=p.n_clients, min_size=p.min_size, what="data.partition")
+        return check_delta(cfg, FederatedDataset(train=train, test=test, parts=tuple(parts)))
     params = p.model_dump(exclude={"kind", "n_clients"})
     n_val = cfg.data.validation
 
@@ -237,13 +288,72 @@ def start_pool(
     return WorkerPool(ctx, workers)
 
 
+def model_for(cfg: RunConfig, data: FederatedDataset, streams: Streams) -> torch.nn.Module:
+    """The recipe's model (``model.name`` with ``model.options``) for ``data``'s examples and
+    classes, initialised from the ``init`` stream. A token model's ``vocab`` option, when the
+    recipe leaves it out, is the data's (the largest token id + 1)."""
+    options = dict(cfg.model.options)
+    if data.train.kind == "tokens" and "vocab" in model_options(cfg.model.name) and "vocab" not in options:
+        options["vocab"] = int(max(data.train.x.max(initial=0), data.test.x.max(initial=0))) + 1
+    return build_model(
+        cfg.model.name, in_shape=data.train.shape, num_classes=data.train.classes, seed=streams.integer("init"), **options
+    )
+
+
+#: layers that mix the examples of a batch: per-example gradients (DP-SGD) are undefined with them
+_BATCH_MIXING = (torch.nn.modules.batchnorm._BatchNorm, torch.nn.SyncBatchNorm)
+#: privacy plans that clip each example's gradient (DP-SGD)
+PER_EXAMPLE_PLANS = frozenset({"dpsgd", "phs"})
+
+
+def check_model(cfg: RunConfig, data: FederatedDataset) -> torch.nn.Module:
+    """The recipe's model, refused before any training (one line naming ``model.name`` or
+    ``model.options``, what was found and what is allowed) when it cannot be built for the
+    data's examples, fails on two of them, does not output one score per class, or holds a
+    layer that mixes the examples of a batch under a DP-SGD privacy plan."""
+    shape = "×".join(map(str, data.train.shape))
+    try:
+        model = model_for(cfg, data, Streams(seed=cfg.seed))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"model.name: {cfg.model.name!r} cannot be built for {data.train.kind} inputs {shape}: {e}") from None
+    if cfg.privacy.kind in PER_EXAMPLE_PLANS:
+        mixing = [(n, type(m).__name__) for n, m in model.named_modules() if isinstance(m, _BATCH_MIXING)]
+        if mixing:
+            raise ValueError(
+                f"model.name: layer {mixing[0][0]!r} ({mixing[0][1]}) mixes the examples of a batch, so privacy.kind "
+                f"{cfg.privacy.kind!r} (DP-SGD) has no per-example gradient to clip; replace it with GroupNorm "
+                "(fedgame.models.group_norm) or LayerNorm"
+            )
+        from fedgame.sim.clipping import supports
+
+        how = cfg.train.per_example if cfg.train.per_example != "auto" else ("bk" if supports(model) else "ghost")
+        bags = [n for n, m in model.named_modules() if isinstance(m, torch.nn.EmbeddingBag)]
+        if bags and how in ("ghost", "hooks"):
+            raise ValueError(
+                f"train.per_example: {how!r} (Opacus) cannot take per-example gradients of layer {bags[0]!r} (EmbeddingBag "
+                "on (B, L) token ids); allowed here: auto or bk (book-keeping, mean or sum bags), functorch"
+            )
+    x = torch.from_numpy(np.array(data.train.x[:2]))  # a writable copy of two examples
+    try:
+        with torch.no_grad():
+            out = model.eval()(x)
+    except (RuntimeError, IndexError, ValueError) as e:
+        msg = " ".join(str(e).split())[:200]
+        raise ValueError(f"model.name: {cfg.model.name!r} fails on the data's {data.train.kind} examples ({shape}): {msg}") from None
+    want = (int(x.shape[0]), data.train.classes)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != want:
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(
+            f"model.name: {cfg.model.name!r} outputs {got} for {want[0]} examples; the data has {want[1]} classes, "
+            f"so it must output (batch, {want[1]})"
+        )
+    return model
+
+
 def build_trainer(cfg: RunConfig, data: FederatedDataset, streams: Streams) -> LocalTrainer:
     """The recipe's model (initialised from the ``init`` stream) and the local trainer every
     client of ``data`` trains with (on the recipe's device, precision and memory format)."""
-    train = data.train
-    model = build_model(
-        cfg.model.name, in_shape=tuple(train.x.shape[1:]), num_classes=train.classes, seed=streams.integer("init")
-    )
+    model = model_for(cfg, data, streams)
     x_train, y_train, _, _ = data.as_tensors()
     l = cfg.train.local
     return LocalTrainer(
@@ -317,16 +427,20 @@ def build_engine(
     executor: Executor | None = None,
     parallel: bool = False,
     cores: int | None = None,
+    split: DatasetSplit | None = None,
 ) -> Built:
     """Everything a run needs, seeded from ``cfg.seed``. ``executor`` reaches the clients
     (default: in this process); what the plan needs from them before training (label
     histograms: :func:`needs_label_counts`) is asked of it as query messages. ``parallel``
     (and no ``executor``): the clients train in a pool of ``train.workers`` processes
-    (:func:`workers_for`, within ``cores``); close it with :meth:`Built.close`."""
+    (:func:`workers_for`, within ``cores``); close it with :meth:`Built.close`. ``split``:
+    the examples to partition instead of the recipe's dataset (data given in memory)."""
     workers = workers_for(cfg, cfg.train.clients_per_round, cores) if parallel and executor is None else 1
     set_threads(cfg, workers, cores)
     streams = Streams(seed=cfg.seed)
-    data = data if data is not None else build_data(cfg, streams)
+    data = data if data is not None else build_data(cfg, streams, split)
+    cfg = _n_clients(cfg, data.n_clients)  # a natural partition's clients: the data's groups
+    check_model(cfg, data)  # a model that cannot train on these examples: one line, before anything runs
     trainer = build_trainer(cfg, data, streams)
     model = trainer.model
     pool: WorkerPool | None = None
@@ -523,7 +637,13 @@ def _jdp_events(
 
 
 def build_jdp(
-    cfg: RunConfig, *, data: FederatedDataset | None = None, bids: np.ndarray | None = None, parallel: bool = False, cores: int | None = None
+    cfg: RunConfig,
+    *,
+    data: FederatedDataset | None = None,
+    bids: np.ndarray | None = None,
+    parallel: bool = False,
+    cores: int | None = None,
+    split: DatasetSplit | None = None,
 ) -> BuiltJDP:
     """Everything a JDP-FL run needs (JDP-FL Sec. 4.1), seeded from ``cfg.seed``: the
     auction (or every client; on ``bids`` when the clients were asked over the network), the
@@ -533,12 +653,14 @@ def build_jdp(
     if j is None:
         raise ValueError("jdp: this recipe has no jdp section")
     streams = Streams(seed=cfg.seed)
-    data = data if data is not None else build_data(cfg, streams)
+    data = data if data is not None else build_data(cfg, streams, split)
+    cfg = _n_clients(cfg, data.n_clients)
+    check_model(cfg, data)
     winners, auction, costs = _jdp_winners(cfg, data, streams, bids)
     workers = workers_for(cfg, int(np.asarray(winners).size), cores) if parallel else 1
     set_threads(cfg, workers, cores)
     train = data.train
-    model = build_model(cfg.model.name, in_shape=tuple(train.x.shape[1:]), num_classes=train.classes, seed=streams.integer("init"))
+    model = model_for(cfg, data, streams)
     x_train, y_train, _, _ = data.as_tensors()
     adversary: int | None = None
     if j.attack.kind == "dirty_label":

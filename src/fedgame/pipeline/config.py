@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
 from fedgame.core.plugins import load_plugins, refuse_bools
 from fedgame.privacy.budgets import (  # noqa: F401  (re-exported: recipes' budget models)
@@ -136,14 +136,30 @@ class QuantityPartition(_Frozen):
     min_size: int = Field(10, ge=1)
 
 
+class NaturalPartition(_Frozen):
+    """One client per group of the data (the user, hospital or speaker of each record: the
+    dataset's per-example group ids, e.g. a CSV's ``client`` column named in its options'
+    ``groups``): clients of every size the data gives. ``column`` names the grouping (may be left
+    out when the dataset has one); ``n_clients`` is the number of groups, so it is left out or
+    must equal it; a group with fewer than ``min_size`` training examples is refused."""
+
+    kind: Literal["natural"] = "natural"
+    column: str | None = None
+    n_clients: int | None = Field(None, ge=1, le=100_000)
+    min_size: int = Field(1, ge=1)
+
+
 Partition = Annotated[
-    IIDPartition | DirichletPartition | ShardsPartition | SimilarityPartition | QuantityPartition,
+    IIDPartition | DirichletPartition | ShardsPartition | SimilarityPartition | QuantityPartition | NaturalPartition,
     Field(discriminator="kind"),
 ]
 
 
 class DataCfg(_Frozen):
     dataset: str = "fashion_mnist"
+    """a registered dataset plug-in (``fedgame list datasets``; a ``--plugin`` may add one)"""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """the dataset plug-in's own options (its ``Config`` fields: e.g. ``csv``'s path, label, groups)"""
     root: str | None = None
     partition: Partition = Field(default_factory=DirichletPartition)
     max_train: int | None = Field(None, ge=10, description="use only the first N training examples (smoke runs)")
@@ -155,13 +171,56 @@ class DataCfg(_Frozen):
     @field_validator("dataset")
     @classmethod
     def _known_dataset(cls, v: str) -> str:
-        from fedgame.data import describe_datasets
+        from fedgame.data import DATASETS
 
-        return _known("dataset", v, list(describe_datasets()))
+        return _known("dataset", v, DATASETS.names())
+
+    @field_validator("options")
+    @classmethod
+    def _dataset_options(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """The options checked against the dataset's ``Config`` (one line per bad field, naming
+        it and what is allowed) and kept as given: nothing is read from disk here."""
+        from fedgame.data import DATASETS
+
+        name = info.data.get("dataset")
+        if name is None:  # the dataset itself was refused; that error is the one to read
+            return v
+        conf = DATASETS.get(name).Config  # type: ignore[attr-defined]
+        if "kind" in v:
+            raise ValueError(f"'kind' is data.dataset ({name!r}), not an option")
+        try:
+            conf(kind=name, **v)
+        except ValidationError as e:
+            allowed = ", ".join(f for f in conf.model_fields if f != "kind") or "none"
+            first = e.errors()[0]
+            where = ".".join(str(x) for x in first["loc"])
+            raise ValueError(f"{where}: {first['msg']} (dataset {name!r} takes: {allowed})") from None
+        return v
+
+    @property
+    def n_clients(self) -> int:
+        """``partition.n_clients``, which a natural partition may leave to the data: then an
+        error for the paths that need it before reading any data (a Flower deployment's nodes)."""
+        n = self.partition.n_clients
+        if n is None:
+            raise ValueError(
+                "data.partition.n_clients: a natural partition takes its clients from the data; a Flower deployment "
+                "needs the number before any node reads its data: set it to the number of groups"
+            )
+        return n
+
+    @model_validator(mode="after")
+    def _natural_needs_groups(self) -> DataCfg:
+        if isinstance(self.partition, NaturalPartition) and self.validation:
+            raise ValueError("validation: a natural partition gives every training example to its group's client; "
+                             "hold the server's validation examples out in the data instead (allowed here: 0)")
+        return self
 
 
 class ModelCfg(_Frozen):
     name: str = "mcmahan_cnn"
+    options: dict[str, Any] = Field(default_factory=dict)
+    """the model's own keyword options (``fedgame list models``; e.g. embedding_bag's ``dim``)"""
 
     @field_validator("name")
     @classmethod
@@ -169,6 +228,20 @@ class ModelCfg(_Frozen):
         from fedgame.models import MODELS
 
         return _known("model", v, MODELS.names())
+
+    @field_validator("options")
+    @classmethod
+    def _model_options(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        from fedgame.models import model_options
+
+        name = info.data.get("name")
+        if name is None:
+            return v
+        allowed = model_options(name)
+        unknown = sorted(set(v) - set(allowed))
+        if unknown:
+            raise ValueError(f"model {name!r} takes no option {', '.join(map(repr, unknown))}; its options: {', '.join(allowed) or 'none'}")
+        return v
 
 
 # -- training -----------------------------------------------------------------------------
@@ -502,7 +575,7 @@ def format_errors(err: ValidationError) -> str:
 _UNION_TAGS = {
     "iid", "dirichlet", "shards", "similarity", "quantity", "uniform", "full", "data_size",
     "none", "dpsgd", "zcdp_upload", "privacy_aware", "fedpcs", "power_of_choice", "aocs", "fedcbs", "delta", "phs",
-    "participants", "screened", "qidpfl", "jdp",
+    "participants", "screened", "qidpfl", "jdp", "natural",
     "mixture", "constant", "list",
 }
 #: fields holding a discriminated union: only the tag right after one is dropped from an error's
@@ -590,7 +663,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         try:
             key, value = key.strip(), yaml.load(val, Loader=_UniqueKeyLoader)
         except yaml.YAMLError as e:
-            raise RecipeError(f"--set {item!r}: the value is not valid YAML ({_one_line(e)})") from None
+            raise RecipeError(f"--set {item!r}: the value is not valid YAML ({one_line(e)})") from None
         if not key or any(not k for k in key.split(".")):
             raise RecipeError(f"--set {item!r}: expected key.path=value with a non-empty key path")
         parts = key.split(".")
@@ -675,14 +748,14 @@ def parse_recipe(raw: dict[str, Any]) -> RunConfig:
         raise RecipeError(format_errors(e)) from None
 
 
-def _one_line(e: BaseException) -> str:
+def one_line(e: BaseException) -> str:
     """An exception's message on one line: a YAML error as its problem and where (YAML's own
     message spans several lines, with a caret drawing)."""
     problem, mark = getattr(e, "problem", None), getattr(e, "problem_mark", None)
     if isinstance(e, yaml.YAMLError) and problem:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         return f"{problem}{where}"
-    return " ".join(str(e).split())
+    return " ".join(str(e).split()) or type(e).__name__
 
 
 def _unique_mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:
@@ -725,7 +798,7 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConf
     try:
         raw = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
-        raise RecipeError(f"recipe: {p} is not valid YAML: {_one_line(e)}") from None
+        raise RecipeError(f"recipe: {p} is not valid YAML: {one_line(e)}") from None
     if raw is None:
         raise RecipeError(f"recipe: {p} is empty; a recipe names at least data.dataset and model.name (fedgame init writes examples)")
     if not isinstance(raw, dict):

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from fedgame.pipeline.store import atomic_write_bytes, read_metrics
+from fedgame.pipeline.store import DAMAGED, atomic_write_bytes, read_metrics
 
 __all__ = ["EXPORTED", "FinishedRun", "code_note", "export_runs", "finished_runs", "flatten", "mean_std"]
 
@@ -63,17 +63,16 @@ def finished_runs(root: str | Path, *, with_config: bool = True) -> Iterator[Fin
             continue
         summary = read_json_file(path)
         if not isinstance(summary, dict):
-            raise ValueError(f"{path}: must hold a JSON object (a run's summary), got {type(summary).__name__}; {_DAMAGED}")
+            raise ValueError(f"{path}: must hold a JSON object (a run's summary), got {type(summary).__name__}; {DAMAGED}")
         cfg: Any = {}
         if (d / "config.yaml").exists():
             try:
                 cfg = yaml.safe_load((d / "config.yaml").read_text())
             except (yaml.YAMLError, UnicodeDecodeError) as e:
-                raise ValueError(f"{d / 'config.yaml'}: not valid YAML ({type(e).__name__}); {_DAMAGED}") from None
+                raise ValueError(f"{d / 'config.yaml'}: not valid YAML ({type(e).__name__}); {DAMAGED}") from None
         yield FinishedRun(dir=d, summary=summary, cfg=cfg if isinstance(cfg, dict) else {})
 
 
-_DAMAGED = "the file is damaged: delete its run folder, or run it again with --force"
 
 
 def read_json_file(path: Path) -> Any:
@@ -81,9 +80,9 @@ def read_json_file(path: Path) -> Any:
     try:
         return json.loads(Path(path).read_text())
     except UnicodeDecodeError:
-        raise ValueError(f"{path}: not a text file; {_DAMAGED}") from None
+        raise ValueError(f"{path}: not a text file; {DAMAGED}") from None
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e.msg}: line {e.lineno}, column {e.colno}); {_DAMAGED}") from None
+        raise ValueError(f"{path}: not valid JSON ({e.msg}: line {e.lineno}, column {e.colno}); {DAMAGED}") from None
 
 
 def mean_std(xs: Iterable[float | None]) -> tuple[float, float]:

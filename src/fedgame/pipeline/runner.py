@@ -21,11 +21,11 @@ import torch
 import yaml
 
 import fedgame
-from fedgame.data import save_partition
-from fedgame.pipeline.build import Built, BuiltJDP, build_engine, build_jdp
+from fedgame.data import DatasetSplit, save_partition
+from fedgame.pipeline.build import Built, BuiltJDP, build_engine, build_jdp, load_split, with_clients
 from fedgame.sim.pool import available_cores
 from fedgame.sim.local import device_label
-from fedgame.pipeline.config import JDPPrivacyCfg, RunConfig, parse_recipe
+from fedgame.pipeline.config import JDPPrivacyCfg, NaturalPartition, RunConfig, parse_recipe
 from fedgame.pipeline.store import ResultStore, lock_run_folder, read_metrics
 from fedgame.incentives.qidpfl import QIDPFLPlan
 from fedgame.sim import RunResult
@@ -145,14 +145,31 @@ def run_one(
     on_start: Callable[[int], None] | None = None,
     execute: Execute | None = None,
     cores: int | None = None,
+    data: Any = None,
 ) -> dict[str, Any]:
     """Run ``cfg`` into folder ``out`` (resuming from its checkpoint if there is one) and
     return the summary. A finished folder is returned as it is. ``execute`` runs the engine
     on another backend (default: in this process, its clients in ``train.workers`` processes
-    within ``cores``, default all); the results files are the same."""
+    within ``cores``, default all); the results files are the same.
+
+    ``data``: examples given in Python instead of the recipe's dataset: a
+    :class:`~fedgame.data.DatasetSplit`, or what :func:`fedgame.data.as_split` takes (NumPy
+    arrays, torch datasets, Hugging Face datasets). The recipe's
+    partition splits them (``natural``: by their group ids). The run folder records the data
+    as ``data.dataset: memory`` with its fingerprint (nothing of the data itself), so a resume
+    with other data is refused."""
     code_version()  # pinned before training: the code this run imported
+    split: DatasetSplit | None = None
+    if data is not None:
+        from fedgame.data import as_split, in_memory_options
+
+        split = as_split(data)
+        cfg = cfg.model_copy(update={"data": cfg.data.model_copy(update={"dataset": "memory", "options": in_memory_options(split), "root": None})})
+    if isinstance(cfg.data.partition, NaturalPartition):
+        split = load_split(cfg) if split is None else split
+        cfg = with_clients(cfg, split)  # n_clients: the groups the data gives
     with lock_run_folder(out):  # one writer per folder (RunFolderBusy names the other's PID)
-        return _run_one_locked(cfg, out, resume=resume, on_round=on_round, on_start=on_start, execute=execute, cores=cores)
+        return _run_one_locked(cfg, out, resume=resume, on_round=on_round, on_start=on_start, execute=execute, cores=cores, split=split)
 
 
 def _run_one_locked(
@@ -164,6 +181,7 @@ def _run_one_locked(
     on_start: Callable[[int], None] | None,
     execute: Execute | None,
     cores: int | None,
+    split: DatasetSplit | None = None,
 ) -> dict[str, Any]:
     store = ResultStore(out)
     resolved = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
@@ -184,7 +202,7 @@ def _run_one_locked(
         return summary
     store.write_text("config.yaml", resolved)
     _start_session(store, resume)
-    built = PROTOCOLS[protocol_of(cfg)](cfg, parallel=execute is None, cores=cores)
+    built = PROTOCOLS[protocol_of(cfg)](cfg, parallel=execute is None, cores=cores, split=split)
     try:
         return _run_built(cfg, store, built, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
     finally:

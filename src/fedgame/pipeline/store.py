@@ -117,6 +117,10 @@ def _csv_text(rows: list[dict[str, Any]]) -> str:
     return out.getvalue()
 
 
+#: the advice every "this run file is damaged" error ends with (store and results readers alike)
+DAMAGED = "the file is damaged: delete its run folder, or run it again with --force"
+
+
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """Read a metrics CSV back with numbers as floats (``nan`` kept)."""
     rows = []
@@ -124,11 +128,10 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
         try:
             records = list(csv.DictReader(f))
         except (UnicodeDecodeError, csv.Error) as e:
-            raise ValueError(f"{path}: not a readable CSV ({type(e).__name__}); the file is damaged: delete its run folder, or run it again with --force") from None
+            raise ValueError(f"{path}: not a readable CSV ({type(e).__name__}); {DAMAGED}") from None
         for r in records:
             if None in r or any(v is None for v in r.values()):
-                raise ValueError(f"{path}: a row has {'more' if None in r else 'fewer'} fields than the header; the file is damaged "
-                                 "(truncated?): delete its run folder, or run it again with --force")
+                raise ValueError(f"{path}: a row has {'more' if None in r else 'fewer'} fields than the header (truncated?); {DAMAGED}")
             row: dict[str, Any] = {}
             for k, v in r.items():
                 try:
@@ -227,8 +230,7 @@ class ResultStore:
         try:
             return json.loads(self.path(name).read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"{self.path(name)}: not valid JSON ({type(e).__name__}); the file is damaged: "
-                             "delete its run folder, or run it again with --force") from None
+            raise ValueError(f"{self.path(name)}: not valid JSON ({type(e).__name__}); {DAMAGED}") from None
 
     def write_text(self, name: str, text: str) -> None:
         atomic_write_text(self.path(name), text)

@@ -30,6 +30,8 @@ def check_k_at_most_n(run: Any, what: str) -> None:
     """Refuse ``train.clients_per_round`` above ``data.partition.n_clients`` for a selection
     that draws distinct clients (``what``: which one, for the message)."""
     n, k = run.data.partition.n_clients, run.train.clients_per_round
+    if n is None:  # a natural partition: checked again once the data gives its clients
+        return
     if k > n:
         raise ValueError(f"train.clients_per_round: must be <= data.partition.n_clients ({n}) with {what}, got {k}")
 
@@ -115,7 +117,7 @@ class Uniform(SelectionStrategy):
 
         def check_run(self, run: Any) -> None:
             n, k = run.data.partition.n_clients, run.train.clients_per_round
-            if not self.replace and k > n:
+            if n is not None and not self.replace and k > n:
                 raise ValueError(
                     f"train.clients_per_round: must be <= data.partition.n_clients ({n}) when sampling "
                     f"without replacement, got {k}"

@@ -115,7 +115,7 @@ class PowerOfChoice(SelectionStrategy):
         def check_run(self, run: Any) -> None:
             check_k_at_most_n(run, f"selection '{self.kind}'")
             n, k = run.data.partition.n_clients, run.train.clients_per_round
-            if self.d is not None and not k <= self.d <= n:
+            if self.d is not None and n is not None and not k <= self.d <= n:
                 bound = f">= train.clients_per_round ({k})" if self.d < k else f"<= data.partition.n_clients ({n})"
                 raise ValueError(f"selection.d: must be {bound}, got {self.d}")
         d: int | None = Field(None, ge=1, le=100_000)

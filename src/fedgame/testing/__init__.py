@@ -14,8 +14,9 @@ so a correct plug-in passes them with overwhelming probability and a biased one 
 from fedgame.testing.accountant import check_accountant
 from fedgame.testing.aggregator import check_aggregator
 from fedgame.testing.auction import check_auction
+from fedgame.testing.dataset import check_dataset
 from fedgame.testing.incentive import check_incentive
 from fedgame.testing.privacy import check_privacy_plan
 from fedgame.testing.selection import check_selection
 
-__all__ = ["check_accountant", "check_aggregator", "check_auction", "check_incentive", "check_privacy_plan", "check_selection"]
+__all__ = ["check_accountant", "check_aggregator", "check_auction", "check_dataset", "check_incentive", "check_privacy_plan", "check_selection"]

@@ -127,7 +127,7 @@ class _Handlers:
 
     def register(self, msg: Message, context: Context) -> Message:
         cfg = self.cfg(context)
-        n = cfg.data.partition.n_clients
+        n = cfg.data.n_clients
         pid = _partition(context, n)
         side = _side(cfg)
         reply: dict[str, Any] = {
@@ -141,7 +141,7 @@ class _Handlers:
 
     def train(self, msg: Message, context: Context) -> Message:
         cfg = self.cfg(context)
-        pid = _partition(context, cfg.data.partition.n_clients)
+        pid = _partition(context, cfg.data.n_clients)
         job = decode_job(msg.content)
         if job.client != pid:
             raise ValueError(f"train: this node holds partition {pid}, got a job for partition {job.client}")
@@ -152,7 +152,7 @@ class _Handlers:
 
     def losses(self, msg: Message, context: Context) -> Message:
         cfg = self.cfg(context)
-        pid = _partition(context, cfg.data.partition.n_clients)
+        pid = _partition(context, cfg.data.n_clients)
         side = _side(cfg)
         params = decode_params(array_record(msg.content, "params"))
         tr = side.trainer
@@ -163,7 +163,7 @@ class _Handlers:
     def jdp_train(self, msg: Message, context: Context) -> Message:
         """A JDP-FL winner's local training and M3, from the model its node keeps."""
         cfg = self.cfg(context)
-        pid = _partition(context, cfg.data.partition.n_clients)
+        pid = _partition(context, cfg.data.n_clients)
         job, adversary = decode_jdp_job(msg.content)
         if job.client != pid:
             raise ValueError(f"train.jdp: this node holds partition {pid}, got a job for partition {job.client}")
@@ -180,7 +180,7 @@ class _Handlers:
     def jdp_publish(self, msg: Message, context: Context) -> Message:
         """M5 on the server's publication (or the restart model); the new model stays here."""
         cfg = self.cfg(context)
-        pid = _partition(context, cfg.data.partition.n_clients)
+        pid = _partition(context, cfg.data.n_clients)
         pub = decode_publish(msg.content)
         if pub.client != pid or cfg.jdp is None:
             raise ValueError(f"train.jdp_publish: this node holds partition {pid}, got a publication for partition {pub.client}")
@@ -193,7 +193,7 @@ class _Handlers:
     def query(self, msg: Message, context: Context) -> Message:
         """Answer ``query.<name>`` from this node's own partition, with the registry function."""
         cfg = self.cfg(context)
-        n = cfg.data.partition.n_clients
+        n = cfg.data.n_clients
         pid = _partition(context, n)
         side = _side(cfg)
         name = msg.metadata.message_type.split(".", 1)[1]

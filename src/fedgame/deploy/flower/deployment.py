@@ -211,7 +211,7 @@ def _pyproject(cfg: RunConfig, dep: DeploymentConfig) -> str:
 
 
 def _readme(cfg: RunConfig, dest: Path, superlink: str) -> str:
-    n = cfg.data.partition.n_clients
+    n = cfg.data.n_clients
     host, _, port = superlink.rpartition(":")
     nodes = "\n".join(f"{c} &" for c in supernode_commands(n, superlink))
     return f"""# {cfg.name} on Flower

@@ -99,7 +99,7 @@ def run_deployment(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
         if not dep.resume:
             store.clear()
         execute = FlowerDeployment(grid, round_timeout=dep.timeout, register_timeout=dep.register_timeout)
-        log.info("running %s (%d clients, %d rounds) into %s", cfg.name, cfg.data.partition.n_clients, cfg.train.rounds, dep.out)
+        log.info("running %s (%d clients, %d rounds) into %s", cfg.name, cfg.data.n_clients, cfg.train.rounds, dep.out)
         summary = run_one(cfg, Path(dep.out), resume=dep.resume, execute=execute, on_round=_log_round)
     except Exception as e:
         store.write_text("error.txt", f"{type(e).__name__}: {e}\n")

@@ -92,7 +92,7 @@ class FlowerSimulation:
         run_simulation(
             server_app=self.server_app(built, cfg, run, box),
             client_app=make_client_app(cfg),
-            num_supernodes=cfg.data.partition.n_clients,
+            num_supernodes=cfg.data.n_clients,
             backend_config=dict(self.backend_config),
             verbose_logging=self.verbose,
         )
