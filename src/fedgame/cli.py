@@ -299,11 +299,17 @@ def validate(recipe: Path, set_: SetOpt = None) -> None:
     partition can be drawn (the dataset is loaded and split, nothing is trained)."""
     from fedgame.core.seeding import Streams
     from fedgame.data import DatasetNotFoundError
-    from fedgame.pipeline.build import build_data, check_model
+    from fedgame.pipeline.build import build_data, check_model, load_split
+    from fedgame.testing.dataset import check_split
 
     cfg = _load(recipe, set_)
     try:
-        data = build_data(cfg, Streams(seed=cfg.seed))
+        split = load_split(cfg)
+        try:
+            check_split(cfg.data.dataset, split)  # the dataset contract, on the recipe's own data
+        except AssertionError as e:
+            raise ValueError(f"data.dataset: {e}") from None
+        data = build_data(cfg, Streams(seed=cfg.seed), split)
         check_model(cfg, data)
     except (DatasetNotFoundError, ValueError) as e:
         _fail(f"{recipe}: {escape(str(e))}")

@@ -141,12 +141,13 @@ def test_validate_refuses_what_cannot_train_in_one_line(tmp_path: Path) -> None:
     root = ["--set", f"data.root={tmp_path}"]
     cases = {
         ("--set", "data.partition.column=ward"): "data.partition.column: 'ward' is not one of the dataset's groupings: hospital",
-        ("--plugin", str(models), "--set", "model.name=one_output"): "model.name: 'one_output' outputs (2, 1) for 2 examples; the data has 2 classes",
+        ("--plugin", str(models), "--set", "model.name=one_output"): "model.name: 'one_output' outputs (2, 1) for 2 examples; the data has 2 classes and train.loss is 'cross_entropy'",
         ("--plugin", str(models), "--set", "model.name=bn_mlp", "--set", "privacy={kind: dpsgd, noise_multiplier: 1.0, max_grad_norm: 1.0}",
          "--set", "incentive={kind: none}", "--set", "aggregation.kind=mean", "--set", "accountant.kind=rdp"): "model.name: layer '1' (BatchNorm1d) mixes the examples of a batch",
         ("--set", "model.name=mcmahan_cnn"): "model.name: 'mcmahan_cnn' cannot be built for features inputs 3",
         ("--set", "data.partition.n_clients=9"): "a natural partition has one client per group; the data has 4 groups, got 9",
         ("--set", "data.options.label=missing"): "data.options: column 'missing' is not in records.csv",
+        ("--set", "data.options.test_path=records.csv"): "800 test example(s) are identical to training examples",
     }
     for extra, expected in cases.items():
         plugin = list(extra[:2]) if extra[0] == "--plugin" else []

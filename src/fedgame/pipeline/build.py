@@ -42,6 +42,7 @@ from fedgame.selection import SELECTIONS, SelectionStrategy
 from fedgame.sim import AGGREGATORS, Engine, LocalSpec, LocalTrainer, server_sgd
 from fedgame.sim.client import Executor, InProcessExecutor
 from fedgame.sim.jdp import JDPEngine, LeaveOneOut, RandomGroups, ServerRule, global_rule
+from fedgame.sim.losses import make_loss
 from fedgame.sim.pool import PoolExecutor, WorkerContext, WorkerPool, available_cores
 
 __all__ = [
@@ -295,9 +296,8 @@ def model_for(cfg: RunConfig, data: FederatedDataset, streams: Streams) -> torch
     options = dict(cfg.model.options)
     if data.train.kind == "tokens" and "vocab" in model_options(cfg.model.name) and "vocab" not in options:
         options["vocab"] = int(max(data.train.x.max(initial=0), data.test.x.max(initial=0))) + 1
-    return build_model(
-        cfg.model.name, in_shape=data.train.shape, num_classes=data.train.classes, seed=streams.integer("init"), **options
-    )
+    outputs = make_loss(cfg.train.loss).outputs(data.train.classes)
+    return build_model(cfg.model.name, in_shape=data.train.shape, num_classes=outputs, seed=streams.integer("init"), **options)
 
 
 #: layers that mix the examples of a batch: per-example gradients (DP-SGD) are undefined with them
@@ -312,6 +312,8 @@ def check_model(cfg: RunConfig, data: FederatedDataset) -> torch.nn.Module:
     data's examples, fails on two of them, does not output one score per class, or holds a
     layer that mixes the examples of a batch under a DP-SGD privacy plan."""
     shape = "×".join(map(str, data.train.shape))
+    loss = make_loss(cfg.train.loss)
+    loss.check(data.train.classes)
     try:
         model = model_for(cfg, data, Streams(seed=cfg.seed))
     except (TypeError, ValueError) as e:
@@ -340,12 +342,12 @@ def check_model(cfg: RunConfig, data: FederatedDataset) -> torch.nn.Module:
     except (RuntimeError, IndexError, ValueError) as e:
         msg = " ".join(str(e).split())[:200]
         raise ValueError(f"model.name: {cfg.model.name!r} fails on the data's {data.train.kind} examples ({shape}): {msg}") from None
-    want = (int(x.shape[0]), data.train.classes)
+    want = (int(x.shape[0]), loss.outputs(data.train.classes))
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != want:
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ValueError(
-            f"model.name: {cfg.model.name!r} outputs {got} for {want[0]} examples; the data has {want[1]} classes, "
-            f"so it must output (batch, {want[1]})"
+            f"model.name: {cfg.model.name!r} outputs {got} for {want[0]} examples; the data has {data.train.classes} classes "
+            f"and train.loss is {cfg.train.loss!r}, so it must output (batch, {want[1]})"
         )
     return model
 
@@ -368,6 +370,7 @@ def build_trainer(cfg: RunConfig, data: FederatedDataset, streams: Streams) -> L
         memory_format=cfg.train.memory_format,
         device=cfg.train.device,
         cuda_graphs=cfg.train.cuda_graphs,
+        loss=make_loss(cfg.train.loss),
     )
 
 
@@ -677,6 +680,7 @@ def build_jdp(
         memory_format=cfg.train.memory_format,
         device=cfg.train.device,
         cuda_graphs=cfg.train.cuda_graphs,
+        loss=make_loss(cfg.train.loss),
     )
     p = cfg.privacy
     eps_exp = (p.epsilon if isinstance(p, JDPPrivacyCfg) else 1.0) if j.epsilon_exp == "same" else float(j.epsilon_exp)

@@ -265,6 +265,9 @@ class TrainCfg(_Frozen):
     clients_per_round: int = Field(10, ge=1, le=100_000)
     eval_every: int = Field(1, ge=1)
     local: LocalCfg = Field(default_factory=LocalCfg)
+    loss: str = "cross_entropy"
+    """the training loss (``fedgame.sim.losses.LOSSES``): ``cross_entropy`` on one logit per class,
+    ``bce_with_logits`` on one logit for binary labels, or a plug-in's"""
     per_example: Literal["auto", "bk", "ghost", "functorch", "hooks"] = "auto"
     threads: int | None = Field(None, ge=1, le=256)
     """Torch threads of this process (None: torch's default, all cores). With ``workers`` > 1
@@ -284,6 +287,13 @@ class TrainCfg(_Frozen):
     """On a GPU, each full mini-batch step of plain local SGD (no momentum, no dropout, no
     DP-SGD) replays one captured CUDA graph instead of some forty kernel launches; the same
     numbers as ``false``. Nothing changes on the CPU."""
+
+    @field_validator("loss")
+    @classmethod
+    def _known_loss(cls, v: str) -> str:
+        from fedgame.sim.losses import LOSSES
+
+        return _known("loss", v, LOSSES.names())
 
     @model_validator(mode="after")
     def _device_can_be_honoured(self) -> TrainCfg:

@@ -157,7 +157,7 @@ class InProcessExecutor:
 
     def losses(self, params: torch.Tensor, clients: np.ndarray) -> np.ndarray:
         parts = [self.parts[int(c)] for c in clients]
-        return client_losses(self.model, params, self.trainer.x, self.trainer.y, parts)
+        return client_losses(self.model, params, self.trainer.x, self.trainer.y, parts, loss=self.trainer.loss)
 
     def view(self, client: int) -> ClientView:
         """What client ``client`` answers queries from (its own labels only)."""

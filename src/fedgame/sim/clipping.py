@@ -38,6 +38,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from fedgame.sim.losses import CROSS_ENTROPY, Loss
+
 __all__ = ["BookKeepingClipper", "supports"]
 
 _LAYERS = (nn.Linear, nn.Conv2d, nn.EmbeddingBag, nn.Embedding)
@@ -187,7 +189,7 @@ class BookKeepingClipper:
         self._records.append((m, tok.detach().reshape(tok.shape[0], -1), output))
 
     def clipped_sum(
-        self, x: torch.Tensor, y: torch.Tensor, max_grad_norm: float, *, autocast: torch.dtype | None = None
+        self, x: torch.Tensor, y: torch.Tensor, max_grad_norm: float, *, autocast: torch.dtype | None = None, loss: Loss = CROSS_ENTROPY
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Set ``p.grad`` to the sum of per-example gradients clipped to ``max_grad_norm``;
         return (sum of losses, per-example gradient norms).
@@ -200,10 +202,10 @@ class BookKeepingClipper:
         self._active = True
         try:
             if autocast is None:
-                losses = F.cross_entropy(self.model(x), y, reduction="none")
+                losses = loss.per_example(self.model(x), y)
             else:
                 with torch.autocast(device_type=x.device.type, dtype=autocast):
-                    losses = F.cross_entropy(self.model(x), y, reduction="none").float()
+                    losses = loss.per_example(self.model(x), y).float()
         finally:
             self._active = False
         records = self._records

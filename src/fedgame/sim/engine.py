@@ -108,6 +108,7 @@ class RoundLoop:
     own loop, calling back into ``begin_round``/``finish_round`` and ``commit``."""
 
     model: nn.Module
+    trainer: LocalTrainer
     eval_every: int
     _test: tuple[torch.Tensor, torch.Tensor]
     evaluator: "Callable[[torch.Tensor], tuple[float, float]] | None" = None
@@ -145,7 +146,8 @@ class RoundLoop:
         default all) every ``eval_every`` rounds and on the last; NaN on the other rounds."""
         last = self._rounds is not None and t == self._rounds - 1
         if (t + 1) % self.eval_every == 0 or last:
-            acc, loss = self.evaluator(self.params) if self.evaluator is not None else evaluate(self.model, self.params, *self._test)
+            acc, loss = (self.evaluator(self.params) if self.evaluator is not None
+                         else evaluate(self.model, self.params, *self._test, loss=self.trainer.loss))
             eps = self.accountant.epsilons(self.delta)
             eps = eps if clients is None else eps[clients]
             record.update(test_acc=acc, test_loss=loss, eps_max=float(eps.max()), eps_mean=float(eps.mean()))

@@ -428,7 +428,7 @@ class JDPEngine(RoundLoop):
     def _score(self, params: Tensor) -> float:
         """The server's score of a group's model: accuracy on its validation set (Alg. 4)."""
         assert self._val is not None
-        return evaluate(self.model, params, *self._val)[0]
+        return evaluate(self.model, params, *self._val, loss=self.trainer.loss)[0]
 
     def round(self, t: int) -> dict[str, Any]:
         """One round in process (or over any :class:`JDPClients`): :meth:`begin_round`, the

@@ -40,6 +40,7 @@ from torch.func import functional_call, grad, vmap
 
 from fedgame.core.allocator import keep_freed_memory
 from fedgame.privacy.plans import DPSGD
+from fedgame.sim.losses import CROSS_ENTROPY, Loss
 
 # Opacus hooks warn on every step that inputs do not require grad; that is expected here.
 warnings.filterwarnings("ignore", message="Full backward hook is firing")
@@ -241,6 +242,7 @@ class LocalTrainer:
         memory_format: MemoryFormat = "auto",
         device: str | torch.device = "cpu",
         cuda_graphs: bool = True,
+        loss: Loss = CROSS_ENTROPY,
     ) -> None:
         keep_freed_memory()  # a step's large blocks stay in the heap between steps (fedgame.core.allocator)
         self.device = resolve_device(device) if isinstance(device, str) else device
@@ -287,7 +289,7 @@ class LocalTrainer:
         self.per_example = per_example
         self._bk: object | None = None
         self._dp_module: nn.Module | None = None
-        self._loss = nn.CrossEntropyLoss()
+        self.loss = loss  # train.loss (fedgame.sim.losses): what every step and evaluation computes
         self._stochastic = any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules())
 
     # -- public -------------------------------------------------------------------------
@@ -428,8 +430,8 @@ class LocalTrainer:
         ``graph``: as captured in (or run beside) a CUDA graph (:meth:`_amp`)."""
         opt.zero_grad()
         with self._amp(graph=graph):
-            loss = self._loss(self.model(self.x[idx]), self.y[idx])
-        loss.backward()
+            loss = self.loss.mean(self.model(self.x[idx]), self.y[idx])
+        loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         if moments is not None:
             moments.add(opt.params)
         opt.step()
@@ -487,7 +489,7 @@ class LocalTrainer:
     def _clipped_sum_ghost(self, module: nn.Module, xb: torch.Tensor, yb: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Set ``p.grad`` to Σ_j clip_c(∇ℓ_j) with Opacus ghost clipping; return (loss sum, norms)."""
         module.max_grad_norm = c  # type: ignore[assignment]
-        per_sample = nn.functional.cross_entropy(module(xb), yb, reduction="none")
+        per_sample = self.loss.per_example(module(xb), yb)
         per_sample.sum().backward(retain_graph=True)  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         for p in module.parameters():
             p.grad = None
@@ -502,7 +504,7 @@ class LocalTrainer:
         self, module: nn.Module, params: list[nn.Parameter], xb: torch.Tensor, yb: torch.Tensor, c: float
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Set ``p.grad`` to Σ_j clip_c(∇ℓ_j) from Opacus' materialised ``grad_sample``."""
-        per_sample = nn.functional.cross_entropy(module(xb), yb, reduction="none")
+        per_sample = self.loss.per_example(module(xb), yb)
         per_sample.sum().backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         b = xb.shape[0]
         gs = [p.grad_sample for p in params]  # type: ignore[attr-defined]
@@ -521,7 +523,7 @@ class LocalTrainer:
 
         def loss_one(pd: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             out = functional_call(module, pd, (x.unsqueeze(0),))
-            return nn.functional.cross_entropy(out, y.unsqueeze(0))
+            return self.loss.mean(out, y.unsqueeze(0))
 
         def loss_and_grad(pd: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
             g = grad(loss_one)(pd, x, y)
@@ -569,7 +571,7 @@ class LocalTrainer:
                 xb, yb = self.x[on], self.y[on]
                 if self._bk is not None:
                     bf16 = torch.bfloat16 if self.precision == "bf16" else None
-                    loss_sum, norms = self._bk.clipped_sum(xb, yb, c, autocast=bf16)  # type: ignore[attr-defined]
+                    loss_sum, norms = self._bk.clipped_sum(xb, yb, c, autocast=bf16, loss=self.loss)  # type: ignore[attr-defined]
                 elif self.per_example == "ghost":
                     loss_sum, norms = self._clipped_sum_ghost(module, xb, yb, c)
                 elif self.per_example == "hooks":
@@ -655,9 +657,16 @@ def batch_starts(n: int, batch_size: int) -> list[int]:
 
 @torch.inference_mode()
 def evaluate_batches(
-    model: nn.Module, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, starts: Sequence[int], *, batch_size: int = 500
+    model: nn.Module,
+    params: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    starts: Sequence[int],
+    *,
+    batch_size: int = 500,
+    loss: Loss = CROSS_ENTROPY,
 ) -> list[tuple[int, float]]:
-    """(correct predictions, summed cross-entropy) of flat ``params`` on each batch
+    """(correct predictions, summed ``loss``) of flat ``params`` on each batch
     ``x[s : s + batch_size]`` for ``s`` in ``starts``: the half of :func:`evaluate` a worker
     process runs on its share of the batches (:mod:`fedgame.sim.pool`). Each batch goes
     through the model from cache-line-aligned memory (:func:`aligned`), so where the test set
@@ -670,7 +679,7 @@ def evaluate_batches(
         xb = x[i : i + batch_size]
         out = model(aligned(xb) if dev.type == "cpu" else xb.to(dev))
         yb = y[i : i + batch_size].to(dev)
-        out_.append((int((out.argmax(1) == yb).sum()), float(nn.functional.cross_entropy(out, yb, reduction="sum"))))
+        out_.append((int(loss.correct(out, yb)), float(loss.summed(out, yb))))
     return out_
 
 
@@ -684,13 +693,15 @@ def combine_evaluation(parts: Sequence[tuple[int, float]], n: int) -> tuple[floa
     return correct / n, loss / n
 
 
-def evaluate(model: nn.Module, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *, batch_size: int = 500) -> tuple[float, float]:
-    """Accuracy and mean cross-entropy of flat ``params`` on ``(x, y)``.
+def evaluate(
+    model: nn.Module, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *, batch_size: int = 500, loss: Loss = CROSS_ENTROPY
+) -> tuple[float, float]:
+    """Accuracy and mean ``loss`` (cross-entropy by default) of flat ``params`` on ``(x, y)``.
 
     Batches of 500 keep the convolution activations in cache (2000 was 2.7× slower on the
     McMahan CNN on 2 cores)."""
     n = int(x.shape[0])
-    return combine_evaluation(evaluate_batches(model, params, x, y, batch_starts(n, batch_size), batch_size=batch_size), n)
+    return combine_evaluation(evaluate_batches(model, params, x, y, batch_starts(n, batch_size), batch_size=batch_size, loss=loss), n)
 
 
 def loss_batches(parts: Sequence[torch.Tensor], *, batch_size: int = 500) -> tuple[list[torch.Tensor], torch.Tensor]:
@@ -702,12 +713,14 @@ def loss_batches(parts: Sequence[torch.Tensor], *, batch_size: int = 500) -> tup
 
 
 @torch.inference_mode()
-def example_losses(model: nn.Module, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, batches: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Per-example cross-entropy (float64) of flat ``params`` on each batch of indices."""
+def example_losses(
+    model: nn.Module, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, batches: Sequence[torch.Tensor], *, loss: Loss = CROSS_ENTROPY
+) -> list[torch.Tensor]:
+    """Per-example ``loss`` (float64) of flat ``params`` on each batch of indices."""
     set_flat_params(model, params)
     model.eval()
     dev = _device_of(model)
-    return [nn.functional.cross_entropy(model(x[b].to(dev)), y[b].to(dev), reduction="none").double().cpu() for b in batches]
+    return [loss.per_example(model(x[b].to(dev)), y[b].to(dev)).double().cpu() for b in batches]
 
 
 def combine_losses(per_batch: Sequence[torch.Tensor], owner: torch.Tensor, parts: Sequence[torch.Tensor], *, batch_size: int = 500) -> np.ndarray:
@@ -721,11 +734,18 @@ def combine_losses(per_batch: Sequence[torch.Tensor], owner: torch.Tensor, parts
 
 
 def client_losses(
-    model: nn.Module, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, parts: list[torch.Tensor], *, batch_size: int = 500
+    model: nn.Module,
+    params: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    parts: list[torch.Tensor],
+    *,
+    batch_size: int = 500,
+    loss: Loss = CROSS_ENTROPY,
 ) -> np.ndarray:
-    """Mean cross-entropy of flat ``params`` on each client's whole local data ``x[part]``.
+    """Mean ``loss`` of flat ``params`` on each client's whole local data ``x[part]``.
 
     All clients' examples go through the model together in batches of ``batch_size`` (one
     pass, not one per client); per-example losses are summed back per client."""
     batches, owner = loss_batches(parts, batch_size=batch_size)
-    return combine_losses(example_losses(model, params, x, y, batches), owner, parts, batch_size=batch_size)
+    return combine_losses(example_losses(model, params, x, y, batches, loss=loss), owner, parts, batch_size=batch_size)

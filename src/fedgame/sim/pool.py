@@ -97,12 +97,12 @@ def _train(ctx: WorkerContext, job: ClientJob) -> ClientResult:
 def _evaluate(ctx: WorkerContext, payload: tuple[str, torch.Tensor, list[int], int]) -> list[tuple[int, float]]:
     name, params, starts, batch_size = payload
     x, y = ctx.eval_sets[name]
-    return evaluate_batches(ctx.trainer.model, params, x, y, starts, batch_size=batch_size)
+    return evaluate_batches(ctx.trainer.model, params, x, y, starts, batch_size=batch_size, loss=ctx.trainer.loss)
 
 
 def _losses(ctx: WorkerContext, payload: tuple[torch.Tensor, list[torch.Tensor]]) -> list[torch.Tensor]:
     params, batches = payload
-    return example_losses(ctx.trainer.model, params, ctx.trainer.x, ctx.trainer.y, batches)
+    return example_losses(ctx.trainer.model, params, ctx.trainer.x, ctx.trainer.y, batches, loss=ctx.trainer.loss)
 
 
 def _query(ctx: WorkerContext, payload: tuple[str, int, QueryArgs | None]) -> np.ndarray:

@@ -9,7 +9,7 @@ import numpy as np
 
 from fedgame.data import DATASETS, DatasetSplit, open_dataset
 
-__all__ = ["check_dataset"]
+__all__ = ["check_dataset", "check_split"]
 
 
 def _rows(x: np.ndarray) -> set[bytes]:
@@ -35,8 +35,18 @@ def check_dataset(name: str, options: dict[str, Any] | None = None, *, root: str
       training example.
 
     Returns the loaded split."""
-    cls = DATASETS.get(name)
     first = open_dataset(name, options).load(root=root)
+    check_split(name, first)
+    second = open_dataset(name, options).load(root=root)
+    if second.fingerprint != first.fingerprint:
+        raise AssertionError(f"dataset {name!r}: two loads gave different data (fingerprints {first.fingerprint} and {second.fingerprint}); the order must be deterministic")
+    return first
+
+
+def check_split(name: str, first: DatasetSplit) -> None:
+    """The checks of :func:`check_dataset` on one loaded split (all but determinism): what
+    ``fedgame validate`` runs on a recipe's data."""
+    cls = DATASETS.get(name)
     if not isinstance(first, DatasetSplit):
         raise AssertionError(f"dataset {name!r}: load() must return a fedgame.data.DatasetSplit, got {type(first).__name__}")
     for part, ds in (("train", first.train), ("test", first.test)):
@@ -55,9 +65,6 @@ def check_dataset(name: str, options: dict[str, Any] | None = None, *, root: str
         used = np.bincount(g, minlength=int(g.max(initial=-1)) + 1)
         if used.size and (used == 0).any():
             raise AssertionError(f"dataset {name!r}: grouping {key!r} skips code {int(np.argmin(used))} (codes must number the groups 0..G-1)")
-    second = open_dataset(name, options).load(root=root)
-    if second.fingerprint != first.fingerprint:
-        raise AssertionError(f"dataset {name!r}: two loads gave different data (fingerprints {first.fingerprint} and {second.fingerprint}); the order must be deterministic")
     if getattr(cls, "disjoint", True) and len(first.test):
         shared = _rows(first.train.x) & _rows(first.test.x)
         if shared:
@@ -65,4 +72,3 @@ def check_dataset(name: str, options: dict[str, Any] | None = None, *, root: str
                 f"dataset {name!r}: {len(shared)} test example(s) are identical to training examples, but the plug-in declares "
                 "its splits disjoint (set disjoint = False on the class if they may share examples)"
             )
-    return first

@@ -84,7 +84,7 @@ def _poisoned_trainer(cfg: RunConfig, side: ClientSide, pid: int) -> LocalTraine
         if key not in _POISONED:
             tr = side.trainer
             y = jdp_poisoned_labels(cfg, side.data, tr.y, pid)
-            _POISONED[key] = LocalTrainer(model=tr.model, x=tr.x, y=y, spec=tr.spec, per_example=tr.per_example)
+            _POISONED[key] = LocalTrainer(model=tr.model, x=tr.x, y=y, spec=tr.spec, per_example=tr.per_example, loss=tr.loss)
         return _POISONED[key]
 
 
@@ -157,7 +157,7 @@ class _Handlers:
         params = decode_params(array_record(msg.content, "params"))
         tr = side.trainer
         with _RUN:
-            loss = float(client_losses(tr.model, params, tr.x, tr.y, [side.parts[pid]])[0])
+            loss = float(client_losses(tr.model, params, tr.x, tr.y, [side.parts[pid]], loss=tr.loss)[0])
         return Message(RecordDict({"loss": MetricRecord({"loss": loss, "partition-id": pid})}), reply_to=msg)
 
     def jdp_train(self, msg: Message, context: Context) -> Message:
