@@ -53,3 +53,18 @@ def test_the_estimate_bounds_the_solves_own_peak(game: str, problem: dict[str, o
     finally:
         tracemalloc.stop()
     assert peak <= est[0] - BASE, (peak, est[0] - BASE)
+
+
+def test_a_recipe_whose_game_does_not_fit_is_refused_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same limit at the recipe: FedPCS's game over 20,000 clients × 30 rounds, before any data is read."""
+    from fedgame.core.limits import recipe_estimate
+    from fedgame.pipeline.config import RecipeError, load_recipe
+
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "fedpcs" / "fmnist.yaml"
+    est = recipe_estimate(20_000, 30, fedpcs_game=True, phs=False)
+    assert est is not None
+    monkeypatch.setenv("FEDGAME_MEMORY_BYTES", str(est[0] - 1))
+    with pytest.raises(RecipeError, match=r"^data.partition.n_clients: the recipe's FedPCS game with 20,000 clients over 30 rounds needs about"):
+        load_recipe(recipe, ["data.partition.n_clients=20000"])
+    monkeypatch.setenv("FEDGAME_MEMORY_BYTES", str(est[0]))
+    assert load_recipe(recipe, ["data.partition.n_clients=20000"]).data.partition.n_clients == 20_000

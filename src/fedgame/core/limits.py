@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["available_memory", "check_memory", "solve_estimate"]
+__all__ = ["available_memory", "check_memory", "recipe_estimate", "solve_estimate"]
 
 #: Bytes per unit of each game's size, measured (tracemalloc peak of the solve and its JSON
 #: output: FedPCS's mean field 580 bytes per client-round at N = 8,000, T = 30; PHS Problem 1
@@ -68,3 +68,20 @@ def solve_estimate(game: str, raw: Any) -> tuple[int, str, str] | None:
         return BASE + PER_UNIT[game] * n * (t + 1), "clients", f"{n:,} clients over {t + 1} rounds"
     n = max(_count(raw, "eps"), _count(raw, "sizes"))
     return BASE + PER_UNIT[game] * n, "eps", f"{n:,} clients"
+
+
+def recipe_estimate(n_clients: int | None, rounds: int, *, fedpcs_game: bool, phs: bool) -> tuple[int, str, str] | None:
+    """(bytes, field, what) of what a recipe solves before training: FedPCS's game over
+    ``n_clients`` × ``rounds`` (:data:`PER_UNIT`, as ``fedgame solve fedpcs`` with one type per
+    client), PHS's Problem 1 over ``n_clients``; None when it solves neither or the number of
+    clients is left to the data (a natural partition: checked when the data gives it)."""
+    if n_clients is None:
+        return None
+    need = 0
+    if fedpcs_game:
+        need += PER_UNIT["fedpcs"] * n_clients * rounds
+    if phs:
+        need += PER_UNIT["phs"] * n_clients
+    if not need:
+        return None
+    return BASE + need, "data.partition.n_clients", f"{n_clients:,} clients over {rounds} rounds"

@@ -523,6 +523,12 @@ class RunConfig(_Frozen):
     def _consistent(self) -> RunConfig:
         """The JDP-FL protocol section against the others, then every plug-in's ``requires`` and
         its own ``check_run`` (the checks that need the rest of the recipe)."""
+        from fedgame.core.limits import check_memory, recipe_estimate
+
+        est = recipe_estimate(self.data.partition.n_clients, self.train.rounds, fedpcs_game=self.incentive.kind == "fedpcs",
+                              phs="phs" in (self.privacy.kind, self.selection.kind))
+        if est is not None:  # limits before work: the game a recipe solves must fit this machine
+            check_memory(est[0], field=est[1], what=f"the recipe's {'FedPCS game' if self.incentive.kind == 'fedpcs' else 'PHS problem'} with {est[2]}")
         sel = self.selection
         jdp_priv = self.privacy.kind == "jdp"
         if jdp_priv and self.jdp is None:
