@@ -59,7 +59,7 @@ from fedgame.sim.local import LocalTrainer, evaluate, flat_params
 if TYPE_CHECKING:
     from fedgame.data import FederatedDataset
     from fedgame.privacy.accountants import Accountant
-    from fedgame.sim.pool import WorkerPool
+    from fedgame.sim.pool import WorkerContext, WorkerPool
 
 __all__ = [
     "Broadcast", "ServerRule", "LeaveOneOut", "RandomGroups", "GlobalRule", "global_rule", "JDPEngine",
@@ -251,6 +251,14 @@ def jdp_client_train(state: JDPClientState, job: JDPJob, *, trainer: LocalTraine
     return JDPReply(client=job.client, upload=upload, train_loss=res.train_loss, clip_active=active)
 
 
+def pool_train(ctx: WorkerContext, payload: tuple[JDPClientState, JDPJob, int]) -> tuple[JDPReply, JDPClientState]:
+    """:func:`jdp_client_train` as a worker-pool task (:meth:`fedgame.sim.pool.WorkerPool.map`):
+    the winner's state travels with the job and comes back with the reply."""
+    state, job, position = payload
+    reply = jdp_client_train(state, job, trainer=ctx.trainer, indices=ctx.parts[position], streams=ctx.streams)
+    return reply, state
+
+
 def jdp_client_update(state: JDPClientState, pub: JDPPublish, *, n_examples: float, self_weighting: SelfWeighting) -> None:
     """Step 3's client half: restart from the published model, or M5 on the public signal with
     the client's own kept θ_i and data size (:func:`~fedgame.privacy.jdp.jdp_local_update`)."""
@@ -307,7 +315,7 @@ class InProcessJDPClients:
             payloads = [(self.states[self.pos[j.client]], j, self.pos[j.client]) for j in jobs]
             out_pool: list[JDPReply | None] = []
             costs = [int(self.parts[self.pos[j.client]].numel()) for j in jobs]
-            for job, (reply, state) in zip(jobs, self.pool.map("jdp_train", payloads, costs=costs), strict=True):
+            for job, (reply, state) in zip(jobs, self.pool.map(pool_train, payloads, costs=costs), strict=True):
                 self.states[self.pos[job.client]] = state
                 out_pool.append(reply)
             return out_pool

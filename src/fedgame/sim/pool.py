@@ -20,8 +20,10 @@ become grouped convolutions). So a round's independent work is spread over proce
 
 What runs here: local trainings (:func:`~fedgame.sim.client.run_client_job`, including the
 extra trainings of probes such as exact AOCS), the loss probes (power-of-choice), evaluation on
-the test set (its batches shared out, summed back in batch order) and JDP-FL's per-winner
-trainings (:func:`~fedgame.sim.jdp.jdp_client_train`, the winner's state travels with the job).
+the test set (its batches shared out, summed back in batch order), and any protocol's own task
+handed to :meth:`WorkerPool.map` as a module-level function (JDP-FL's per-winner trainings,
+:func:`fedgame.sim.jdp.pool_train`): the pool knows no protocol, the task's module is imported
+in the worker when the function arrives.
 
 :class:`PoolExecutor` is the :class:`~fedgame.sim.client.Executor` over a pool; the engine cannot
 tell it from :class:`~fedgame.sim.client.InProcessExecutor` except by the wall clock.
@@ -111,21 +113,16 @@ def _query(ctx: WorkerContext, payload: tuple[str, int, QueryArgs | None]) -> np
     return answer_query(name, view, args)
 
 
-def _jdp_train(ctx: WorkerContext, payload: tuple[Any, Any, int]) -> tuple[Any, Any]:
-    from fedgame.sim.jdp import jdp_client_train
-
-    state, job, position = payload
-    reply = jdp_client_train(state, job, trainer=ctx.trainer, indices=ctx.parts[position], streams=ctx.streams)
-    return reply, state
-
-
 TASKS: dict[str, Callable[[WorkerContext, Any], Any]] = {
     "train": _train,
     "evaluate": _evaluate,
     "losses": _losses,
     "query": _query,
-    "jdp_train": _jdp_train,
 }
+
+#: a task: a name of :data:`TASKS`, or a module-level function ``(ctx, payload) -> reply``
+#: (sent to the worker by reference, so it must be importable there)
+Task = str | Callable[[WorkerContext, Any], Any]
 
 
 def _own_model(ctx: WorkerContext) -> None:
@@ -164,7 +161,8 @@ def _worker_main(conn: Connection, ctx: WorkerContext, inherited: Sequence[Conne
             return
         task, payload = msg
         try:
-            conn.send(("ok", TASKS[task](ctx, payload)))
+            fn = TASKS[task] if isinstance(task, str) else task
+            conn.send(("ok", fn(ctx, payload)))
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the server
             conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
 
@@ -222,8 +220,8 @@ class WorkerPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def map(self, task: str, payloads: Sequence[Any], *, costs: Sequence[float] | None = None) -> list[Any]:
-        """``TASKS[task](ctx, p)`` for every ``p``, on whichever worker is free; the replies in
+    def map(self, task: Task, payloads: Sequence[Any], *, costs: Sequence[float] | None = None) -> list[Any]:
+        """``task(ctx, p)`` (a :data:`TASKS` name or a module-level function) for every ``p``, on whichever worker is free; the replies in
         payload order. With ``costs`` (e.g. each client's examples) the payloads are handed out
         longest first (LPT scheduling: a large client last would leave the other workers idle);
         the order of the replies does not change. A task that failed in a worker is raised here
