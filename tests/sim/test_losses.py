@@ -104,3 +104,43 @@ def test_binary_records_train_with_bce_and_a_three_class_set_is_refused(tmp_path
     fd = build_data(cfg, Streams(seed=0), split)
     with pytest.raises(ValueError, match=r"train.loss: 'bce_with_logits' fits binary labels \(2 classes\), the data has 3"):
         check_model(cfg, fd)
+
+
+def test_regression_records_train_with_mse_and_report_the_test_mse(tmp_path: Path) -> None:
+    """A CSV of numeric targets (task: regression) through a recipe: the MSE is test_loss, test_acc is NaN;
+    a partition by class label, a classification loss and MSE on class labels are each refused in one line."""
+    import csv as _csv
+
+    from fedgame.core.seeding import Streams
+    from fedgame.pipeline.build import build_data, check_model
+    from fedgame.pipeline.runner import run_one
+
+    rng = np.random.default_rng(3)
+    with open(tmp_path / "houses.csv", "w", newline="") as f:
+        w = _csv.writer(f)
+        w.writerow(["rooms", "area", "age", "price"])
+        for _ in range(400):
+            rooms, area, age = rng.integers(1, 6), rng.uniform(30, 200), rng.uniform(0, 80)
+            w.writerow([rooms, f"{area:.1f}", f"{age:.1f}", f"{0.5 * rooms + 0.02 * area - 0.01 * age + rng.normal(0, 0.1):.3f}"])
+    raw = {"data": {"dataset": "csv", "root": str(tmp_path), "options": {"path": "houses.csv", "label": "price", "task": "regression"},
+                    "partition": {"kind": "iid", "n_clients": 4}},
+           "model": {"name": "mlp"}, "train": {"loss": "mse", "rounds": 4, "clients_per_round": 4, "eval_every": 1,
+                                               "local": {"epochs": 2, "batch_size": 16, "lr": 0.01}},
+           "selection": {"kind": "uniform"}, "aggregation": {"kind": "mean"}}
+    run_one(parse_recipe(raw), tmp_path / "run")
+    import csv as c2
+
+    with open(tmp_path / "run" / "metrics.csv") as f:
+        rows = list(c2.DictReader(f))
+    first, last = float(rows[0]["test_loss"]), float(rows[-1]["test_loss"])
+    assert math.isnan(float(rows[-1]["test_acc"])) and math.isfinite(last) and last < first  # the MSE falls
+    for change, message in (
+        ({"train": {**raw["train"], "loss": "cross_entropy"}}, r"train.loss: 'cross_entropy' fits class labels, and this dataset is a regression \(float targets\); allowed: mse"),
+        ({"data": {**raw["data"], "partition": {"kind": "dirichlet", "n_clients": 4}}}, r"data.partition.kind: 'dirichlet' splits by class label"),
+    ):
+        cfg = parse_recipe({**raw, **change})
+        with pytest.raises(ValueError, match=message):
+            check_model(cfg, build_data(cfg, Streams(seed=0)))
+    cls = parse_recipe({**raw, "data": {**raw["data"], "options": {"path": "houses.csv", "label": "rooms"}}})
+    with pytest.raises(ValueError, match=r"train.loss: 'mse' fits regression targets \(float labels\), the data has 6 classes"):
+        check_model(cls, build_data(cls, Streams(seed=0)))

@@ -50,8 +50,8 @@ class ArrayDataset:
     """One split of a classification dataset held in memory.
 
     ``x`` is float32 ``(N, C, H, W)`` (images) or ``(N, F)`` (features), already normalised, or
-    int64 ``(N, L)`` (token ids >= 0, 0 the padding id); ``y`` has shape ``(N,)`` and dtype int64
-    with values in ``[0, classes)``.
+    int64 ``(N, L)`` (token ids >= 0, 0 the padding id); ``y`` has shape ``(N,)``: int64 class
+    labels in ``[0, classes)``, or, with ``classes == 0`` (regression), finite float32 targets.
     """
 
     x: np.ndarray
@@ -74,16 +74,20 @@ class ArrayDataset:
             raise ValueError(f"{self.name}.x: must have dtype float32 (images, features) or int64 (tokens), got {x.dtype}")
         if min(x.shape[1:], default=1) < 1:
             raise ValueError(f"{self.name}.x: every example dimension must be >= 1, got shape {x.shape}")
-        if not isinstance(y, np.ndarray) or y.ndim != 1 or y.dtype != np.int64:
+        if not isinstance(self.classes, int) or isinstance(self.classes, bool) or self.classes < 0:
+            raise ValueError(f"{self.name}.classes: must be an int >= 1 (classification) or 0 (regression), got {self.classes!r}")
+        want = np.float32 if self.classes == 0 else np.int64
+        if not isinstance(y, np.ndarray) or y.ndim != 1 or y.dtype != want:
             raise ValueError(
-                f"{self.name}.y: must be a 1-d int64 array, got shape {getattr(y, 'shape', None)} "
-                f"dtype {getattr(y, 'dtype', None)}"
+                f"{self.name}.y: must be a 1-d {np.dtype(want).name} array ({'regression targets' if self.classes == 0 else 'class labels'}), "
+                f"got shape {getattr(y, 'shape', None)} dtype {getattr(y, 'dtype', None)}"
             )
         if len(x) != len(y):
             raise ValueError(f"{self.name}: x has {len(x)} examples but y has {len(y)}")
-        if not isinstance(self.classes, int) or self.classes < 1:
-            raise ValueError(f"{self.name}.classes: must be an int >= 1, got {self.classes!r}")
-        if y.size and (int(y.min()) < 0 or int(y.max()) >= self.classes):
+        if self.classes == 0:
+            if not np.isfinite(y).all():
+                raise ValueError(f"{self.name}.y: regression targets must be finite, got {int((~np.isfinite(y)).sum())} non-finite")
+        elif y.size and (int(y.min()) < 0 or int(y.max()) >= self.classes):
             raise ValueError(
                 f"{self.name}.y: labels must be in [0, {self.classes - 1}], got range [{int(y.min())}, {int(y.max())}]"
             )
@@ -290,6 +294,14 @@ def _float_features(x: Any, what: str) -> np.ndarray:
 
 
 def _labels_for(y: Any, classes: int | None, what: str) -> tuple[np.ndarray, int]:
+    if classes == 0:  # regression: float targets
+        t = np.asarray(y)
+        if t.ndim != 1 or not (np.issubdtype(t.dtype, np.floating) or np.issubdtype(t.dtype, np.integer)) or t.dtype == np.bool_:
+            raise ValueError(f"{what}: regression targets must be a 1-d numeric array, got shape {t.shape} dtype {t.dtype}")
+        t = t.astype(np.float32)
+        if not np.isfinite(t).all():
+            raise ValueError(f"{what}: regression targets must be finite, got {int((~np.isfinite(t)).sum())} non-finite")
+        return t, 0
     y = _labels(np.asarray(y), what)
     if classes is None:
         classes = int(y.max(initial=-1)) + 1
@@ -311,7 +323,8 @@ def features_split(
 ) -> DatasetSplit:
     """Tabular records ``(N, F)`` as a :class:`DatasetSplit`: each feature standardised with the
     training split's mean and (population) standard deviation, computed in float64 (a constant
-    feature keeps scale 1). ``classes`` defaults to the largest training or test label + 1.
+    feature keeps scale 1). ``classes`` defaults to the largest training or test label + 1;
+    ``classes=0`` makes a regression split (float targets).
 
     >>> s = features_split(train_x=[[0.0, 1.0], [2.0, 1.0]], train_y=[0, 1], test_x=[[1.0, 1.0]], test_y=[1], name="toy")
     >>> s.train.x.tolist(), s.test.x.tolist(), s.mean

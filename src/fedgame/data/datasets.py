@@ -263,7 +263,9 @@ class CSVRecords(Dataset):
         path: str
         """the CSV file (relative: to ``data.root``, else the working folder)"""
         label: str
-        """the column holding each row's class (integers 0..K-1 kept; other values numbered by sorted value)"""
+        """the column holding each row's class (integers 0..K-1 kept; other values numbered by sorted
+        value) or, with ``task: regression``, its numeric target"""
+        task: Literal["classification", "regression"] = "classification"
         features: list[str] | None = None
         """the feature columns (numbers); None: every column but the label and the groups"""
         groups: list[str] = Field(default_factory=list)
@@ -329,7 +331,13 @@ class CSVRecords(Dataset):
             return out
 
         labels = np.concatenate([train_rows[:, header.index(c.label)], test_rows[:, header.index(c.label)]]).astype(str)
-        y, classes = _label_codes(labels, f"data.options.label ({c.label})")
+        if c.task == "regression":
+            bad = [v for v in labels if not _is_number(v)]
+            if bad:
+                raise ValueError(f"data.options.label: column {c.label!r} holds {bad[0]!r}, not a number (task: regression)")
+            y, classes = labels.astype(np.float64), 0
+        else:
+            y, classes = _label_codes(labels, f"data.options.label ({c.label})")
         groups = {g: train_rows[:, header.index(g)].astype(str) for g in c.groups}
         split = split_from_arrays(
             train_x=numbers(train_rows, "training"), train_y=y[: len(train_rows)], test_x=numbers(test_rows, "test"),
@@ -354,8 +362,8 @@ class NPZArrays(Dataset):
         kind: Literal["npz"] = "npz"
         path: str
         """the .npz file (relative: to ``data.root``, else the working folder)"""
-        classes: int | None = Field(None, ge=1)
-        """the number of classes (None: the largest label + 1)"""
+        classes: int | None = Field(None, ge=0)
+        """the number of classes (None: the largest label + 1; 0: regression, float targets)"""
 
     cfg: Config
 

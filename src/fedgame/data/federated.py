@@ -111,6 +111,8 @@ class FederatedDataset:
 
     def label_counts(self) -> np.ndarray:
         """``(n_clients, classes)`` examples of each class per client."""
+        if self.train.classes == 0:  # regression: no classes to count
+            return np.zeros((self.n_clients, 0), dtype=np.int64)
         return _label_counts(self.train.y, self.parts, self.train.classes)
 
     @functools.cached_property

@@ -98,6 +98,10 @@ def load_split(cfg: RunConfig) -> DatasetSplit:
     return ds.load(root=cfg.data.root, max_train=cfg.data.max_train, max_test=cfg.data.max_test)
 
 
+#: the partitions that do not read class labels (the only ones a regression dataset can take)
+LABEL_FREE_PARTITIONS = ("iid", "quantity")
+
+
 def natural_groups(cfg: RunConfig, split: DatasetSplit) -> np.ndarray:
     """The per-example group codes a natural partition makes its clients of: the grouping
     ``data.partition.column`` names (or the dataset's only one)."""
@@ -144,8 +148,15 @@ def build_data(cfg: RunConfig, streams: Streams, split: DatasetSplit | None = No
         return check_delta(cfg, FederatedDataset(train=train, test=test, parts=tuple(parts)))
     params = p.model_dump(exclude={"kind", "n_clients"})
     n_val = cfg.data.validation
+    if train.classes == 0 and p.kind not in LABEL_FREE_PARTITIONS:
+        raise ValueError(
+            f"data.partition.kind: {p.kind!r} splits by class label, and this dataset is a regression (float targets); "
+            f"allowed: {', '.join(LABEL_FREE_PARTITIONS)}, natural"
+        )
 
     def draw_parts(labels: np.ndarray) -> list[np.ndarray]:
+        if train.classes == 0:  # a label-free partition reads the labels only for their number
+            labels = np.zeros(labels.shape, dtype=np.int64)
         try:
             return list(partition(p.kind, labels, p.n_clients, streams.numpy("partition"), **params))
         except ValueError as e:  # name the recipe field: data.partition.<field>
@@ -314,6 +325,9 @@ def check_model(cfg: RunConfig, data: FederatedDataset) -> torch.nn.Module:
     shape = "×".join(map(str, data.train.shape))
     loss = make_loss(cfg.train.loss)
     loss.check(data.train.classes)
+    if data.train.classes == 0 and needs_label_counts(cfg):
+        raise ValueError("selection.kind: the recipe asks the clients for class-label histograms (QI-DPFL's screening, "
+                         "Fed-CBS, screened FedAvg), and this dataset is a regression (float targets)")
     try:
         model = model_for(cfg, data, Streams(seed=cfg.seed))
     except (TypeError, ValueError) as e:

@@ -665,8 +665,8 @@ def evaluate_batches(
     *,
     batch_size: int = 500,
     loss: Loss = CROSS_ENTROPY,
-) -> list[tuple[int, float]]:
-    """(correct predictions, summed ``loss``) of flat ``params`` on each batch
+) -> list[tuple[float, float]]:
+    """(correct predictions, NaN for a loss without accuracy; summed ``loss``) of flat ``params`` on each batch
     ``x[s : s + batch_size]`` for ``s`` in ``starts``: the half of :func:`evaluate` a worker
     process runs on its share of the batches (:mod:`fedgame.sim.pool`). Each batch goes
     through the model from cache-line-aligned memory (:func:`aligned`), so where the test set
@@ -674,19 +674,19 @@ def evaluate_batches(
     set_flat_params(model, params)
     model.eval()
     dev = _device_of(model)
-    out_: list[tuple[int, float]] = []
+    out_: list[tuple[float, float]] = []
     for i in starts:
         xb = x[i : i + batch_size]
         out = model(aligned(xb) if dev.type == "cpu" else xb.to(dev))
         yb = y[i : i + batch_size].to(dev)
-        out_.append((int(loss.correct(out, yb)), float(loss.summed(out, yb))))
+        out_.append((float(loss.correct(out, yb)), float(loss.summed(out, yb))))
     return out_
 
 
-def combine_evaluation(parts: Sequence[tuple[int, float]], n: int) -> tuple[float, float]:
+def combine_evaluation(parts: Sequence[tuple[float, float]], n: int) -> tuple[float, float]:
     """Accuracy and mean loss from per-batch (correct, loss sum), summed in batch order, so the
     figures are the same bit for bit however the batches were shared out."""
-    correct, loss = 0, 0.0
+    correct, loss = 0.0, 0.0
     for c, l in parts:
         correct += c
         loss += l

@@ -8,6 +8,8 @@ descends, and how many predictions of a batch are right (the run's ``test_acc``)
   largest logit. Exactly PyTorch's ``F.cross_entropy``, so every existing run is unchanged.
 * ``bce_with_logits``: binary tasks (``K = 2``, labels 0/1) on *one* logit, the sigmoid's
   log-loss; the prediction is ``logit > 0``.
+* ``mse``: regression (float targets, a dataset with ``classes == 0``) on one output; the run's
+  ``test_loss`` is the test MSE and ``test_acc`` is NaN (there is nothing to count).
 
 A plug-in loss is a class registered in :data:`LOSSES` with the same four methods.
 """
@@ -19,7 +21,7 @@ from torch.nn import functional as F
 
 from fedgame.core import Registry
 
-__all__ = ["CROSS_ENTROPY", "LOSSES", "Loss", "CrossEntropy", "BCEWithLogits", "make_loss"]
+__all__ = ["CROSS_ENTROPY", "LOSSES", "Loss", "CrossEntropy", "BCEWithLogits", "MSE", "make_loss"]
 
 #: Name → loss class (``train.loss``).
 LOSSES: Registry[Loss] = Registry("loss")
@@ -36,6 +38,8 @@ class Loss:
 
     def check(self, classes: int) -> None:
         """Refuse data this loss does not fit (one line naming ``train.loss``)."""
+        if classes == 0:
+            raise ValueError(f"train.loss: {self.name!r} fits class labels, and this dataset is a regression (float targets); allowed: mse")
 
     def per_example(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``(B,)`` losses of the outputs ``out`` for labels ``y``."""
@@ -69,6 +73,7 @@ class BCEWithLogits(Loss):
         return 1
 
     def check(self, classes: int) -> None:
+        super().check(classes)
         if classes != 2:
             raise ValueError(f"train.loss: 'bce_with_logits' fits binary labels (2 classes), the data has {classes}; allowed: cross_entropy")
 
@@ -83,6 +88,33 @@ class BCEWithLogits(Loss):
 
     def correct(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return ((out.reshape(-1) > 0).long() == y).sum()
+
+
+@LOSSES.register("mse")
+class MSE(Loss):
+    """Squared error on one output for regression targets (data with classes 0); no accuracy."""
+
+    name = "mse"
+
+    def outputs(self, classes: int) -> int:
+        return 1
+
+    def check(self, classes: int) -> None:
+        if classes != 0:
+            raise ValueError(f"train.loss: 'mse' fits regression targets (float labels), the data has {classes} classes; "
+                             "allowed: cross_entropy, bce_with_logits")
+
+    def per_example(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(out.reshape(-1), y.to(out.dtype), reduction="none")
+
+    def mean(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(out.reshape(-1), y.to(out.dtype))
+
+    def summed(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(out.reshape(-1), y.to(out.dtype), reduction="sum")
+
+    def correct(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.tensor(float("nan"))  # no accuracy: test_acc is NaN, test_loss is the MSE
 
 
 def make_loss(name: str = "cross_entropy") -> Loss:

@@ -96,7 +96,7 @@ def _train(ctx: WorkerContext, job: ClientJob) -> ClientResult:
     return run_client_job(job, trainer=ctx.trainer, indices=ctx.parts[job.client], streams=ctx.streams)
 
 
-def _evaluate(ctx: WorkerContext, payload: tuple[str, torch.Tensor, list[int], int]) -> list[tuple[int, float]]:
+def _evaluate(ctx: WorkerContext, payload: tuple[str, torch.Tensor, list[int], int]) -> list[tuple[float, float]]:
     name, params, starts, batch_size = payload
     x, y = ctx.eval_sets[name]
     return evaluate_batches(ctx.trainer.model, params, x, y, starts, batch_size=batch_size, loss=ctx.trainer.loss)

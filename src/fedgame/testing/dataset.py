@@ -57,6 +57,10 @@ def check_split(name: str, first: DatasetSplit) -> None:
             raise AssertionError(f"dataset {name!r}: {part} examples hold {int((~np.isfinite(x)).sum())} non-finite values")
         if x.dtype not in (np.float32, np.int64) or x.ndim not in (2, 4):
             raise AssertionError(f"dataset {name!r}: {part} examples are {x.dtype} {x.shape}; allowed: float32 (N,C,H,W) or (N,F), int64 (N,L)")
+        if ds.classes == 0:  # regression
+            if y.dtype != np.float32 or y.shape != (len(x),) or not np.isfinite(y).all():
+                raise AssertionError(f"dataset {name!r}: {part} regression targets must be finite float32 ({len(x)},), got {y.dtype} {y.shape}")
+            continue
         if y.dtype != np.int64 or y.shape != (len(x),):
             raise AssertionError(f"dataset {name!r}: {part} labels must be int64 ({len(x)},), got {y.dtype} {y.shape}")
         if y.size and not (0 <= int(y.min()) and int(y.max()) < ds.classes):
