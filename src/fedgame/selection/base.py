@@ -124,7 +124,7 @@ class Uniform(SelectionStrategy):
                 )
         replace: bool = False
 
-    def __init__(self, *, replace: bool = True) -> None:
+    def __init__(self, *, replace: bool = False) -> None:
         self.replace = replace
 
     def probabilities(self, state: RoundState) -> np.ndarray:
