@@ -22,5 +22,5 @@ for w in "${clips[@]}"; do
     --set privacy.mode=paper_params --grid data.partition.kind=iid --grid train.clients_per_round=20 \
     --grid "privacy.clip=$w" --no-report
   .venv/bin/fedgame export "$out" "$dest/runs"
-  .venv/bin/fedgame report "$dest/runs" --kind runs --out "$dest" >/dev/null
+  .venv/bin/fedgame report "$dest/runs" --kind runs --budget paper --out "$dest" >/dev/null
 done
