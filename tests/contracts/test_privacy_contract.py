@@ -11,6 +11,7 @@ import pytest
 
 from fedgame.privacy.events import PrivacyEvent
 from fedgame.privacy.mechanisms import GaussianMechanism
+from fedgame.privacy.central import CentralDP
 from fedgame.privacy.plans import PRIVACY_PLANS, PHSDPSGD, ClientPrivacy, LocalDPSGD, NoPrivacy, ZCDPUpload
 from fedgame.testing import check_privacy_plan
 
@@ -24,6 +25,9 @@ BUILT_IN: dict[str, Callable[[], ClientPrivacy]] = {
         eps=np.array([0.5, 1.0, 2.0]), delta=1e-5, sizes=SIZES, batch_size=64, local_steps=np.array([5, 5, 5]),
         counts=np.array([4, 4, 4]),
     ),
+    # central DP: the clients add no noise and record nothing (the server's release is charged;
+    # tests/privacy/test_central_dp.py checks that side)
+    "central_dp": lambda: CentralDP(n_clients=3, clients_per_round=2, noise_multiplier=1.0, clip=1.0),
 }
 
 

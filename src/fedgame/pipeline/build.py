@@ -259,8 +259,13 @@ def build_incentive(cfg: RunConfig, plan: FedPCSPlan | QIDPFLPlan | None = None,
     return factory.from_config(cfg.incentive, BuildContext(run=cfg, data=data, plan=plan))  # type: ignore[attr-defined,no-any-return]
 
 
-def build_server_update(cfg: RunConfig) -> ServerUpdate:
-    return chain(AGGREGATORS.get(cfg.aggregation.kind)(), server_sgd(lr=cfg.server.lr))
+def build_server_update(cfg: RunConfig, privacy: ClientPrivacy | None = None, accountant: Any = None) -> ServerUpdate:
+    """The recipe's aggregation rule, then the server step. A central-DP privacy plan (one whose
+    :meth:`~fedgame.privacy.plans.ClientPrivacy.server_update` gives one: ``central_dp``) takes
+    the rule's place: it clips, sums and noises the raw uploads, and charges ``accountant``."""
+    central = privacy.server_update(accountant) if privacy is not None else None
+    first = central if central is not None else AGGREGATORS.get(cfg.aggregation.kind)()
+    return chain(first, server_sgd(lr=cfg.server.lr))
 
 
 def workers_for(cfg: RunConfig, jobs: int, cores: int | None = None) -> int:
@@ -475,14 +480,16 @@ def build_engine(
     selection = build_selection(cfg, plan, data, phs=budgets, streams=streams, label_counts=counts)
     # the pre-training plan phs.json records: the selection's (budgets and Problem 1), else the budgets
     phs = getattr(selection, "setup", None) or budgets
+    privacy = build_privacy(cfg, data, plan, phs=budgets, selection=selection)
+    accountant = _accountant(cfg, data.n_clients)
     engine = Engine(
         model=model,
         data=data,
         trainer=trainer,
         selection=selection,
-        privacy=build_privacy(cfg, data, plan, phs=budgets, selection=selection),
-        accountant=_accountant(cfg, data.n_clients),
-        server_update=build_server_update(cfg),
+        privacy=privacy,
+        accountant=accountant,
+        server_update=build_server_update(cfg, privacy, accountant),
         streams=streams,
         clients_per_round=cfg.train.clients_per_round,
         incentive=build_incentive(cfg, plan, data),

@@ -29,6 +29,7 @@ from fedgame.incentives.fedpcs import BudgetCfg as FedPCSBudgetCfg
 from fedgame.incentives.fedpcs import FedPCSIncentive
 from fedgame.incentives.qidpfl import QICurveCfg as QIDPFLCurveCfg
 from fedgame.incentives.qidpfl import QIDPFLIncentive
+from fedgame.privacy.central import CentralDP
 from fedgame.privacy.plans import PHSDPSGD, LocalDPSGD, NoPrivacy, ZCDPUpload
 from fedgame.selection import AOCS, FedCBS, PHSSchedule, PowerOfChoice, PrivacyAware, SELECTIONS
 from fedgame.selection.base import DataSize, FullParticipation, Uniform
@@ -361,6 +362,7 @@ NoPrivacyCfg = NoPrivacy.Config
 DPSGDCfg = LocalDPSGD.Config
 ZCDPUploadCfg = ZCDPUpload.Config
 PHSPrivacyCfg = PHSDPSGD.Config
+CentralDPCfg = CentralDP.Config
 
 
 class JDPPrivacyCfg(_Frozen):
@@ -381,7 +383,9 @@ class JDPPrivacyCfg(_Frozen):
     accounting: Literal["mechanisms", "paper"] = "mechanisms"
 
 
-Privacy = Annotated[NoPrivacyCfg | DPSGDCfg | ZCDPUploadCfg | PHSPrivacyCfg | JDPPrivacyCfg, Field(discriminator="kind")]
+Privacy = Annotated[
+    NoPrivacyCfg | DPSGDCfg | ZCDPUploadCfg | PHSPrivacyCfg | CentralDPCfg | JDPPrivacyCfg, Field(discriminator="kind")
+]
 
 
 class AccountantCfg(_Frozen):
@@ -591,7 +595,7 @@ def format_errors(err: ValidationError) -> str:
 _UNION_TAGS = {
     "iid", "dirichlet", "shards", "similarity", "quantity", "uniform", "full", "data_size",
     "none", "dpsgd", "zcdp_upload", "privacy_aware", "fedpcs", "power_of_choice", "aocs", "fedcbs", "delta", "phs",
-    "participants", "screened", "qidpfl", "jdp", "natural",
+    "participants", "screened", "qidpfl", "jdp", "natural", "central_dp",
     "mixture", "constant", "list",
 }
 #: fields holding a discriminated union: only the tag right after one is dropped from an error's

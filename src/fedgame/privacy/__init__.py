@@ -3,7 +3,7 @@ accountants, per-client budget distributions (:mod:`fedgame.privacy.budgets`), a
 maths in :mod:`fedgame.privacy.analysis`.
 
 Client privacy *plans* (which mechanism a client applies in a round) live in
-:mod:`fedgame.privacy.plans`; JDP-FL's client-side M3/M5 in :mod:`fedgame.privacy.jdp`. Attributes are imported lazily, so ``import
+:mod:`fedgame.privacy.plans`; central DP-FedAvg (server-side noise) in :mod:`fedgame.privacy.central`; JDP-FL's client-side M3/M5 in :mod:`fedgame.privacy.jdp`. Attributes are imported lazily, so ``import
 fedgame.privacy.analysis`` stays free of torch.
 """
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         make_accountant,
     )
     from fedgame.privacy.budgets import draw_budgets
+    from fedgame.privacy.central import AdaptiveClip, CentralDP, CentralGaussian, central_dp_epsilon
     from fedgame.privacy.events import PrivacyEvent
     from fedgame.privacy.jdp import Perturbed, jdp_events, jdp_local_update, local_perturbation, perturb
     from fedgame.privacy.mechanisms import GaussianMechanism, NoPrivacy, clip_by_l2, per_example_clip_factors
@@ -42,6 +43,10 @@ _WHERE = {
     "clip_by_l2": "mechanisms",
     "per_example_clip_factors": "mechanisms",
     "draw_budgets": "budgets",
+    "AdaptiveClip": "central",
+    "CentralDP": "central",
+    "CentralGaussian": "central",
+    "central_dp_epsilon": "central",
     "Perturbed": "jdp",
     "local_perturbation": "jdp",
     "perturb": "jdp",
@@ -63,6 +68,10 @@ __all__ = [
     "clip_by_l2",
     "per_example_clip_factors",
     "draw_budgets",
+    "AdaptiveClip",
+    "CentralDP",
+    "CentralGaussian",
+    "central_dp_epsilon",
     "Perturbed",
     "local_perturbation",
     "perturb",

@@ -21,6 +21,7 @@ zcdp(ρ)               ρ                      Gaussian, z = 1/sqrt(2ρ)    Gaus
 gaussian(z)           1/(2z²)                Gaussian(z)                 Gaussian(z)
 subsampled(z, q<1)    error: use rdp/pld     Poisson-sampled Gaussian    Poisson-sampled Gaussian
 subsampled(z, q=1)    1/(2z²)                Gaussian(z)                 Gaussian(z)
+wor_subsampled(z,m,N) error: use rdp         sampled w/o replacement     error: use rdp
 exponential(ε)        ε²/8 (bounded range)   ρ = ε²/8 curve              generic ε-DP PLD
 approx_dp(ε, δ)       basic composition      basic composition           generic (ε, δ)-DP PLD
 ====================  =====================  ==========================  =========================
@@ -31,6 +32,10 @@ The PLD of a generic (ε, δ)-DP release is the worst case of Kairouz, Oh & Visw
 (``PrivacyLossDistribution.from_privacy_parameters``), composed optimally; for the exponential
 mechanism it ignores the bounded-range structure, so with many exponential events ``"rdp"`` can
 report a smaller ε than ``"pld"``.
+
+``wor_subsampled`` (central DP-FedAvg with a fixed number of clients per round) is stated under
+replace-one adjacency, every other event under add/remove-one: a ledger holding both is refused
+when it is recorded (the two relations' RDP curves do not add up to a guarantee of either).
 
 Gaussian-family events (everything charged as an unsubsampled Gaussian) compose into a single
 Gaussian with 1/z² = Σ count/z_j² = 2ρ_total — exact for RDP and PLD alike — and subsampled
@@ -51,6 +56,7 @@ from fedgame.privacy.analysis.subsampled import (
     DEFAULT_PLD_DISCRETIZATION,
     DEFAULT_RDP_ORDERS,
     rdp_curve,
+    rdp_curve_wor,
     rdp_to_epsilon,
 )
 from fedgame.privacy.analysis.zcdp import zcdp_to_eps
@@ -177,6 +183,11 @@ def event_rho(event: PrivacyEvent) -> float:
         return math.inf if z == 0.0 else 1.0 / (2.0 * z * z)
     if m == "exponential":
         return p["epsilon"] ** 2 / 8.0
+    if m == "wor_subsampled_gaussian":
+        raise ValueError(
+            f"accountant 'zcdp': {event!r} is a Gaussian release on a sample drawn without replacement, which has "
+            "no tight zCDP expression; use accountant 'rdp'"
+        )
     if m == "subsampled_gaussian":
         raise ValueError(
             f"accountant 'zcdp': {event!r} is a Poisson-subsampled Gaussian step, which has no tight "
@@ -188,21 +199,31 @@ def event_rho(event: PrivacyEvent) -> float:
 
 def _split(
     composition: Sequence[Entry], target: Literal["rdp", "pld"]
-) -> tuple[float, dict[tuple[float, float], int], list[Entry]]:
-    """(ρ of the Gaussian family, subsampled counts by (z, q), generic (ε, δ) entries)."""
+) -> tuple[float, dict[tuple[float, float], int], list[Entry], dict[tuple[float, int, int], int]]:
+    """(ρ of the Gaussian family, subsampled counts by (z, q), generic (ε, δ) entries, counts of
+    releases on samples without replacement by (z, m, N))."""
     rho = 0.0
     sub: dict[tuple[float, float], int] = {}
     generic: list[Entry] = []
+    wor: dict[tuple[float, int, int], int] = {}
     for event, count in composition:
         m, p = event.mechanism, event.params
-        if m == "subsampled_gaussian" and p["sample_rate"] < 1.0:
+        if m == "wor_subsampled_gaussian":
+            if target == "pld":
+                raise ValueError(
+                    f"accountant 'pld': {event!r} (sampling without replacement) has no privacy-loss distribution "
+                    "in dp-accounting; use accountant 'rdp'"
+                )
+            wkey = (p["noise_multiplier"], int(p["sample_size"]), int(p["population_size"]))
+            wor[wkey] = wor.get(wkey, 0) + count
+        elif m == "subsampled_gaussian" and p["sample_rate"] < 1.0:
             key = (p["noise_multiplier"], p["sample_rate"])
             sub[key] = sub.get(key, 0) + count
         elif m == "approx_dp" or (m == "exponential" and target == "pld"):
             generic.append((event, count))
         else:
             rho += count * event_rho(event)
-    return rho, sub, generic
+    return rho, sub, generic, wor
 
 
 def _generic_params(event: PrivacyEvent) -> tuple[float, float]:
@@ -219,7 +240,10 @@ def ledger_to_dp_event(entries: Sequence[Entry] | Ledger, *, target: Literal["rd
     * Poisson-subsampled steps become ``SelfComposedDpEvent(PoissonSampledDpEvent(q,
       GaussianDpEvent(z)), count)`` per distinct (z, q);
     * generic (ε, δ) releases become ``SelfComposedDpEvent(EpsilonDeltaDpEvent(ε, δ), count)``
-      (for ``target="rdp"`` only approx-DP events; the exponential is in the Gaussian family).
+      (for ``target="rdp"`` only approx-DP events; the exponential is in the Gaussian family);
+    * releases on samples without replacement (``target="rdp"`` only) become
+      ``SelfComposedDpEvent(SampledWithoutReplacementDpEvent(N, m, GaussianDpEvent(z)), count)``,
+      to be composed by an RDP accountant with ``REPLACE_ONE`` adjacency.
 
     The result is a ``ComposedDpEvent`` (``NoOpDpEvent`` for an empty ledger).
     """
@@ -228,13 +252,17 @@ def ledger_to_dp_event(entries: Sequence[Entry] | Ledger, *, target: Literal["rd
     from fedgame.privacy._dp_accounting import EpsilonDeltaDpEvent
 
     comp = entries.composition() if isinstance(entries, Ledger) else Ledger(entries).composition()
-    rho, sub, generic = _split(comp, target)
+    rho, sub, generic, wor = _split(comp, target)
     events: list[dp_event.DpEvent] = []
     if rho > 0.0:
         events.append(dp_event.GaussianDpEvent(0.0 if math.isinf(rho) else 1.0 / math.sqrt(2.0 * rho)))
     for (z, q), count in sorted(sub.items()):
         events.append(
             dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(z)), count)
+        )
+    for (z, m, n), count in sorted(wor.items()):
+        events.append(
+            dp_event.SelfComposedDpEvent(dp_event.SampledWithoutReplacementDpEvent(n, m, dp_event.GaussianDpEvent(z)), count)
         )
     for event, count in generic:
         eps, delta = _generic_params(event)
@@ -288,6 +316,13 @@ class Accountant(ABC):
         ids = [int(clients)] if isinstance(clients, (int, np.integer)) else list(np.asarray(clients).ravel().tolist())
         for c in ids:
             self._check_client(c)
+            led = self._ledgers[c]
+            if led and next(iter(led))[0].replace_one != event.replace_one:
+                said = "replace-one" if event.replace_one else "add/remove-one"
+                raise ValueError(
+                    f"client {c}: {event!r} is stated under {said} adjacency and the client's ledger holds events under "
+                    "the other relation; one ledger composes events of one adjacency relation only"
+                )
         for c in ids:
             self._ledgers[c].append(event, count)
 
@@ -409,9 +444,12 @@ class ZCDPAccountant(_CachedAccountant):
 class RDPAccountant(_CachedAccountant):
     """Rényi-DP accounting with ``dp_accounting.rdp`` curves on :data:`DEFAULT_RDP_ORDERS`:
     the Gaussian family contributes ρ_total·α, each Poisson-subsampled step its dp-accounting
-    curve (Mironov, Talwar & Zhang 2019); ε by dp-accounting's ``compute_epsilon``. Equal to
+    curve (Mironov, Talwar & Zhang 2019), each release on a sample without replacement its
+    replace-one curve (Wang, Balle & Kasiviswanathan 2019); ε by dp-accounting's
+    ``compute_epsilon``. Equal to
     ``dp_accounting.rdp.RdpAccountant().compose(ledger_to_dp_event(ledger))`` (without approx-DP
-    events, which are added by basic composition)."""
+    events, which are added by basic composition; with ``REPLACE_ONE`` adjacency for a ledger of
+    releases without replacement)."""
 
     name: ClassVar[str] = "rdp"
 
@@ -420,14 +458,16 @@ class RDPAccountant(_CachedAccountant):
         return self._curve(self.ledger(client).composition())
 
     def _curve(self, composition: Sequence[Entry]) -> np.ndarray:
-        rho, sub, _ = _split(composition, "rdp")
+        rho, sub, _, wor = _split(composition, "rdp")
         curve = rho * np.array(DEFAULT_RDP_ORDERS) if rho > 0 else np.zeros(len(DEFAULT_RDP_ORDERS))
         for (z, q), count in sub.items():
             curve = curve + count * rdp_curve(z, q)
+        for (z, m, n), count in wor.items():
+            curve = curve + count * rdp_curve_wor(z, m, n)
         return curve
 
     def _epsilon_of(self, composition: tuple[Entry, ...], delta: float) -> float:
-        _, _, generic = _split(composition, "rdp")
+        _, _, generic, _ = _split(composition, "rdp")
         eps_generic, delta_left = _basic_split(generic, delta)
         curve = self._curve(composition)
         if np.all(curve == 0.0):
@@ -444,6 +484,14 @@ class PLDAccountant(_CachedAccountant):
     Gaussian and subsampled-Gaussian events."""
 
     name: ClassVar[str] = "pld"
+
+    def check_event(self, event: PrivacyEvent) -> None:
+        super().check_event(event)
+        if event.replace_one:
+            raise ValueError(
+                f"accountant 'pld': {event!r} (sampling without replacement) has no privacy-loss distribution "
+                "in dp-accounting; use accountant 'rdp'"
+            )
 
     def __init__(self, *, n_clients: int, value_discretization_interval: float = DEFAULT_PLD_DISCRETIZATION) -> None:
         if not value_discretization_interval > 0:

@@ -8,6 +8,10 @@ hashable (so ledgers can merge and cache them) and JSON-serialisable (for checkp
 * ``gaussian`` (``noise_multiplier``): N(0, (z·Δ)²I) on a query of L2 sensitivity Δ;
 * ``subsampled_gaussian`` (``noise_multiplier``, ``sample_rate``): one Poisson-subsampled DP-SGD
   step (PHS Algorithm 1, Opacus);
+* ``wor_subsampled_gaussian`` (``noise_multiplier``, ``sample_size``, ``population_size``): a
+  Gaussian release on a uniform sample of exactly ``sample_size`` of ``population_size`` records
+  drawn without replacement, under *replace-one* adjacency (dp-accounting's
+  ``SampledWithoutReplacementDpEvent``; central DP-FedAvg with fixed-size client sampling);
 * ``exponential`` (``epsilon``): an ε-DP exponential mechanism (JDP-FL M4);
 * ``approx_dp`` (``epsilon``, ``delta``): any (ε, δ)-DP release.
 
@@ -31,6 +35,7 @@ MECHANISMS: Final[Mapping[str, tuple[str, ...]]] = {
     "zcdp": ("rho",),
     "gaussian": ("noise_multiplier",),
     "subsampled_gaussian": ("noise_multiplier", "sample_rate"),
+    "wor_subsampled_gaussian": ("noise_multiplier", "sample_size", "population_size"),
     "exponential": ("epsilon",),
     "approx_dp": ("epsilon", "delta"),
 }
@@ -119,6 +124,24 @@ class PrivacyEvent:
         return cls("subsampled_gaussian", {"noise_multiplier": noise_multiplier, "sample_rate": sample_rate})
 
     @classmethod
+    def wor_subsampled_gaussian(cls, noise_multiplier: float, sample_size: int, population_size: int) -> PrivacyEvent:
+        """A Gaussian release on a uniform sample of exactly ``sample_size`` of the
+        ``population_size`` records, drawn without replacement (dp-accounting's
+        ``SampledWithoutReplacementDpEvent(population_size, sample_size, GaussianDpEvent(z))``;
+        Wang, Balle & Kasiviswanathan 2019). Adjacency is *replace-one* (the population size is
+        public), so ``z`` is the noise std over the replace-one sensitivity: for a sum of records
+        clipped to norm C that sensitivity is 2C, and noise of std σ gives z = σ / (2C).
+        Only the RDP accountant charges it; a ledger cannot mix it with add/remove events."""
+        return cls("wor_subsampled_gaussian",
+                   {"noise_multiplier": noise_multiplier, "sample_size": sample_size, "population_size": population_size})
+
+    @property
+    def replace_one(self) -> bool:
+        """True for events stated under replace-one adjacency (``wor_subsampled_gaussian``);
+        every other event is add/remove-one (or adjacency-free: approx-DP, exponential)."""
+        return self.mechanism == "wor_subsampled_gaussian"
+
+    @classmethod
     def exponential(cls, epsilon: float) -> PrivacyEvent:
         """An ε-DP exponential mechanism (JDP-FL M4, Eq. 7). Being ε-bounded-range it is
         ε²/8-zCDP (Cesar & Rogers 2021, "Bounding, Concentrating, and Truncating"; bounded range:
@@ -189,6 +212,13 @@ def _validate(mechanism: str, p: Mapping[str, float]) -> None:
         _require("noise_multiplier", z, 0 <= z < math.inf, ">= 0 and finite")
         q = p["sample_rate"]
         _require("sample_rate", q, 0 < q <= 1, "in (0, 1]")
+    elif mechanism == "wor_subsampled_gaussian":
+        z = p["noise_multiplier"]
+        _require("noise_multiplier", z, 0 <= z < math.inf, ">= 0 and finite")
+        n = p["population_size"]
+        _require("population_size", n, n >= 1 and n < math.inf and n == int(n), "an integer >= 1")
+        m = p["sample_size"]
+        _require("sample_size", m, 1 <= m <= n and m == int(m), f"an integer in [1, population_size = {n:g}]")
     elif mechanism == "exponential":
         e = p["epsilon"]
         _require("epsilon", e, 0 < e < math.inf, "> 0 and finite")

@@ -7,6 +7,10 @@ A plan answers three questions for client ``i`` in round ``t``:
   clips and noises the uploaded displacement once per round (FedPCS / QI-DPFL, from ρ_i^t)?
 * :meth:`ClientPrivacy.events` — the privacy events the accountant records for that round.
 
+A plan whose noise is added by the server instead (central DP-FedAvg,
+:mod:`fedgame.privacy.central`) gives :meth:`ClientPrivacy.server_update`: the server update
+that clips, sums and noises the round's uploads, and charges the accountant itself.
+
 Plans are per client because budgets are: the engine never branches on which plan it holds.
 """
 
@@ -30,6 +34,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from fedgame.core.plugins import PluginConfig
 
 from fedgame.core.registry import Registry
+from fedgame.core.server_update import ServerUpdate
 from fedgame.core.types import finite_or_none, steps_per_round
 from fedgame.privacy.analysis.phs import phs_epsilon_spent, phs_noise_multiplier, phs_V
 from fedgame.privacy.budgets import PrivacyBudgetCfg, UniformBudgetCfg, draw_budgets
@@ -53,6 +58,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from fedgame.core.plugins import BuildContext
+    from fedgame.privacy.accountants import Accountant
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +122,10 @@ class ClientPrivacy(ABC):
     Config: ClassVar[type[BaseModel] | None] = None
     """A plug-in's recipe model (``kind: Literal["<name>"]`` plus its fields); None for the
     built-in plans, whose models live in the recipe schema (``docs/plugins.md``)."""
+    #: True for a plan whose :meth:`server_update` must run every round, also when no upload
+    #: arrived (central DP releases its noise, and is charged, whatever the sample was); the
+    #: engine reads it to decide whether to call the server update on an empty round
+    releases_empty_rounds: ClassVar[bool] = False
 
     @classmethod
     def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> ClientPrivacy:
@@ -143,6 +153,16 @@ class ClientPrivacy(ABC):
     @abstractmethod
     def events(self, client: int, t: int, n_examples: int, steps: int) -> list[tuple[PrivacyEvent, int]]:
         """Events for the accountant, as ``(event, count)`` pairs."""
+
+    def server_update(self, accountant: Accountant) -> ServerUpdate | None:
+        """The server-side mechanism of a central-DP plan (:mod:`fedgame.privacy.central`): a
+        :class:`~fedgame.core.ServerUpdate` that takes the round's raw uploads in place of the
+        recipe's aggregation rule, releases their noised aggregate, and records every round's
+        privacy event in ``accountant`` (for every client: under central DP each round costs
+        each client whether or not it was sampled). None (the default): the plan's noise, if
+        any, is the clients' (:meth:`dpsgd`, :meth:`upload`), and the recipe's rule aggregates."""
+        del accountant
+        return None
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -485,7 +505,7 @@ def _rdp_without_replacement(z: float, n: int, b: int, steps: int, delta: float)
     from dp_accounting import dp_event
     from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
-    acc = rdp.RdpPrivacyAccountant(neighboring_relation=rdp.NeighboringRelation.REPLACE_ONE)
+    acc = rdp.RdpAccountant(neighboring_relation=rdp.NeighborRel.REPLACE_ONE)
     step = dp_event.SampledWithoutReplacementDpEvent(n, b, dp_event.GaussianDpEvent(z))
     acc.compose(dp_event.SelfComposedDpEvent(step, steps))
     return float(acc.get_epsilon(delta))

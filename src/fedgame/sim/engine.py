@@ -357,7 +357,9 @@ class Engine(RoundLoop):
         used = sel if keep.all() else replace(sel, indices=sel.indices[keep], probs=sel.probs[keep])
         slot_updates = [got[key].update for key, ok in zip(slot_keys, keep, strict=True) if ok]  # type: ignore[union-attr]
         server_metrics: dict[str, float] = {}  # what the server update reports (e.g. max_agg_weight)
-        if slot_updates:
+        # a central-DP plan releases (and is charged for) noise every round, even when no client
+        # was sampled or replied: skipping the release would make the output depend on the sample
+        if slot_updates or self.privacy.releases_empty_rounds:
             ctx = RoundContext(
                 t=t, selection=used, theta=self.theta, params=self.params, rng=self.streams.numpy("server", t), metrics=server_metrics
             )

@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_PLD_DISCRETIZATION",
     "Method",
     "rdp_curve",
+    "rdp_curve_wor",
     "rdp_to_epsilon",
     "dpsgd_epsilon",
     "dpsgd_noise_multiplier",
@@ -180,6 +181,33 @@ def rdp_curve(noise_multiplier: float, sample_rate: float = 1.0) -> NDArray[np.f
     if z == 0.0:
         return np.full(len(DEFAULT_RDP_ORDERS), np.inf)
     return np.array(_rdp_curve_cached(q, z), dtype=np.float64)
+
+
+@lru_cache(maxsize=1024)
+def _rdp_curve_wor_cached(noise_multiplier: float, sample_size: int, population_size: int) -> tuple[float, ...]:
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    acc = rdp.RdpAccountant(orders=list(DEFAULT_RDP_ORDERS), neighboring_relation=rdp.NeighborRel.REPLACE_ONE)
+    acc.compose(dp_event.SampledWithoutReplacementDpEvent(population_size, sample_size, dp_event.GaussianDpEvent(noise_multiplier)))
+    return tuple(float(x) for x in acc.rdp)
+
+
+def rdp_curve_wor(noise_multiplier: float, sample_size: int, population_size: int) -> NDArray[np.float64]:
+    """RDP ε(α) on :data:`DEFAULT_RDP_ORDERS` of one Gaussian release (noise multiplier z over
+    the *replace-one* sensitivity) on a uniform sample of exactly ``sample_size`` of
+    ``population_size`` records without replacement, replace-one adjacency (Wang, Balle &
+    Kasiviswanathan 2019, Thm 27), from dp-accounting's ``RdpAccountant`` (about 0.4 s a curve;
+    cached per (z, m, N)). ``z = 0`` gives ``inf`` everywhere."""
+    z = _check_z(noise_multiplier)
+    n, m = int(population_size), int(sample_size)
+    if n != population_size or n < 1:
+        raise ValueError(f"population_size: must be an integer >= 1, got {population_size}")
+    if m != sample_size or not 1 <= m <= n:
+        raise ValueError(f"sample_size: must be an integer in [1, {n}], got {sample_size}")
+    if z == 0.0:
+        return np.full(len(DEFAULT_RDP_ORDERS), np.inf)
+    return np.array(_rdp_curve_wor_cached(z, m, n), dtype=np.float64)
 
 
 def rdp_to_epsilon(rdp: NDArray[np.float64], delta: float) -> float:
