@@ -543,8 +543,9 @@ def claim(
     key: Annotated[str, typer.Option(help="summary.json field to compare")] = "final_accuracy",
     out: Annotated[Path | None, typer.Option(help="write claim.json and claim.md into this folder")] = None,
 ) -> None:
-    """Is A above B? mean ± std of each, the difference with its standard error and a computed
-    verdict (holds / within two standard errors / fails), also paired over common seeds."""
+    """Is A above B? mean ± std of each and the verdict of one rule: a one-sided paired t-test over
+    the common seeds (Welch's t without two), with the difference, its 95 % interval and p; holds /
+    fails / not decided at p < 0.05 (docs/reproduction.md)."""
     from fedgame.experiments.claims import gap, read_runs
 
     try:
@@ -664,6 +665,7 @@ def table2_cmd(
 def solve_cmd(
     game: Annotated[str, typer.Argument(help="the game to solve: fedpcs | phs | qidpfl | jdp")],
     input_: Annotated[str, typer.Option("--input", "-i", help="problem JSON file, or - for stdin")] = "-",
+    time_limit: Annotated[float, typer.Option("--time-limit", min=1, help="refuse an instance estimated to take longer (seconds; jdp's M2 payments)")] = 600,
 ) -> None:
     """Solve a game on its own (no training) and print the solution as JSON.
 
@@ -709,7 +711,7 @@ def solve_cmd(
         except ValueError as e:
             _fail(escape(str(e)))
     try:
-        result = solvers[game](raw)
+        result = solve_jdp(raw, time_limit=time_limit) if game == "jdp" else solvers[game](raw)
     except ProblemError as e:
         _fail(f"{game} problem: {escape('; '.join(str(e).splitlines()))}")
     sys.stdout.write(json.dumps(finite_json(result), indent=2, allow_nan=False) + "\n")

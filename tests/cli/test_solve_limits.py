@@ -68,3 +68,27 @@ def test_a_recipe_whose_game_does_not_fit_is_refused_when_read(monkeypatch: pyte
         load_recipe(recipe, ["data.partition.n_clients=20000"])
     monkeypatch.setenv("FEDGAME_MEMORY_BYTES", str(est[0]))
     assert load_recipe(recipe, ["data.partition.n_clients=20000"]).data.partition.n_clients == 20_000
+
+
+def test_a_jdp_auction_over_the_time_limit_is_refused_after_its_allocation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """M2's payments cost one step per (candidate, winner) pair: an instance whose estimate is
+    over --time-limit is refused in one line naming the field and the counts, before the
+    payments run; within the limit it is solved. The rate is lowered so that a small instance
+    is 'long' (the estimate's arithmetic, not this host's speed, is what is tested)."""
+    import fedgame.core.limits as limits
+    from fedgame.incentives.problems import solve_jdp
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    problem = {"costs": rng.uniform(1, 10, n).tolist(), "data": rng.uniform(100, 1000, n).tolist(), "budget": 3000.0,
+               "mechanism": "M2"}
+    path = tmp_path / "jdp.json"
+    path.write_text(json.dumps(problem))
+    winners = len(solve_jdp(problem)["M2"]["winners"])
+    monkeypatch.setattr(limits, "M2_STEPS_PER_SECOND", 1000.0)
+    need = n * winners / 1000.0  # seconds at the lowered rate
+    r = CliRunner().invoke(app, ["solve", "jdp", "--input", str(path), "--time-limit", str(need / 2)])
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert f"costs: M2's payments for 3,000 candidates and {winners:,} winners would take about {need / 60:,.0f} min" in r.stderr
+    r = CliRunner().invoke(app, ["solve", "jdp", "--input", str(path), "--time-limit", str(need * 2)])
+    assert r.exit_code == 0 and len(json.loads(r.stdout)["M2"]["winners"]) == winners

@@ -709,7 +709,7 @@ def parse_jdp_problem(raw: Any) -> JDPProblem:
     return validate_problem(JDPProblem, raw)
 
 
-def solve_jdp(raw: Any) -> dict[str, Any]:
+def solve_jdp(raw: Any, *, time_limit: float | None = None) -> dict[str, Any]:
     """Run JDP-FL's recruitment auctions on one instance (``fedgame solve jdp``).
 
     Input: ``costs`` (reported costs c_i > 0, one per candidate), ``data`` (data sizes d_i > 0),
@@ -729,7 +729,11 @@ def solve_jdp(raw: Any) -> dict[str, Any]:
     n > 200 the grid keeps a seeded sample of 600 of its O(n) structural points),
     ``worst_gain``, ``tolerance`` = 1e-9·max(1, B) and ``truthful`` (worst_gain ≤ tolerance),
     and ``individual_rationality`` over all candidates (``holds``, ``min_winner_utility``,
-    ``paid_losers``), the costs being taken as true."""
+    ``paid_losers``), the costs being taken as true.
+
+    ``time_limit``: seconds; M2's payments cost one step per (candidate, winner) pair, so after
+    its (fast) allocation an instance whose estimate exceeds the limit is refused in one line
+    (:func:`~fedgame.core.limits.check_time`) instead of running for hours."""
     p = parse_jdp_problem(raw)
     c = np.asarray(p.costs, dtype=np.float64)
     d = np.asarray(p.data, dtype=np.float64)
@@ -740,6 +744,16 @@ def solve_jdp(raw: Any) -> dict[str, Any]:
     if p.mechanism in ("M2", "both"):
         auctions.append(KnapsackAuction(warn_over_budget=False))  # the flag below reports it
     result: dict[str, Any] = {"n": int(c.size), "budget": B}
+    if time_limit is not None and p.mechanism in ("M2", "both"):
+        from fedgame.core.limits import M2_STEPS_PER_SECOND, check_time
+        from fedgame.incentives.auctions._m2 import _m2_rows
+
+        winners = int(np.count_nonzero(_m2_rows(c[None, :], d, B)[0][0]))
+        try:
+            check_time(c.size * winners / M2_STEPS_PER_SECOND, time_limit, field="costs",
+                       what=f"M2's payments for {c.size:,} candidates and {winners:,} winners")
+        except ValueError as e:
+            raise ProblemError(str(e)) from None
     for auction in auctions:
         out = auction.run(c, budget=B, data_sizes=d)
         entry: dict[str, Any] = {
