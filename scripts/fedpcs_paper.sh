@@ -33,7 +33,7 @@ for stage in $stages; do
     .venv/bin/fedgame compare recipes/fedpcs/fmnist.yaml recipes/fedpcs/random.yaml --seeds 1 --out runs/fedpcs_w_sweep \
       --grid train.clients_per_round=20 --grid data.partition.kind=iid --grid "privacy.clip=${CLIPS:-0.1,0.3}" --no-report
     .venv/bin/fedgame export runs/fedpcs_w_sweep results/fedpcs_w_sweep/runs
-    .venv/bin/fedgame report results/fedpcs_w_sweep/runs --kind runs --out results/fedpcs_w_sweep >/dev/null
+    .venv/bin/fedgame report results/fedpcs_w_sweep/runs --kind runs --budget paper --out results/fedpcs_w_sweep >/dev/null
     continue
   fi
   for split in ${SPLITS:-iid dirichlet}; do

@@ -12,12 +12,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src" / "fedgame"
 
 #: loops known and not yet removed → what removes them (an entry is dropped once its loop is gone)
-KNOWN = {
-    frozenset({"fedgame.experiments.reports", "fedgame.experiments.kappa_sweep", "fedgame.experiments.jdp_auction_figs",
-               "fedgame.experiments.reproduction"}):
-        "the writers' argparse main()s call reports.write and reproduction takes PROVENANCE from reports: "
-        "their commands become `fedgame report` kinds, PROVENANCE moves to pipeline/",
-}
+KNOWN: dict[frozenset[str], str] = {}
 
 
 def _modules() -> dict[str, Path]:

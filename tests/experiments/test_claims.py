@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fedgame.cli import app
-from fedgame.experiments.claims import gap, read_runs, verdict
+from fedgame.experiments.claims import gap, read_runs
 
 
 def _runs(root: Path, accs: dict[int, float]) -> Path:
@@ -20,10 +20,7 @@ def _runs(root: Path, accs: dict[int, float]) -> Path:
     return root
 
 
-def test_verdicts_hold_fail_and_within_noise() -> None:
-    assert verdict(0.3, 0.1) == "holds"
-    assert verdict(-0.3, 0.1) == "fails"
-    assert verdict(0.1, 0.1) == "within two standard errors"
+def test_gap_carries_the_rules_verdict_and_both_standard_errors() -> None:
     g = gap({0: 0.80, 1: 0.81, 2: 0.82}, {0: 0.70, 1: 0.71, 2: 0.72})
     assert g.verdict == "holds" and g.diff == pytest.approx(0.10) and g.paired_se == pytest.approx(0.0, abs=1e-12)
     g = gap({0: 0.70, 1: 0.80, 2: 0.75}, {0: 0.74, 1: 0.76, 2: 0.75})
@@ -134,23 +131,47 @@ def test_a_table_says_when_its_runs_mix_code_versions(tmp_path: Path) -> None:
     )
 
 
-def test_table2_orderings_carry_computed_verdicts() -> None:
-    from fedgame.experiments.table2 import claims_markdown
+def test_table2_orderings_carry_computed_verdicts(tmp_path: Path) -> None:
+    """Table II's orderings are decided from per-seed accuracies (paired where seeds are shared),
+    Holm-adjusted over the table, printed with interval and p, and written to orderings.csv."""
+    from scipy import stats
 
-    rows = [
-        {"method": "FedPCS", "tau": 0.2, "split": "IID", "ours_mean": 90.0, "ours_std": 1.0, "seeds": "0 1 2"},
-        {"method": "Random", "tau": 0.2, "split": "IID", "ours_mean": 85.0, "ours_std": 1.0, "seeds": "0 1 2"},
-        {"method": "FedPCS", "tau": 0.2, "split": "Non-IID", "ours_mean": 80.0, "ours_std": 3.0, "seeds": "0 1 2"},
-        {"method": "Random", "tau": 0.2, "split": "Non-IID", "ours_mean": 79.0, "ours_std": 3.0, "seeds": "0 1 2"},
-        {"method": "FedPCS incentive + uniform draws", "tau": 0.2, "split": "Non-IID", "ours_mean": 70.0, "ours_std": 1.0,
-         "seeds": "0 1 2"},
-    ]
-    md = "\n".join(claims_markdown(rows))
-    assert "| 0.2 | IID | FedPCS | Random | +5.00 | 0.82 | holds | the paper's headline |" in md
-    assert "| 0.2 | Non-IID | FedPCS | Random | +1.00 | 2.45 | within two standard errors |" in md
-    assert "| 0.2 | Non-IID | FedPCS incentive + uniform draws | Random | -9.00 | 1.83 | fails |" in md
-    assert "| 0.2 | Non-IID | FedPCS | FedPCS incentive + uniform draws | +10.00 | 1.83 | holds |" in md
-    assert claims_markdown(rows[:1]) == []
+    from fedgame.experiments.claims import read_orderings, write_orderings
+    from fedgame.experiments.table2 import claims_markdown, orderings
+
+    fed_iid, rnd_iid = {0: 90.0, 1: 91.0, 2: 89.5}, {0: 85.0, 1: 86.5, 2: 84.0}
+    fed_non, rnd_non = {0: 80.0, 1: 77.0, 2: 83.0}, {0: 79.0, 1: 78.0, 2: 80.0}
+    abl = {0: 70.0, 1: 71.0, 2: 69.0}
+    values = {("FedPCS", 0.2, "IID"): fed_iid, ("Random", 0.2, "IID"): rnd_iid, ("FedPCS", 0.2, "Non-IID"): fed_non,
+              ("Random", 0.2, "Non-IID"): rnd_non, ("FedPCS incentive + uniform draws", 0.2, "Non-IID"): abl}
+    decided = orderings(values)
+    by = {(lab["split"], lab["a"], lab["b"]): d for lab, d in decided}
+    raw = [stats.ttest_rel(list(fed_iid.values()), list(rnd_iid.values()), alternative="greater").pvalue,
+           stats.ttest_rel(list(fed_non.values()), list(rnd_non.values()), alternative="greater").pvalue]
+    assert len(decided) == 4 and all(d.adjusted and d.test == "paired t" for _, d in decided)
+    iid = by[("IID", "FedPCS", "Random")]
+    assert iid.verdict == "holds" and raw[0] <= iid.p <= 4 * raw[0] + 1e-15
+    assert by[("Non-IID", "FedPCS", "Random")].verdict == "not decided" and by[("Non-IID", "FedPCS", "Random")].p >= raw[1]
+    assert by[("Non-IID", "FedPCS incentive + uniform draws", "Random")].verdict == "fails"
+    md = "\n".join(claims_markdown(decided))
+    assert f"| 0.2 | IID | FedPCS | Random | {iid.diff:+.2f} | [{iid.ci_low:.2f}, {iid.ci_high:.2f}] |" in md
+    assert "Holm-adjusted over the 2 orderings of this family (the paper" in md and "two standard errors" not in md
+    assert orderings({("FedPCS", 0.2, "IID"): fed_iid}) == [] and claims_markdown([]) == []
+    write_orderings(tmp_path / "o.csv", decided)
+    back = read_orderings(tmp_path / "o.csv")
+    assert [d for _, d in back] == [d for _, d in decided] and back[0][0]["a"] == decided[0][0]["a"]
+
+
+def test_holm_adjusts_fixed_p_values() -> None:
+    """Holm's step-down on p = (0.01, 0.04, 0.03): (0.03, 0.06, 0.06) — only the first holds."""
+    from fedgame.experiments.claims import Decision, holm
+
+    def d(p: float) -> Decision:
+        return Decision("paired t", 3, 3, 3, 1.0, 0.1, 1.9, 3.0, 2.0, p, 1 - p, "holds")
+
+    adj = holm([d(0.01), d(0.04), d(0.03)])
+    assert [a.p for a in adj] == pytest.approx([0.03, 0.06, 0.06])
+    assert [a.verdict for a in adj] == ["holds", "not decided", "not decided"]
 
 
 def test_read_runs_refuses_a_missing_folder_and_two_cells_at_once(tmp_path: Path) -> None:

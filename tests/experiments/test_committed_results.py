@@ -158,3 +158,14 @@ def test_qidpfl_comparison_reads_every_game_runs_budgets() -> None:
     for r in private:
         assert 0 < float(r["rho_tot_mean"]) < 1, (r["partition"], r["method"])
     assert len(list((RESULTS / "qidpfl_fmnist" / "runs").rglob("qidpfl.npz"))) == 24
+
+
+def test_the_reproduction_page_is_what_the_committed_results_give(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/reproduction.md, generated again from the committed results/, is the committed page
+    byte for byte: no sentence on it can go stale while the runs change under it."""
+    from fedgame.experiments.reproduction import reproduction_text
+
+    monkeypatch.chdir(RESULTS.parent)
+    page = Path("docs/reproduction.md")
+    assert reproduction_text(Path("results"), page) == page.read_text(), (
+        "docs/reproduction.md is stale: run `fedgame report results --reproduction`")

@@ -170,42 +170,47 @@ def _checks(dest: Path) -> str:
 
 
 @pytest.mark.parametrize(("kind", "line"), [
-    # C1
+    # C1: every method's seeds move together (OFFSET), so each paired difference has no spread and
+    # its sign decides (p = 0 or 1)
     ("iid", "FedAvg-DP has the lowest final accuracy of FedAvg, FedAvg-select, FedAvg-DP, QI-DPFL: holds (FedAvg-DP 60.00 %; "
             "FedAvg 75.00, FedAvg-select 80.00, QI-DPFL 78.50)"),
-    # FedAvg's mean is 1 point below FedAvg-DP's, inside two standard errors of the difference
-    ("dirichlet", "FedAvg-DP has the lowest final accuracy of FedAvg, FedAvg-select, FedAvg-DP, QI-DPFL: within two standard errors "
+    # FedAvg is 1 point below FedAvg-DP in both seeds: FedAvg > FedAvg-DP fails, and so does the statement
+    ("dirichlet", "FedAvg-DP has the lowest final accuracy of FedAvg, FedAvg-select, FedAvg-DP, QI-DPFL: fails "
                   "(FedAvg-DP 66.00 %; FedAvg 65.00, FedAvg-select 76.00, QI-DPFL 75.50)"),
     ("iid", "FedAvg-select above FedAvg at the end: holds (final 80.00 vs 75.00 %)"),
     ("iid", "QI-DPFL above FedAvg over the first third of rounds (faster convergence): holds (mean 53.00 vs 45.00 %)"),
     ("dirichlet", "QI-DPFL above FedAvg at the end: holds (final 75.50 vs 65.00 %)"),
     ("dirichlet", "QI-DPFL above FedAvg over the first third of rounds (faster convergence): fails (mean 30.00 vs 35.00 %)"),
-    ("iid", "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point): fails (78.50 vs 80.00 %, |difference| 1.50)"),
-    ("dirichlet", "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point): holds (75.50 vs 76.00 %, |difference| 0.50)"),
+    # 1.5 points apart: QI-DPFL + 1 > FedAvg-select fails
+    ("iid", "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point): fails (78.50 vs 80.00 %)"),
+    ("dirichlet", "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point): holds (75.50 vs 76.00 %)"),
     # C2
-    ("iid", "QI-DPFL final accuracy within 1 point of Max: holds (78.50 vs 79.00 %, |difference| 0.50)"),
-    ("dirichlet", "QI-DPFL final accuracy within 1 point of Max: fails (75.50 vs 78.00 %, |difference| 2.50)"),
-    ("iid", "QI-DPFL has the lowest total cost U_T of QI-DPFL, Max, Random: holds (QI-DPFL 3, Max 12, Random 7.5)"),
+    ("iid", "QI-DPFL final accuracy within 1 point of Max: holds (78.50 vs 79.00 %)"),
+    ("dirichlet", "QI-DPFL final accuracy within 1 point of Max: fails (75.50 vs 78.00 %)"),
+    # Random's cost differs between the seeds (6 and 9) while QI-DPFL's does not: paired t on 2 seeds cannot decide
+    ("iid", "QI-DPFL has the lowest total cost U_T of QI-DPFL, Max, Random: not decided (QI-DPFL 3, Max 12, Random 7.5)"),
     ("dirichlet", "QI-DPFL has the lowest total cost U_T of QI-DPFL, Max, Random: fails (QI-DPFL 12, Max 9, Random 15)"),
-    # Random's 14 ± 1.41 is 1.5 below QI-DPFL's 15.5 ± 0: inside two standard errors (2 × 1.0)
-    ("iid", "QI-DPFL pays the lowest total reward of QI-DPFL, Max, Random: within two standard errors (QI-DPFL 15.5, Max 24, Random 14)"),
-    ("dirichlet", "QI-DPFL pays the lowest total reward of QI-DPFL, Max, Random: holds (QI-DPFL 15.5, Max 24, Random 18.5)"),
-    ("iid", "Random's total reward lies between QI-DPFL's and Max's (mean over seeds): within two standard errors (QI-DPFL 15.5, Random 14, Max 24)"),
-    ("dirichlet", "Random's total reward lies between QI-DPFL's and Max's (mean over seeds): holds (QI-DPFL 15.5, Random 18.5, Max 24)"),
-    # C3
+    # Random's reward varies over the two seeds: Random against QI-DPFL is not decided either way
+    ("iid", "QI-DPFL pays the lowest total reward of QI-DPFL, Max, Random: not decided (QI-DPFL 15.5, Max 24, Random 14)"),
+    ("dirichlet", "QI-DPFL pays the lowest total reward of QI-DPFL, Max, Random: not decided (QI-DPFL 15.5, Max 24, Random 18.5)"),
+    ("iid", "Random's total reward lies between QI-DPFL's and Max's: not decided (QI-DPFL 15.5, Random 14, Max 24)"),
+    ("dirichlet", "Random's total reward lies between QI-DPFL's and Max's: not decided (QI-DPFL 15.5, Random 18.5, Max 24)"),
+    # C3: the gaps are per seed, both seeds alike
     ("iid", "QI-DPFL above FedAvg-DP at the end (effect of screening): holds (78.50 vs 60.00 %)"),
     ("dirichlet vs iid", "gap QI-DPFL − FedAvg-DP larger under Non-IID than IID: fails (9.50 vs 18.50 points)"),
     ("dirichlet vs iid", "gap FedAvg-select − FedAvg larger under Non-IID than IID: holds (11.00 vs 5.00 points)"),
     ("dirichlet vs iid", "gap QI-DPFL − FedAvg larger under Non-IID than IID: holds (10.50 vs 3.50 points)"),
-    # C4
-    ("iid", "QI-DPFL reward R_t non-decreasing in t until it reaches R_max,t: holds (seed 0: non-decreasing, R_max reached at "
-            "round 5; seed 1: non-decreasing, R_max reached at round 5)"),
-    ("dirichlet", "QI-DPFL reward R_t non-decreasing in t until it reaches R_max,t: fails (seed 0: falls at round 3 (2 → 1.5), "
-                  "R_max reached at round 5; seed 1: non-decreasing, R_max reached at round 5)"),
+    # C4: each seed's smallest step up to R_max against 0; under Non-IID seed 0 falls by 0.5 at
+    # round 3 and seed 1 rises by at least 0.5: the mean step is 0, not decided
+    ("iid", "QI-DPFL reward R_t rises at every step t until it reaches R_max,t: holds (smallest step R_t − R_{t−1} up to "
+            "R_max,t per seed: 0: 0.5, 1: 0.5)"),
+    ("dirichlet", "QI-DPFL reward R_t rises at every step t until it reaches R_max,t: not decided (smallest step R_t − R_{t−1} "
+                  "up to R_max,t per seed: 0: -0.5, 1: 0.5)"),
 ])
 def test_claim_sentences(report: tuple[Path, Path, list[dict[str, Any]]], kind: str, line: str) -> None:
     _, dest, _ = report
     md = _checks(dest)
+    # the statement, its verdict and the means, on a line of its own; its orderings follow
     assert f"  - {line}\n" in md
     # and under the right heading
     heading = "## Across partitions" if " vs " in kind else ("## IID" if kind == "iid" else "## Non-IID")
@@ -218,28 +223,165 @@ def test_claim_verdicts_per_claim(report: tuple[Path, Path, list[dict[str, Any]]
     md = _checks(dest)
     iid, rest = md.split("## IID", 1)[1].split("## Non-IID", 1)
     non, across = rest.split("## Across partitions", 1)
-    assert "- **C1: fails.**" in iid and "- **C2: within two standard errors.**" in iid and "- **C3: holds.**" in iid and "- **C4: holds.**" in iid
-    assert "- **C1: fails.**" in non and "- **C2: fails.**" in non and "- **C3: holds.**" in non and "- **C4: fails.**" in non
+    assert "- **C1: fails.**" in iid and "- **C2: not decided.**" in iid and "- **C3: holds.**" in iid and "- **C4: holds.**" in iid
+    assert "- **C1: fails.**" in non and "- **C2: fails.**" in non and "- **C3: holds.**" in non and "- **C4: not decided.**" in non
     assert "- **C3 (gaps larger under Non-IID): fails.**" in across
     assert "![QI-DPFL, IID](fig_iid.png)" in iid and "![QI-DPFL, Non-IID](fig_dirichlet.png)" in non
     assert "| QI-DPFL | 2 | 78.50 ± 0.71 | 53.00 | 15.5 | 3 | 10.00 | — | 2.5 |" in iid  # no qidpfl.npz: ρ_tot —
     assert "| FedAvg | 2 | 75.00 ± 0.71 | 45.00 | — | — | 20.00 | — | — |" in iid
+    # each ordering under its statement, by the rule (a paired difference without spread: p = 0)
+    assert ("  - QI-DPFL ≈ FedAvg-select (final accuracy within 1 point): fails (78.50 vs 80.00 %)\n"
+            "    - QI-DPFL + 1 > FedAvg-select: -0.50 points [-0.50, -0.50] (paired t, n = 2, df 1, p = 1 Holm-adjusted; "
+            "B > A: p = 0): fails\n"
+            "    - FedAvg-select + 1 > QI-DPFL: +2.50 points [2.50, 2.50] (paired t, n = 2, df 1, p = 0 Holm-adjusted): holds\n") in iid
+    # no verdict on the page but the rule's (the old two-standard-error reading is gone)
+    assert "standard error" not in md and "within two" not in md and "ties count" not in md
 
 
-def test_early_accuracy_ordering_within_noise(tmp_path: Path) -> None:
-    """The first-third ordering carries its noise verdict: QI-DPFL's early accuracy 0.5 points
-    above FedAvg's with seeds 2 points apart on either side is inside two standard errors, not
-    "holds" on the point estimate alone."""
+def test_page_states_the_rule_and_the_runs(report: tuple[Path, Path, list[dict[str, Any]]]) -> None:
+    """The rule sentence names Holm's family as the number of orderings in orderings.csv, every
+    ordering decided once (one row per (split, A, B, quantity)); the sentence on the runs is
+    read from their configs."""
+    from fedgame.experiments.claims import read_orderings
+
+    _, dest, _ = report
+    md = _checks(dest)
+    rows = read_orderings(dest / "orderings.csv")
+    keys = [(lab["split"], lab["a"], lab["b"], lab["quantity"]) for lab, _ in rows]
+    assert len(keys) == len(set(keys)) == 37
+    assert f"p Holm-adjusted over the {len(rows)} orderings of this page" in md
+    assert list(rows[0][0]) == ["claim", "split", "a", "b", "quantity", "statement"]
+    assert all(d.adjusted for _, d in rows)
+    # QI-DPFL above FedAvg-DP serves C1 (lowest) and C3 (screening): one row, both claims
+    (shared,) = [lab for lab, _ in rows if (lab["split"], lab["a"], lab["b"]) == ("iid", "QI-DPFL", "FedAvg-DP")]
+    assert shared["claim"] == "C1; C3" and shared["quantity"] == "final accuracy (%)"
+    gap = [lab for lab, _ in rows if lab["split"] == "dirichlet vs iid"]
+    assert [lab["a"] for lab in gap] == ["QI-DPFL − FedAvg-DP (Non-IID)", "FedAvg-select − FedAvg (Non-IID)", "QI-DPFL − FedAvg (Non-IID)"]
+    assert ("Runs (from their configs): 24 runs of 6 rounds over 20 clients; `train.clients_per_round` 10 for FedAvg, "
+            "FedAvg-select, FedAvg-DP, QI-DPFL, Max, Random") in md
+    assert "seeds 0 1 in each of the 12 cells." in md and "rounds 1 to ⌈6/3⌉ = 2" in md
+
+
+# fixed per-seed final accuracies (%) of QI-DPFL and FedAvg-DP; only C3's "QI-DPFL above FedAvg-DP"
+# can be decided from them (C1's "lowest" needs FedAvg and FedAvg-select), so Holm's family is one
+# ordering and p is the test's own
+DECIDED = [
+    # seeds 0-2 in both: paired t
+    ({0: 80.0, 1: 81.0, 2: 82.5}, {0: 70.0, 1: 72.0, 2: 71.0}, "paired t", "holds"),
+    ({0: 70.0, 1: 72.0, 2: 71.0}, {0: 80.0, 1: 81.0, 2: 82.5}, "paired t", "fails"),
+    ({0: 80.0, 1: 75.0, 2: 78.0}, {0: 77.0, 1: 79.0, 2: 76.0}, "paired t", "not decided"),
+    # no seed in common: Welch
+    ({0: 80.0, 1: 81.0, 2: 82.0}, {3: 70.0, 4: 71.5, 5: 73.0}, "Welch t", "holds"),
+    ({0: 80.0, 1: 70.0, 2: 75.0}, {3: 76.0, 4: 72.0, 5: 74.0}, "Welch t", "not decided"),
+]
+
+
+def _c3(values: dict[tuple[str, str, str], dict[int, float]], split: str = "iid") -> Any:
+    from fedgame.experiments.qidpfl_report import evaluate_claims
+
+    checks = evaluate_claims(values)
+    (c,) = [c for c in checks if c.claim == "C3" and c.partition == split and not c.missing]
+    return checks, c
+
+
+@pytest.mark.parametrize(("qi", "dp", "test", "verdict"), DECIDED)
+def test_verdict_and_p_are_scipys(qi: dict[int, float], dp: dict[int, float], test: str, verdict: str) -> None:
+    from scipy import stats
+
+    checks, c = _c3({("iid", "QI-DPFL", "final_acc"): qi, ("iid", "FedAvg-DP", "final_acc"): dp})
+    (d,) = c.decisions
+    a, b = list(qi.values()), list(dp.values())
+    if test == "paired t":
+        greater, less = stats.ttest_rel(a, b, alternative="greater"), stats.ttest_rel(a, b, alternative="less")
+        ci = stats.ttest_rel(a, b).confidence_interval(0.95)
+    else:
+        greater = stats.ttest_ind(a, b, equal_var=False, alternative="greater")
+        less = stats.ttest_ind(a, b, equal_var=False, alternative="less")
+        ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert d.test == test and d.verdict == verdict and c.verdict == verdict
+    assert d.p == pytest.approx(greater.pvalue, rel=1e-9) and d.p_reverse == pytest.approx(less.pvalue, rel=1e-9)
+    assert (d.ci_low, d.ci_high) == (pytest.approx(ci.low, rel=1e-9), pytest.approx(ci.high, rel=1e-9))
+    assert d.diff == pytest.approx(float(np.mean(a) - np.mean(b)))
+    # the other statements lack runs and decide nothing
+    others = [x for x in checks if x is not c]
+    assert others and all(x.verdict == "not decided (a method is missing)" and not x.decisions for x in others)
+    assert c.ordering_lines() == [f"QI-DPFL > FedAvg-DP: {d.line(spec='.2f', unit=' points')}"]
+
+
+def test_one_seed_decides_nothing() -> None:
+    _, c = _c3({("iid", "QI-DPFL", "final_acc"): {0: 80.0}, ("iid", "FedAvg-DP", "final_acc"): {0: 70.0}})
+    (d,) = c.decisions
+    assert d.test == "none" and d.verdict == c.verdict == "not decided (one seed)" and math.isnan(d.p)
+    assert d.diff == 10.0 and c.ordering_lines() == ["QI-DPFL > FedAvg-DP: +10.00 points: not decided (one seed)"]
+
+
+def test_gap_larger_under_non_iid_is_decided_on_the_per_seed_gaps() -> None:
+    """C3's "gap larger under Non-IID" is "A − B under Non-IID above A − B under IID", seed by
+    seed: the paired t-test on the per-seed gaps; Holm over the page's three orderings."""
+    from scipy import stats
+
+    from fedgame.experiments.claims import decide, holm
+
+    qi = {"iid": {0: 80.0, 1: 81.0, 2: 79.0}, "dirichlet": {0: 78.0, 1: 79.5, 2: 77.0}}
+    dp = {"iid": {0: 75.0, 1: 75.5, 2: 74.5}, "dirichlet": {0: 65.0, 1: 68.0, 2: 66.5}}
+    values = {(k, m, "final_acc"): v[k] for m, v in (("QI-DPFL", qi), ("FedAvg-DP", dp)) for k in ("iid", "dirichlet")}
+    checks, gap = _c3(values, "dirichlet vs iid")
+    g_non = [qi["dirichlet"][s] - dp["dirichlet"][s] for s in range(3)]
+    g_iid = [qi["iid"][s] - dp["iid"][s] for s in range(3)]
+    raw = stats.ttest_rel(g_non, g_iid, alternative="greater").pvalue
+    assert decide(dict(enumerate(g_non)), dict(enumerate(g_iid))).p == pytest.approx(raw, rel=1e-9)
+    family = holm([decide(qi[k], dp[k]) for k in ("iid", "dirichlet")] + [decide(dict(enumerate(g_non)), dict(enumerate(g_iid)))])
+    (d,) = gap.decisions
+    assert d == family[2] and d.p >= raw and d.verdict == "holds" and d.diff == pytest.approx(np.mean(g_non) - np.mean(g_iid))
+    assert gap.pairs == (("QI-DPFL − FedAvg-DP (Non-IID)", "QI-DPFL − FedAvg-DP (IID)"),)
+    per_partition = [c.decisions[0] for c in checks if c.claim == "C3" and " vs " not in c.partition]
+    assert per_partition == family[:2]
+
+
+def test_c4_fails_when_every_seed_falls() -> None:
+    from scipy import stats
+
+    from fedgame.experiments.qidpfl_report import evaluate_claims
+
+    rises = {0: -0.5, 1: -0.4, 2: -0.6}
+    (c,) = [c for c in evaluate_claims({("iid", "QI-DPFL", "min_rise"): rises}) if c.claim == "C4"]
+    (d,) = c.decisions
+    assert c.pairs == (("QI-DPFL smallest step", "0"),) and d.verdict == c.verdict == "fails"
+    want = stats.ttest_rel(list(rises.values()), [0.0] * 3, alternative="less").pvalue
+    assert d.p_reverse == pytest.approx(want, rel=1e-9)
+
+
+def test_orderings_are_decided_per_seed_against_scipy(tmp_path: Path) -> None:
+    """From run folders: the first-third and final orderings are scipy's paired t-tests on the
+    per-seed accuracies, Holm-adjusted over the page's two orderings (QI-DPFL's constant reward
+    has no step that rises or falls: its C4 ordering has no p and is outside the family);
+    orderings.csv carries the same decisions as the page."""
+    from scipy import stats
+
+    from fedgame.experiments.claims import decide, holm, read_orderings
+
     root = tmp_path / "runs"
+    offs = {"FedAvg": (0.02, -0.02, 0.0), "QI-DPFL": (-0.01, 0.03, 0.005)}
     for method, base in (("FedAvg", 0.50), ("QI-DPFL", 0.505)):
-        for seed, off in ((0, 0.02), (1, -0.02)):
+        for seed, off in enumerate(offs[method]):
             rows = [{"round": t, "n_selected": 10, "test_acc": base + off, "reward": 1.0, "cost_u_t": 1.0} for t in range(T)]
             _write_run(root / "qidpfl_iid" / RECIPES[method] / f"seed_{seed}", _cfg(RECIPES[method], seed, "iid"),
                        {"name": RECIPES[method], "seed": seed, "final_accuracy": base + off}, rows)
     write_comparison(root, tmp_path / "out", budget="test")
     md = (tmp_path / "out" / "comparison.md").read_text()
-    assert ("QI-DPFL above FedAvg over the first third of rounds (faster convergence): within two standard errors "
-            "(mean 50.50 vs 50.00 %)") in md
+    got = {lab["quantity"]: d for lab, d in read_orderings(tmp_path / "out" / "orderings.csv")}
+    assert set(got) == {"final accuracy (%)", "accuracy over the first third of rounds (%)", "smallest step R_t − R_{t−1} up to R_max,t"}
+    q = {s: 100 * (0.505 + o) for s, o in enumerate(offs["QI-DPFL"])}
+    f = {s: 100 * (0.50 + o) for s, o in enumerate(offs["FedAvg"])}
+    raw = stats.ttest_rel(list(q.values()), list(f.values()), alternative="greater").pvalue
+    assert decide(q, f).p == pytest.approx(raw, rel=1e-9)
+    final, _ = holm([decide(q, f), decide(q, f)])  # every round at the final accuracy: the same samples twice
+    for d in (got["final accuracy (%)"], got["accuracy over the first third of rounds (%)"]):
+        assert d.test == "paired t" and d.verdict == "not decided" and d.p == pytest.approx(final.p, rel=1e-9) and d.p > raw
+    c4 = got["smallest step R_t − R_{t−1} up to R_max,t"]
+    assert c4.diff == 0.0 and math.isnan(c4.p) and c4.verdict == "not decided" and not c4.adjusted
+    assert "p Holm-adjusted over the 2 orderings of this page" in md
+    assert "QI-DPFL above FedAvg over the first third of rounds (faster convergence): not decided (mean 51.33 vs 50.00 %)" in md
 
 
 def test_figures_and_configs(report: tuple[Path, Path, list[dict[str, Any]]]) -> None:
@@ -263,8 +405,8 @@ def test_missing_method_is_undecided(tmp_path: Path) -> None:
     rows = write_comparison(root / "qidpfl_iid", tmp_path / "out", budget="test")
     assert {r["method"] for r in rows} == set(RECIPES) - {"Max"}
     md = (tmp_path / "out" / "comparison.md").read_text()
-    assert "QI-DPFL final accuracy within 1 point of Max: undecided (no number for Max)" in md
-    assert "- **C2: undecided.**" in md  # every C2 statement needs Max
+    assert "QI-DPFL final accuracy within 1 point of Max: not decided (a method is missing) (no final accuracy (%) of Max)\n" in md
+    assert "- **C2: not decided (a method is missing).**" in md  # every C2 statement needs Max
     assert "- **C1: fails.**" in md  # C1 does not
     assert "## Across partitions" not in md  # one partition: no C3 gaps
 
@@ -344,5 +486,13 @@ def test_report_command_both_modes(tmp_path: Path) -> None:
 
 
 def test_claimcheck_line() -> None:
-    c = ClaimCheck("C2", "iid", "statement", None, "no number for Max")
-    assert c.verdict == "undecided" and c.line() == "statement: undecided (no number for Max)"
+    from fedgame.experiments.claims import decide
+
+    c = ClaimCheck("C2", "iid", "statement", "final_acc", "no final accuracy (%) of Max", missing=("Max",))
+    assert c.verdict == "not decided (a method is missing)" and c.ordering_lines() == []
+    assert c.line() == "statement: not decided (a method is missing) (no final accuracy (%) of Max)"
+    # several orderings: all_hold (one holds, one has a single seed)
+    held, one = decide({0: 2.0, 1: 3.0, 2: 4.0}, {0: 1.0, 1: 1.5, 2: 2.5}), decide({0: 2.0}, {0: 1.0})
+    c = ClaimCheck("C2", "iid", "statement", "total_cost", "QI-DPFL 1", (("Max", "QI-DPFL"), ("Random", "QI-DPFL")), (held, one))
+    assert held.verdict == "holds" and c.verdict == "not decided (one seed)"
+    assert c.ordering_lines() == [f"Max > QI-DPFL: {held.line(spec='.4g')}", "Random > QI-DPFL: +1: not decided (one seed)"]

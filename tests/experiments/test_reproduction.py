@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from fedgame.cli import app
-from fedgame.experiments.reproduction import write_reproduction
+from fedgame.experiments.claims import decide, holm, write_orderings
+from fedgame.experiments.reproduction import reproduction_text, write_reproduction
 
 T2 = """dataset,tau,method,split,ours_mean,ours_std,seeds,paper_mean,paper_std,ours_minus_paper,rounds,local,budget
 Fashion-MNIST,0.2,Random,IID,60.00,1.00,0 1 2,74.69,0.78,-14.69,10,{},reduced
@@ -28,19 +29,28 @@ def _results(tmp_path: Path) -> Path:
     (tmp_path / "r" / "fedpcs_table2_reduced" / "table2.csv").write_text(T2)
     (tmp_path / "r" / "phs_table4_reduced").mkdir(parents=True)
     (tmp_path / "r" / "phs_table4_reduced" / "table4.csv").write_text(T4)
+    # the orderings each table's page decided (the page's generator writes them; here, by hand)
+    fed, rnd, aocs = {0: 61.0, 1: 58.0, 2: 64.0}, {0: 59.0, 1: 60.0, 2: 61.0}, {0: 70.0, 1: 69.0, 2: 71.0}
+    write_orderings(tmp_path / "r" / "fedpcs_table2_reduced" / "orderings.csv", list(zip(
+        [{"tau": "0.2", "split": "IID", "a": "FedPCS", "b": b, "family": "paper", "what": "Table II"} for b in ("Random", "AOCS")]
+        + [{"tau": "0.2", "split": "IID", "a": "FedPCS", "b": "ablation", "family": "decomposition", "what": "x"}],
+        holm([decide(fed, rnd), decide(fed, aocs)]) + [decide(fed, rnd)], strict=True)))
+    p, u = {0: 50.0, 1: 51.0}, {0: 20.0, 1: 21.5}
+    write_orderings(tmp_path / "r" / "phs_table4_reduced" / "orderings.csv", [({"s": "30", "a": "P", "b": "U"}, decide(p, u))])
     return tmp_path / "r"
 
 
-def test_page_lists_cells_orderings_and_missing_cells(tmp_path: Path) -> None:
+def test_page_lists_cells_quotes_the_pages_orderings_and_names_missing_cells(tmp_path: Path) -> None:
     page = write_reproduction(_results(tmp_path), tmp_path / "docs" / "reproduction.md").read_text()
     assert "| 0.2 | IID | AOCS | 70.00 ± 1.00 (0 1 2) | 78.62 ± 0.26 | -8.62 |" in page
-    assert "AOCS > Random holds;" in page  # 10 points apart, se ≈ 0.8
-    assert "FedPCS > Random within two standard errors" in page  # 1 point apart, se ≈ 1.8
-    assert "FedPCS > AOCS fails." in page
-    assert "Best: AOCS." in page
+    # the paper family quoted as its page decided it, the decomposition left to that page
+    assert "| 0.2 | IID | FedPCS | Random | Table II | +1.00 |" in page and "| FedPCS | ablation |" not in page
+    assert "| 0.2 | IID | FedPCS | AOCS | Table II | -9.00 |" in page and "| fails |" in page
+    assert "Of these 2 orderings: 1 fails, 1 not decided" in page
     assert "Fed-CBS (τ = 0.2, IID)" in page and "DELTA (τ = 0.2, IID)" in page
     assert "| 30 | Privacy-aware | 50.00 ± 1.00 (0 1) | 54.80 | -4.80 | 0.210 |" in page
-    assert "- s = 30: P > U holds; P > B fails." in page
+    assert "| 30 | P | U | +29.75 |" in page and "two standard errors" not in page
+    assert "Our Random ends -14.69 to -14.69 points from the paper's." in page
 
 
 def test_cli_writes_the_page_and_refuses_an_empty_folder(tmp_path: Path) -> None:

@@ -7,15 +7,18 @@ of freedom; without two common seeds, by Welch's t-test with Welch–Satterthwai
 freedom. "holds" when the one-sided p of A > B is below 0.05, "fails" when that of B > A is,
 otherwise "not decided"; always with the difference, its two-sided 95 % interval and p. One seed
 decides nothing. Across the orderings one table claims, :func:`holm` adjusts the p-values
-(Holm 1979) before the verdicts are read.
-
-:func:`verdict` and :func:`ordering` are the earlier two-standard-error rule, which the paper
-pages' generators still call until they are regenerated under :func:`decide`.
+(Holm 1979) before the verdicts are read. Every page that decides an ordering (the paper
+tables, figure pages, the reproduction page and ``fedgame claim``) decides it by this rule, on
+per-seed values, and prints it with :meth:`Decision.line` or :meth:`Decision.cells` and
+:func:`rule_note`; a claim that needs several orderings at once is read by :func:`all_hold`.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -23,8 +26,10 @@ from typing import Any, Literal
 from scipy import stats
 
 from fedgame.pipeline.results import finished_runs
+from fedgame.pipeline.store import atomic_write_text
 
-__all__ = ["ALPHA", "Decision", "Gap", "decide", "gap", "holm", "read_runs", "verdict"]
+__all__ = ["ALPHA", "COLUMNS", "ORDERINGS", "Decision", "Gap", "all_hold", "decide", "gap", "holm", "read_orderings", "read_runs",
+           "rule_note", "write_orderings"]
 
 #: one-sided level of every ordering claim
 ALPHA = 0.05
@@ -60,29 +65,11 @@ def _mean_se(xs: list[float]) -> tuple[float, float, float]:
     return m, sd, sd / math.sqrt(n) if n > 1 else math.nan
 
 
-def verdict(diff: float, se: float) -> str:
-    """``holds`` (diff ≥ 2 se), ``fails`` (diff ≤ −2 se) or ``within two standard errors``."""
-    if not math.isfinite(se):
-        return "holds (one seed, no error bar)" if diff > 0 else "fails (one seed, no error bar)"
-    if diff >= 2 * se:
-        return "holds"
-    if diff <= -2 * se:
-        return "fails"
-    return "within two standard errors"
-
-
-def ordering(a_mean: float, a_std: float, a_n: int, b_mean: float, b_std: float, b_n: int) -> str:
-    """The verdict on "A above B" from two cells' mean ± sample std over their seeds: the
-    difference against the standard error of the difference, √(s_A²/n_A + s_B²/n_B)."""
-    se = math.sqrt(a_std**2 / a_n + b_std**2 / b_n) if a_n > 1 and b_n > 1 else math.nan
-    return verdict(a_mean - b_mean, se)
-
-
 @dataclass(frozen=True)
 class Gap:
     """mean ± std of A and B, their difference with its standard error, the paired difference
-    over common seeds with its standard error (and the earlier two-standard-error reading of it,
-    ``paired_verdict``), and the verdict of the rule (:func:`decide`; ``verdict`` is its verdict)."""
+    over common seeds with its standard error, and the verdict of the rule (:func:`decide`;
+    ``verdict`` is its verdict)."""
 
     a_mean: float
     a_std: float
@@ -95,7 +82,6 @@ class Gap:
     verdict: str
     paired_diff: float
     paired_se: float
-    paired_verdict: str
     decision: Decision | None = None
     """The verdict by :func:`decide` (paired t over common seeds, else Welch), the rule."""
 
@@ -137,15 +123,34 @@ class Decision:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def line(self, *, scale: float = 1.0, unit: str = "", verdict: bool = True) -> str:
+    def line(self, *, scale: float = 1.0, unit: str = "", verdict: bool = True, spec: str = ".2f") -> str:
         """``+1.23 points [0.4, 2.1] (paired t, n = 5, df 4, p = 0.012): holds`` (without the
-        verdict where ``verdict`` is False)."""
+        verdict where ``verdict`` is False); the difference and interval times ``scale`` in the
+        format ``spec``."""
         if self.test == "none":
-            return f"{scale * self.diff:+.2f}{unit}" + (f" ({self.verdict})" if verdict else "")
-        p = f"p = {self.p:.3g}" + (" Holm-adjusted" if self.adjusted else "")
-        n = f"n = {self.n_pairs}" if self.test == "paired t" else f"n = {self.n_a} and {self.n_b}"
-        return (f"{scale * self.diff:+.2f}{unit} [{scale * self.ci_low:.2f}, {scale * self.ci_high:.2f}] "
-                f"({self.test}, {n}, df {self.df:.3g}, {p})" + (f": {self.verdict}" if verdict else ""))
+            return f"{scale * self.diff:+{spec}}{unit}" + (f": {self.verdict}" if verdict else "")
+        p = f"p = {self.p:.3g}" + (" Holm-adjusted" if self.adjusted else "") + self._reverse("; B > A: p = ")
+        return (f"{scale * self.diff:+{spec}}{unit} [{scale * self.ci_low:{spec}}, {scale * self.ci_high:{spec}}] "
+                f"({self.test}, {self._n()}, df {self.df:.3g}, {p})" + (f": {self.verdict}" if verdict else ""))
+
+    def cells(self, *, scale: float = 1.0, spec: str = ".2f") -> list[str]:
+        """The cells of :data:`COLUMNS` for a table of orderings: difference, 95 % interval, test
+        (with n and df), one-sided p (Holm-adjusted where the decision is) and the verdict."""
+        if self.test == "none":
+            return [f"{scale * self.diff:+{spec}}", "—", "none", "—", self.verdict]
+        return [f"{scale * self.diff:+{spec}}", f"[{scale * self.ci_low:{spec}}, {scale * self.ci_high:{spec}}]",
+                f"{self.test}, {self._n()}, df {self.df:.3g}", f"{self.p:.3g}" + self._reverse(" (B > A: ", ")"), self.verdict]
+
+    def _reverse(self, before: str, after: str = "") -> str:
+        """The one-sided p of B > A, which is what decides a "fails": printed only then."""
+        return f"{before}{self.p_reverse:.3g}{after}" if self.verdict == "fails" else ""
+
+    def _n(self) -> str:
+        return f"n = {self.n_pairs}" if self.test == "paired t" else f"n = {self.n_a} and {self.n_b}"
+
+
+#: the columns of a table of orderings after those naming A and B (:meth:`Decision.cells`)
+COLUMNS = ("A − B", "95 % interval", "test", "one-sided p", "verdict")
 
 
 def _verdict_of(p: float, p_reverse: float, alpha: float = ALPHA) -> str:
@@ -218,6 +223,75 @@ def holm(decisions: list[Decision], *, alpha: float = ALPHA) -> list[Decision]:
     return out
 
 
+def all_hold(decisions: Iterable[Decision]) -> str:
+    """The verdict on a claim that needs every one of several orderings (P above U *and* B,
+    a rise at every step): "fails" where one of them fails, "holds" where every one holds,
+    otherwise "not decided" ("not decided (one seed)" where a one-seed cell is why)."""
+    verdicts = [d.verdict for d in decisions]
+    if not verdicts:
+        return "not decided"
+    if "fails" in verdicts:
+        return "fails"
+    if all(v == "holds" for v in verdicts):
+        return "holds"
+    return "not decided (one seed)" if "not decided (one seed)" in verdicts else "not decided"
+
+
+def rule_note(decisions: list[Decision], where: str = "table", unit: str = "points of accuracy") -> str:
+    """The sentence a page prints with its orderings: the rule of :func:`decide`, the unit of
+    the differences and Holm's family (the orderings ``decisions`` of this ``where``)."""
+    m = sum(d.test != "none" and math.isfinite(d.p) for d in decisions)  # the family holm() adjusts
+    family = (f"Holm-adjusted over the {m} orderings of this {where}" if m > 1
+              else f"unadjusted (one ordering in this {where})")
+    return (f"Each ordering A > B is decided from the per-seed values: the difference of the means ({unit}; "
+            "paired: the mean difference over the seeds both sides share) with its two-sided 95 % interval, by a "
+            "one-sided paired t-test over the common seeds (Welch's t-test where fewer than two seeds are common); "
+            f"p {family}. It holds at p < {ALPHA}, fails where B > A has p < {ALPHA}, and is otherwise not decided; "
+            "one seed decides nothing.")
+
+
+#: the file beside a page that lists every ordering the page decided, one row each: what names the
+#: ordering (``labels``: the page's own columns, e.g. τ, split, A, B, what) then every field of
+#: :class:`Decision`. The reproduction page quotes these rows instead of deciding again, so a
+#: verdict has one value wherever it is printed.
+ORDERINGS = "orderings.csv"
+
+
+def write_orderings(path: Path, rows: list[tuple[dict[str, Any], Decision]]) -> None:
+    """Write ``rows`` (labels, decision) to ``path`` as CSV, decisions after Holm where the page
+    adjusted them; the label columns are those of the first row (every row must have the same)."""
+    labels = list(rows[0][0]) if rows else []
+    clash = set(labels) & set(Decision.__dataclass_fields__)
+    if clash:
+        raise ValueError(f"orderings: label column(s) {', '.join(sorted(clash))} clash with the decision's fields")
+    fields = labels + list(Decision.__dataclass_fields__)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    w.writeheader()
+    for lab, d in rows:
+        if list(lab) != labels:
+            raise ValueError(f"orderings: label columns {list(lab)} differ from {labels}")
+        w.writerow({**{k: str(v) for k, v in lab.items()}, **{k: repr(v) if isinstance(v, float) else v
+                                                                 for k, v in d.to_dict().items()}})
+    atomic_write_text(Path(path), buf.getvalue())
+
+
+def read_orderings(path: Path) -> list[tuple[dict[str, str], Decision]]:
+    """The rows :func:`write_orderings` wrote: the labels as text and each :class:`Decision`."""
+    fields = Decision.__dataclass_fields__
+    out = []
+    with Path(path).open(newline="") as f:
+        for row in csv.DictReader(f):
+            lab = {k: v for k, v in row.items() if k not in fields}
+            kw: dict[str, Any] = {}
+            for k in fields:
+                v = row[k]
+                kw[k] = (v == "True") if k == "adjusted" else int(v) if k in ("n_a", "n_b", "n_pairs") else \
+                    float(v) if k not in ("test", "verdict") else v
+            out.append((lab, Decision(**kw)))
+    return out
+
+
 def gap(a: dict[int, float], b: dict[int, float]) -> Gap:
     """The claim mean(A) > mean(B) over per-seed values ``a`` and ``b``."""
     ma, sa, ea = _mean_se(list(a.values()))
@@ -229,5 +303,4 @@ def gap(a: dict[int, float], b: dict[int, float]) -> Gap:
     else:
         pm, pse = math.nan, math.nan
     d = decide(a, b)
-    return Gap(ma, sa, sorted(a), mb, sb, sorted(b), ma - mb, se, d.verdict, pm, pse,
-               verdict(pm, pse) if common else "no common seeds", d)
+    return Gap(ma, sa, sorted(a), mb, sb, sorted(b), ma - mb, se, d.verdict, pm, pse, d)

@@ -400,13 +400,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, default=100, help="instances per point (the reference means used 100)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    from fedgame.experiments.reports import write
+    from fedgame.pipeline.results import record_report
 
     if a.seeds < 1:
         raise SystemExit(f"--seeds: must be >= 1 (instances per point), got {a.seeds}")
     solve_points(a.dest / "runs", a.seeds, a.seed, BUDGETS, CANDIDATES, FIXED_BUDGET)
     logging.basicConfig(level=logging.INFO)
-    log.info("%s", write("jdp-auction", [a.dest / "runs"], a.dest, budget="auctions"))
+    rows = write_auction_report(a.dest / "runs", a.dest)["rows"]
+    record_report(a.dest, "jdp-auction", [a.dest / "runs"], "auctions")
+    log.info("fig2: %d rows → %s", len(rows), a.dest / "fig2.md")
 
 
 if __name__ == "__main__":

@@ -272,7 +272,7 @@ def write_sweep_runs(root: Path, dest: Path) -> float | None:
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m fedgame.experiments.kappa_sweep [--out DIR] [--kappa K ...]``: solve the κ
     not yet under ``DIR/runs`` (resumable), then write the sweep from every cell there."""
-    from fedgame.experiments.reports import write
+    from fedgame.pipeline.results import record_report
     from fedgame.pipeline.runner import versions
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -292,7 +292,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         save_row(row, cell, {"instance": instance, "kappa": float(kappa), "seed": args.seed, "n_clients": 100,
                              "clients_per_round": 20, "rounds": 30, "gamma": 0.5, "budget": [700.0, 300.0], "n_starts": 8},
                  versions())
-    log.info("%s", write("kappa-sweep", [args.out / "runs"], args.out, budget="game"))
+    chosen = write_sweep_runs(args.out / "runs", args.out)
+    record_report(args.out, "kappa-sweep", [args.out / "runs"], "game")
+    log.info("kappa sweep: chosen acc_scale %s → %s", chosen, args.out / "sweep.md")
 
 
 if __name__ == "__main__":

@@ -11,13 +11,22 @@ of ``recipes/qidpfl/`` (names ``fedavg``, ``fedavg_select``, ``fedavg_dp``, ``qi
   accuracy over the first third of the rounds, the total reward Σ_t R_t and the total server cost
   U_T = Σ_t u_t (game methods), the ε of the ledger (``epsilon_max`` of the summaries), each a mean
   over seeds, and the standard deviations over seeds of the accuracies, reward and cost;
-- ``comparison.md``: a table per partition and the claims of Sec. V-B, each decided from those
-  numbers (every ordering of means against two standard errors of its difference: holds /
-  within two standard errors / fails; undecided when a method is missing): C1 (panel a: FedAvg-DP lowest,
-  FedAvg-select and QI-DPFL faster and higher than FedAvg, QI-DPFL ≈ FedAvg-select), C2 (panels
-  b-d: QI-DPFL's accuracy on par with Max at the lowest cost and reward, Random in between),
-  C3 (QI-DPFL above FedAvg-DP, every gap larger under Non-IID) and C4 (QI-DPFL's reward rises
-  with t until R_max, Theorem 2);
+- ``comparison.md``: a table per partition and the claims of Sec. V-B. Every claim is decided
+  from the runs' per-seed values (:func:`per_seed`: final and early accuracy, total reward and
+  cost, the smallest reward step), paired by seed, by the project's one rule
+  (:func:`~fedgame.experiments.claims.decide`: one-sided paired t over the common seeds, Welch
+  without two; p Holm-adjusted over the page's distinct orderings; holds / fails / not decided,
+  "not decided (one seed)"); a statement or claim that needs several orderings is read by
+  :func:`~fedgame.experiments.claims.all_hold`; "not decided (a method is missing)" without the
+  runs. C1 (panel a: FedAvg-DP lowest, FedAvg-select and QI-DPFL faster and higher than FedAvg,
+  QI-DPFL ≈ FedAvg-select: QI-DPFL + 1 > FedAvg-select and FedAvg-select + 1 > QI-DPFL), C2
+  (panels b-d: QI-DPFL ≈ Max within 1 point, the lowest total cost and reward of the three
+  policies, Random's reward between QI-DPFL's and Max's), C3 (QI-DPFL above FedAvg-DP; each gap
+  larger under Non-IID than IID, decided on the per-seed gaps gap_Non-IID[seed] vs
+  gap_IID[seed]) and C4 (Theorem 2: QI-DPFL's reward rises at every step until R_max, decided on
+  each seed's smallest step R_t − R_{t−1} against 0);
+- ``orderings.csv``: every ordering the page decides, once (claim, split, A, B, quantity, the
+  statements that use it, and the decision after Holm);
 - ``fig_<partition>.png``: the four panels of the paper's Figs. 3-6 (mean over seeds ± std), and
   ``configs/`` (the configs of every run used).
 
@@ -38,14 +47,14 @@ import json
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fedgame.experiments.claims import ordering, verdict
+from fedgame.experiments.claims import ORDERINGS, Decision, all_hold, decide, holm, rule_note, write_orderings
 from fedgame.pipeline.store import atomic_write_text
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
 from fedgame.incentives.games.qidpfl import fit_accuracy_curve
@@ -54,10 +63,13 @@ from fedgame.pipeline.results import code_note, finished_runs, flatten, mean_std
 __all__ = [
     "ClaimCheck",
     "METHODS",
+    "QUANTITIES",
     "SWEEP",
     "collect",
     "collect_sweep",
     "evaluate_claims",
+    "orderings",
+    "per_seed",
     "write_comparison",
     "write_curve",
 ]
@@ -85,6 +97,7 @@ PARTITION_LABELS = {"iid": "IID", "dirichlet": "Non-IID"}
 SWEEP = "qidpfl_sweep"
 #: gaps (a − b, final accuracy) that C3 expects larger under Non-IID than IID
 C3_GAPS: tuple[tuple[str, str], ...] = (("QI-DPFL", "FedAvg-DP"), ("FedAvg-select", "FedAvg"), ("QI-DPFL", "FedAvg"))
+#: relative tolerance for "R_t has reached R_max,t" (the applied reward is clipped to R_max,t)
 _TOL = 1e-9
 
 Cells = dict[tuple[str, str], list[dict[str, Any]]]
@@ -285,10 +298,11 @@ def _fig2(curves: dict[str, Any], path: Path) -> None:
 
 # -- the comparison (Figs. 3-6, claims C1-C4) ------------------------------------------------------
 def write_comparison(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
-    """Write ``comparison.csv``, ``comparison.md`` (tables and claims C1-C4), one
-    ``fig_<partition>.png`` per partition kind and ``configs/`` for the six methods' runs under
-    ``root``; return the CSV rows (accuracies in %, rounded to 2 decimals; reward, cost and ε to 6
-    significant digits; the claims are decided from these rounded numbers)."""
+    """Write ``comparison.csv``, ``comparison.md`` (tables and claims C1-C4), ``orderings.csv``
+    (every ordering the page decides, once, after Holm), one ``fig_<partition>.png`` per partition
+    kind and ``configs/`` for the six methods' runs under ``root``; return the CSV rows (accuracies
+    in %, rounded to 2 decimals; reward, cost and ε to 6 significant digits). The claims are
+    decided from the runs' per-seed values (:func:`per_seed`), never from these rounded means."""
     cells = collect(root)
     rows: list[dict[str, Any]] = []
     for kind in _partitions(k for k, _ in cells):
@@ -316,190 +330,283 @@ def write_comparison(root: Path, dest: Path, *, budget: str) -> list[dict[str, A
                 "rounds": runs[0]["cfg"].get("train", {}).get("rounds"),
                 "dataset": _dataset(runs[0]),
                 "budget": budget,
-                # the spreads behind the orderings of early accuracy, reward and cost (last, so the
-                # columns before them keep their places)
+                # the spreads of early accuracy, reward and cost (last, so the columns before them
+                # keep their places)
                 "early_acc_std": round(early[1], 2),
                 "total_reward_std": _sig(reward[1]),
                 "total_cost_std": _sig(cost[1]),
             })
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "comparison.csv", rows, empty_header=["partition", "method", "n_seeds", "seeds"])
-    checks = evaluate_claims(rows, cells)
+    checks = evaluate_claims(per_seed(cells))
     kinds = _partitions(k for k, _ in cells)
     figures = [(kind, f"fig_{kind}.png") for kind in kinds if _fig_partition(cells, kind, dest / f"fig_{kind}.png")]
+    write_orderings(dest / ORDERINGS, orderings(checks))
     md = _markdown(rows, checks, figures, budget, cells)
     atomic_write_text(dest / "comparison.md", md + "\n" + code_note(r["dir"] for runs in cells.values() for r in runs) + "\n")
     copy_configs(cells.values(), dest, root=root)
     return rows
 
 
+#: what a per-seed value of :func:`per_seed` measures → (its name on the page and in
+#: orderings.csv, the format of a difference, the unit of a difference)
+QUANTITIES: dict[str, tuple[str, str, str]] = {
+    "final_acc": ("final accuracy (%)", ".2f", " points"),
+    "early_acc": ("accuracy over the first third of rounds (%)", ".2f", " points"),
+    "total_reward": ("total reward Σ R_t", ".4g", ""),
+    "total_cost": ("total cost U_T", ".4g", ""),
+    "gap": ("gap in final accuracy (points)", ".2f", " points"),
+    "min_rise": ("smallest step R_t − R_{t−1} up to R_max,t", ".4g", ""),
+}
+
+Values = dict[tuple[str, str, str], dict[int, float]]
+#: an ordering to decide: (A's label, A's per-seed values, B's label, B's per-seed values)
+Pair = tuple[str, dict[int, float], str, dict[int, float]]
+
+
+def _min_rise(run: dict[str, Any]) -> float:
+    """C4's per-seed value: the smallest step R_t − R_{t−1} of the run's reward over the rounds
+    up to the first one where R_t reaches R_max,t (every round where it never does); positive
+    exactly when R_t rises at every step until R_max. NaN without a reward column or a step."""
+    if not run["metrics"] or "reward" not in run["metrics"][0]:
+        return math.nan
+    R = _column(run, "reward")
+    R_max = _column(run, "R_max") if "R_max" in run["metrics"][0] else np.full(R.size, math.nan)
+    reached = np.flatnonzero(np.isfinite(R_max) & (R >= R_max * (1 - _TOL)))
+    stop = int(reached[0]) if reached.size else R.size - 1
+    steps = np.diff(R[: stop + 1])
+    steps = steps[np.isfinite(steps)]
+    return float(steps.min()) if steps.size else math.nan
+
+
+def per_seed(cells: Cells) -> Values:
+    """``{(partition, method, quantity): {seed: value}}`` of :func:`collect`'s cells, finite values
+    only (a cell without a quantity has no key): what the claims are decided from, paired by seed.
+    Quantities (:data:`QUANTITIES`): final and early accuracy (%), total reward Σ R_t and total
+    server cost U_T, and for the game runs C4's smallest reward step (:func:`_min_rise`)."""
+    get: dict[str, Callable[[dict[str, Any]], float]] = {
+        "final_acc": lambda r: 100.0 * _float(r["summary"].get("final_accuracy")),
+        "early_acc": _early_acc,
+        "total_reward": lambda r: _total(r, "reward"),
+        "total_cost": lambda r: _total(r, "cost_u_t"),
+        "min_rise": _min_rise,
+    }
+    out: Values = {}
+    for (kind, method), runs in cells.items():
+        for quantity, f in get.items():
+            vals = {int(r["seed"]): f(r) for r in runs}
+            vals = {s: v for s, v in vals.items() if math.isfinite(v)}
+            if vals:
+                out[(kind, method, quantity)] = vals
+    return out
+
+
 @dataclass(frozen=True)
 class ClaimCheck:
-    """One statement of a claim of the paper's Sec. V-B decided from the numbers: ``holds`` is
-    None when a method it needs is missing. ``partition`` is a kind, or ``"<kind> vs iid"`` for
-    C3's gaps."""
+    """One statement of a claim of the paper's Sec. V-B and the orderings that decide it: each
+    pair (A, B) of ``pairs`` is "A's ``quantity`` above B's", decided by
+    :func:`~fedgame.experiments.claims.decide` on per-seed values (``decisions``, Holm-adjusted
+    over the page), and the statement's verdict is :func:`~fedgame.experiments.claims.all_hold`
+    of them. ``numbers``: the means over seeds it is about; ``missing``: the methods without runs
+    (then nothing is decided). ``partition`` is a kind, or ``"<kind> vs iid"`` for C3's gaps."""
 
     claim: str
     partition: str
     statement: str
-    holds: bool | None
+    quantity: str
     numbers: str
-    #: for an ordering of means with error bars: its verdict against two standard errors of the
-    #: difference (holds / within two standard errors / fails), which then decides the check
-    noise: str | None = None
+    pairs: tuple[tuple[str, str], ...] = ()
+    decisions: tuple[Decision, ...] = ()
+    missing: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> str:
-        if self.holds is None:
-            return "undecided"
-        if self.noise is not None:
-            return self.noise
-        return "holds" if self.holds else "fails"
+        """all_hold of the orderings; "not decided (a method is missing)" without the runs."""
+        return "not decided (a method is missing)" if self.missing else all_hold(self.decisions)
 
     def line(self) -> str:
+        """``statement: verdict (numbers)``; the orderings are :meth:`ordering_lines`."""
         return f"{self.statement}: {self.verdict} ({self.numbers})"
 
+    def ordering_lines(self) -> list[str]:
+        """``A > B: difference [95 % interval] (test, n, df, p): verdict``, one per ordering."""
+        _, spec, unit = QUANTITIES[self.quantity]
+        return [f"{a} > {b}: {d.line(spec=spec, unit=unit)}" for (a, b), d in zip(self.pairs, self.decisions, strict=True)]
 
-def _verdict(checks: list[ClaimCheck]) -> str:
-    """A claim fails if one of its checks fails, is undecided if one has no numbers, is within
-    two standard errors if one ordering is, and holds otherwise."""
-    verdicts = [c.verdict for c in checks]
-    if any(v.startswith("fails") for v in verdicts):
+
+def _claim_verdict(checks: list[ClaimCheck]) -> str:
+    """A claim needs every ordering of every one of its statements: "fails" where one fails,
+    else "not decided (a method is missing)" where a statement lacks runs, else
+    :func:`~fedgame.experiments.claims.all_hold` of all its orderings."""
+    decisions = [d for c in checks for d in c.decisions]
+    if any(d.verdict == "fails" for d in decisions):
         return "fails"
-    if "undecided" in verdicts:
-        return "undecided"
-    return "within two standard errors" if "within two standard errors" in verdicts else "holds"
+    if any(c.missing for c in checks):
+        return "not decided (a method is missing)"
+    return all_hold(decisions)
 
 
-def _worst(verdicts: list[str]) -> str:
-    """The weakest of several orderings' verdicts (fails < within two standard errors < holds)."""
-    for v in ("fails", "within two standard errors"):
-        hit = [x for x in verdicts if x.startswith(v)]
-        if hit:
-            return hit[0]
-    return verdicts[0] if verdicts else "holds"
-
-
-def evaluate_claims(rows: list[dict[str, Any]], cells: Cells) -> list[ClaimCheck]:
-    """C1-C4 (Sec. V-B) from the CSV ``rows`` (C1-C3) and the QI-DPFL runs' ``metrics.csv``
-    (C4), in the order C1, C2, C3, C4 per partition, then C3's gaps across partitions."""
-    by = {(r["partition"], r["method"]): r for r in rows}
-    kinds = _partitions(r["partition"] for r in rows)
+def evaluate_claims(values: Values) -> list[ClaimCheck]:
+    """C1-C4 (Sec. V-B) decided from the per-seed ``values`` (:func:`per_seed`), in the order C1,
+    C2, C3, C4 per partition, then C3's gaps across partitions. Each distinct ordering (partition,
+    A, B, quantity) is decided once by :func:`~fedgame.experiments.claims.decide` (paired by seed),
+    and the p-values of all of them are Holm-adjusted together: the page's family. A statement
+    that shares an ordering with another (QI-DPFL above FedAvg-DP in C1 and C3) shows the same
+    decision."""
+    kinds = _partitions(k for k, _, _ in values)
+    raw: dict[tuple[str, str, str, str], Decision] = {}
     out: list[ClaimCheck] = []
 
-    def get(kind: str, method: str, key: str) -> float:
-        r = by.get((kind, method))
-        return _float(r[key]) if r is not None else math.nan
+    def v(kind: str, method: str, quantity: str) -> dict[int, float]:
+        return values.get((kind, method, quantity), {})
 
-    # test, numbers and noise are called without arguments; Callable[..., T] rather than
-    # Callable[[], T] because mypy cannot match the lambdas that bind loop variables as
-    # defaults (lambda m=m: ...) to a callable of no parameters
-    def check(claim: str, kind: str, statement: str, needs: dict[str, float], test: Callable[..., bool], numbers: Callable[..., str],
-              noise: Callable[..., str] | None = None) -> None:
-        missing = [m for m, v in needs.items() if not np.isfinite(v)]
+    def mean(xs: dict[int, float]) -> float:
+        return sum(xs.values()) / len(xs) if xs else math.nan
+
+    def statement(claim: str, split: str, text: str, quantity: str, needs: list[tuple[str, str, str]],
+                  pairs: list[Pair], numbers: str) -> None:
+        """Add the statement ``text``: its orderings ``pairs`` (A, A's values, B, B's values),
+        each decided once, when every (partition, method, quantity) of ``needs`` has values;
+        ``numbers``: the means it is about."""
+        missing = tuple(dict.fromkeys(m for k, m, q in needs if not v(k, m, q)))
         if missing:
-            out.append(ClaimCheck(claim, kind, statement, None, "no number for " + ", ".join(missing)))
-        else:
-            out.append(ClaimCheck(claim, kind, statement, bool(test()), numbers(), None if noise is None else noise()))
+            out.append(ClaimCheck(claim, split, text, quantity, f"no {QUANTITIES[quantity][0]} of " + ", ".join(missing),
+                                  missing=missing))
+            return
+        found = []
+        for a, va, b, vb in pairs:
+            key = (split, a, b, quantity)
+            if key not in raw:
+                raw[key] = decide(va, vb)
+            found.append((a, b))
+        out.append(ClaimCheck(claim, split, text, quantity, numbers, tuple(found)))
 
-    def above(kind: str, a: str, b: str, key: str = "final_acc") -> str:
-        """Verdict on "a's ``key`` (final accuracy, early accuracy, total reward or cost) above
-        b's" against two standard errors of the difference of the means over seeds."""
-        ra, rb = by[(kind, a)], by[(kind, b)]
-        return ordering(_float(ra[f"{key}_mean"]), _float(ra[f"{key}_std"]), int(ra["n_seeds"]),
-                        _float(rb[f"{key}_mean"]), _float(rb[f"{key}_std"]), int(rb["n_seeds"]))
+    def above(kind: str, quantity: str, *pairs: tuple[str, str]) -> list[Pair]:
+        """"A's ``quantity`` above B's" for each (A, B) of ``pairs``."""
+        return [(a, v(kind, a, quantity), b, v(kind, b, quantity)) for a, b in pairs]
 
-    def gap_se(kind: str, a: str, b: str) -> float:
-        return math.sqrt(sum(_float(by[(kind, m)]["final_acc_std"]) ** 2 / int(by[(kind, m)]["n_seeds"]) for m in (a, b)))
+    def within(kind: str, a: str, b: str, margin: float = 1.0) -> list[Pair]:
+        """a ≈ b within ``margin`` points of final accuracy: a + margin > b and b + margin > a
+        (two one-sided tests)."""
+        va, vb = v(kind, a, "final_acc"), v(kind, b, "final_acc")
+        return [(f"{a} + {margin:g}", {s: x + margin for s, x in va.items()}, b, vb),
+                (f"{b} + {margin:g}", {s: x + margin for s, x in vb.items()}, a, va)]
 
     for kind in kinds:
-        fin = {m: get(kind, m, "final_acc_mean") for m in ORDER}
-        early = {m: get(kind, m, "early_acc_mean") for m in ORDER}
-        reward = {m: get(kind, m, "total_reward_mean") for m in POLICIES}
-        cost = {m: get(kind, m, "total_cost_mean") for m in POLICIES}
+        def fin(m: str, kind: str = kind) -> float:
+            return mean(v(kind, m, "final_acc"))
+
+        def needs(quantity: str, *methods: str, kind: str = kind) -> list[tuple[str, str, str]]:
+            return [(kind, m, quantity) for m in methods]
+
         # C1 (panel a)
-        others = {m: fin[m] for m in PANEL_A if m != "FedAvg-DP" and np.isfinite(fin[m])}
-        check("C1", kind, "FedAvg-DP has the lowest final accuracy of FedAvg, FedAvg-select, FedAvg-DP, QI-DPFL",
-              {"FedAvg-DP": fin["FedAvg-DP"], "another method": min(others.values(), default=math.nan)},
-              lambda: fin["FedAvg-DP"] < min(others.values()),
-              lambda: f"FedAvg-DP {fin['FedAvg-DP']:.2f} %; " + ", ".join(f"{m} {v:.2f}" for m, v in others.items()),
-              lambda: _worst([above(kind, m, "FedAvg-DP") for m in others]))
+        others = ("FedAvg", "FedAvg-select", "QI-DPFL")
+        statement("C1", kind, "FedAvg-DP has the lowest final accuracy of FedAvg, FedAvg-select, FedAvg-DP, QI-DPFL", "final_acc",
+                  needs("final_acc", "FedAvg-DP", *others), above(kind, "final_acc", *((m, "FedAvg-DP") for m in others)),
+                  f"FedAvg-DP {fin('FedAvg-DP'):.2f} %; " + ", ".join(f"{m} {fin(m):.2f}" for m in others))
         for m in ("FedAvg-select", "QI-DPFL"):
-            check("C1", kind, f"{m} above FedAvg at the end", {m: fin[m], "FedAvg": fin["FedAvg"]},
-                  lambda m=m: fin[m] > fin["FedAvg"], lambda m=m: f"final {fin[m]:.2f} vs {fin['FedAvg']:.2f} %",
-                  lambda m=m: above(kind, m, "FedAvg"))
-            check("C1", kind, f"{m} above FedAvg over the first third of rounds (faster convergence)",
-                  {m: early[m], "FedAvg": early["FedAvg"]},
-                  lambda m=m: early[m] > early["FedAvg"], lambda m=m: f"mean {early[m]:.2f} vs {early['FedAvg']:.2f} %",
-                  lambda m=m: above(kind, m, "FedAvg", "early_acc"))
-        check("C1", kind, "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point)",
-              {"QI-DPFL": fin["QI-DPFL"], "FedAvg-select": fin["FedAvg-select"]},
-              lambda: abs(fin["QI-DPFL"] - fin["FedAvg-select"]) <= 1.0 + _TOL,
-              lambda: f"{fin['QI-DPFL']:.2f} vs {fin['FedAvg-select']:.2f} %, |difference| {abs(fin['QI-DPFL'] - fin['FedAvg-select']):.2f}")
+            statement("C1", kind, f"{m} above FedAvg at the end", "final_acc", needs("final_acc", m, "FedAvg"),
+                      above(kind, "final_acc", (m, "FedAvg")), f"final {fin(m):.2f} vs {fin('FedAvg'):.2f} %")
+            statement("C1", kind, f"{m} above FedAvg over the first third of rounds (faster convergence)", "early_acc",
+                      needs("early_acc", m, "FedAvg"), above(kind, "early_acc", (m, "FedAvg")),
+                      f"mean {mean(v(kind, m, 'early_acc')):.2f} vs {mean(v(kind, 'FedAvg', 'early_acc')):.2f} %")
+        statement("C1", kind, "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point)", "final_acc",
+                  needs("final_acc", "QI-DPFL", "FedAvg-select"), within(kind, "QI-DPFL", "FedAvg-select"),
+                  f"{fin('QI-DPFL'):.2f} vs {fin('FedAvg-select'):.2f} %")
         # C2 (panels b-d)
-        check("C2", kind, "QI-DPFL final accuracy within 1 point of Max", {"QI-DPFL": fin["QI-DPFL"], "Max": fin["Max"]},
-              lambda: abs(fin["QI-DPFL"] - fin["Max"]) <= 1.0 + _TOL,
-              lambda: f"{fin['QI-DPFL']:.2f} vs {fin['Max']:.2f} %, |difference| {abs(fin['QI-DPFL'] - fin['Max']):.2f}")
-        for what, vals, label, key in (("total cost U_T", cost, "has the lowest", "total_cost"),
-                                       ("total reward", reward, "pays the lowest", "total_reward")):
-            # "lowest" is each other policy above QI-DPFL, decided against its two standard errors
-            check("C2", kind, f"QI-DPFL {label} {what} of QI-DPFL, Max, Random", vals,
-                  lambda vals=vals: vals["QI-DPFL"] <= min(vals["Max"], vals["Random"]) * (1 + _TOL),
-                  lambda vals=vals: ", ".join(f"{m} {v:.6g}" for m, v in vals.items()),
-                  lambda key=key: _worst([above(kind, m, "QI-DPFL", key) for m in ("Max", "Random")]))
-        check("C2", kind, "Random's total reward lies between QI-DPFL's and Max's (mean over seeds)", reward,
-              lambda: reward["QI-DPFL"] <= reward["Random"] * (1 + _TOL) and reward["Random"] <= reward["Max"] * (1 + _TOL),
-              lambda: f"QI-DPFL {reward['QI-DPFL']:.6g}, Random {reward['Random']:.6g}, Max {reward['Max']:.6g}",
-              lambda: _worst([above(kind, "Random", "QI-DPFL", "total_reward"), above(kind, "Max", "Random", "total_reward")]))
+        statement("C2", kind, "QI-DPFL final accuracy within 1 point of Max", "final_acc", needs("final_acc", "QI-DPFL", "Max"),
+                  within(kind, "QI-DPFL", "Max"), f"{fin('QI-DPFL'):.2f} vs {fin('Max'):.2f} %")
+        for what, label, quantity in (("total cost U_T", "has the lowest", "total_cost"), ("total reward", "pays the lowest", "total_reward")):
+            # "lowest" is each other policy above QI-DPFL
+            statement("C2", kind, f"QI-DPFL {label} {what} of QI-DPFL, Max, Random", quantity, needs(quantity, *POLICIES),
+                      above(kind, quantity, ("Max", "QI-DPFL"), ("Random", "QI-DPFL")),
+                      ", ".join(f"{m} {mean(v(kind, m, quantity)):.6g}" for m in POLICIES))
+        statement("C2", kind, "Random's total reward lies between QI-DPFL's and Max's", "total_reward",
+                  needs("total_reward", *POLICIES), above(kind, "total_reward", ("Random", "QI-DPFL"), ("Max", "Random")),
+                  ", ".join(f"{m} {mean(v(kind, m, 'total_reward')):.6g}" for m in ("QI-DPFL", "Random", "Max")))
         # C3 (per partition)
-        check("C3", kind, "QI-DPFL above FedAvg-DP at the end (effect of screening)",
-              {"QI-DPFL": fin["QI-DPFL"], "FedAvg-DP": fin["FedAvg-DP"]},
-              lambda: fin["QI-DPFL"] > fin["FedAvg-DP"], lambda: f"{fin['QI-DPFL']:.2f} vs {fin['FedAvg-DP']:.2f} %",
-              lambda: above(kind, "QI-DPFL", "FedAvg-DP"))
-        # C4
-        out.append(_c4(kind, cells.get((kind, "QI-DPFL"), [])))
-    # C3: the gaps, every non-IID partition against IID
+        statement("C3", kind, "QI-DPFL above FedAvg-DP at the end (effect of screening)", "final_acc",
+                  needs("final_acc", "QI-DPFL", "FedAvg-DP"), above(kind, "final_acc", ("QI-DPFL", "FedAvg-DP")),
+                  f"{fin('QI-DPFL'):.2f} vs {fin('FedAvg-DP'):.2f} %")
+        # C4 (Theorem 2): every seed's smallest step before R_max against 0
+        rises = v(kind, "QI-DPFL", "min_rise")
+        statement("C4", kind, "QI-DPFL reward R_t rises at every step t until it reaches R_max,t", "min_rise",
+                  needs("min_rise", "QI-DPFL"),
+                  [("QI-DPFL smallest step", rises, "0", {s: 0.0 for s in rises})],
+                  "smallest step R_t − R_{t−1} up to R_max,t per seed: "
+                  + ", ".join(f"{s}: {x:.4g}" for s, x in sorted(rises.items())))
+    # C3: the gaps, every non-IID partition against IID, per seed (the seeds pair across partitions)
     if "iid" in kinds:
+        def gaps(kind: str, a: str, b: str) -> dict[int, float]:
+            va, vb = v(kind, a, "final_acc"), v(kind, b, "final_acc")
+            return {s: va[s] - vb[s] for s in sorted(va.keys() & vb.keys())}
+
         for kind in (k for k in kinds if k != "iid"):
             for a, b in C3_GAPS:
-                g_iid = get("iid", a, "final_acc_mean") - get("iid", b, "final_acc_mean")
-                g_non = get(kind, a, "final_acc_mean") - get(kind, b, "final_acc_mean")
-                check("C3", f"{kind} vs iid", f"gap {a} − {b} larger under {_label(kind)} than IID",
-                      {f"{a} − {b} ({_label(kind)})": g_non, f"{a} − {b} (IID)": g_iid},
-                      lambda g_non=g_non, g_iid=g_iid: g_non > g_iid,
-                      lambda g_non=g_non, g_iid=g_iid: f"{g_non:.2f} vs {g_iid:.2f} points",
-                      lambda g_non=g_non, g_iid=g_iid, a=a, b=b, kind=kind: verdict(
-                          g_non - g_iid, math.hypot(gap_se(kind, a, b), gap_se("iid", a, b))))
-    return out
+                g_non, g_iid = gaps(kind, a, b), gaps("iid", a, b)
+                statement("C3", f"{kind} vs iid", f"gap {a} − {b} larger under {_label(kind)} than IID", "gap",
+                          [(k, m, "final_acc") for k in (kind, "iid") for m in (a, b)],
+                          [(f"{a} − {b} ({_label(kind)})", g_non, f"{a} − {b} (IID)", g_iid)],
+                          f"{mean(g_non):.2f} vs {mean(g_iid):.2f} points" if g_non and g_iid else "no seed in both cells")
+    adjusted = dict(zip(raw, holm(list(raw.values())), strict=True))
+    return [ClaimCheck(c.claim, c.partition, c.statement, c.quantity, c.numbers, c.pairs,
+                       tuple(adjusted[(c.partition, a, b, c.quantity)] for a, b in c.pairs), c.missing) for c in out]
 
 
-def _c4(kind: str, runs: list[dict[str, Any]]) -> ClaimCheck:
-    """C4 on every QI-DPFL run: R_t ≥ R_{t−1} for every t before the first round with
-    R_t ≥ R_max,t (relative tolerance 1e-9); rounds are numbered from 1."""
-    statement = "QI-DPFL reward R_t non-decreasing in t until it reaches R_max,t"
-    runs = [r for r in runs if r["metrics"] and "reward" in r["metrics"][0]]
-    if not runs:
-        return ClaimCheck("C4", kind, statement, None, "no QI-DPFL run with a reward column")
-    ok, parts = True, []
-    for r in runs:
-        R, R_max = _column(r, "reward"), _column(r, "R_max")
-        reached = np.flatnonzero(np.isfinite(R_max) & (R >= R_max * (1 - _TOL)))
-        stop = int(reached[0]) if reached.size else R.size
-        falls = [t for t in range(1, min(stop + 1, R.size)) if R[t] < R[t - 1] * (1 - _TOL)]
-        where = f"R_max reached at round {stop + 1}" if reached.size else "R_max not reached"
-        if falls:
-            ok = False
-            t = falls[0]
-            parts.append(f"seed {r['seed']}: falls at round {t + 1} ({R[t - 1]:.4g} → {R[t]:.4g}), {where}")
-        else:
-            parts.append(f"seed {r['seed']}: non-decreasing, {where}")
-    return ClaimCheck("C4", kind, statement, ok, "; ".join(parts))
+def orderings(checks: list[ClaimCheck]) -> list[tuple[dict[str, Any], Decision]]:
+    """Every distinct ordering of ``checks`` once, in page order, for ``orderings.csv``: labels
+    ``claim`` and ``statement`` (those that use it, joined by "; "), ``split`` (partition, or
+    "<kind> vs iid"), ``a``, ``b`` and ``quantity``; the Holm-adjusted decision."""
+    found: dict[tuple[str, str, str, str], tuple[dict[str, Any], Decision]] = {}
+    for c in checks:
+        for (a, b), d in zip(c.pairs, c.decisions, strict=True):
+            key = (c.partition, a, b, c.quantity)
+            if key not in found:
+                found[key] = ({"claim": c.claim, "split": c.partition, "a": a, "b": b, "quantity": QUANTITIES[c.quantity][0],
+                               "statement": c.statement}, d)
+                continue
+            lab = found[key][0]
+            for field, value in (("claim", c.claim), ("statement", c.statement)):
+                if value not in lab[field].split("; "):
+                    lab[field] += f"; {value}"
+    return list(found.values())
 
 
 # -- markdown --------------------------------------------------------------------------------
 def _fmt(x: Any, spec: str) -> str:
     v = _float(x)
     return "—" if not np.isfinite(v) else format(v, spec)
+
+
+def _claim_lines(title: str, checks: list[ClaimCheck]) -> list[str]:
+    """A claim's verdict, each statement with its verdict and means, each ordering under it."""
+    out = [f"- **{title}: {_claim_verdict(checks)}.**"]
+    for c in checks:
+        out += [f"  - {c.line()}"] + [f"    - {x}" for x in c.ordering_lines()]
+    return out
+
+
+def _runs_sentence(cells: Cells) -> str:
+    """What the runs were, read from their configs: the rounds, the clients and
+    ``train.clients_per_round`` per method, and the seeds (the same in every cell, or not)."""
+    cfgs = [r["cfg"] for runs in cells.values() for r in runs]
+
+    def listed(xs: Iterable[Any]) -> str:
+        return ", ".join(map(str, sorted(set(xs), key=str)))
+
+    rounds = listed(c.get("train", {}).get("rounds") for c in cfgs)
+    clients = listed(c["data"]["partition"].get("n_clients") for c in cfgs)
+    by_k: dict[str, list[str]] = defaultdict(list)
+    for method in ORDER:
+        ks = listed(r["cfg"].get("train", {}).get("clients_per_round") for (_, m), runs in cells.items() if m == method for r in runs)
+        if ks:
+            by_k[ks].append(method)
+    per_round = "; ".join(f"{k} for {', '.join(ms)}" for k, ms in by_k.items())
+    seeds = {tuple(r["seed"] for r in runs) for runs in cells.values()}
+    seed_part = (f"seeds {' '.join(map(str, next(iter(seeds))))} in each of the {len(cells)} cells" if len(seeds) == 1
+                 else "seeds differ between cells (comparison.csv lists each cell's)")
+    return (f"Runs (from their configs): {len(cfgs)} runs of {rounds} rounds over {clients} clients; "
+            f"`train.clients_per_round` {per_round} (the participants per round the runs had are in the tables); {seed_part}.")
 
 
 def _markdown(rows: list[dict[str, Any]], checks: list[ClaimCheck], figures: list[tuple[str, str]], budget: str, cells: Cells) -> str:
@@ -525,24 +632,33 @@ def _markdown(rows: list[dict[str, Any]], checks: list[ClaimCheck], figures: lis
         for claim in ("C1", "C2", "C3", "C4"):
             mine = [c for c in checks if c.claim == claim and c.partition == kind]
             if mine:
-                out.append(f"- **{claim}: {_verdict(mine)}.**")
-                out += [f"  - {c.line()}" for c in mine]
+                out += _claim_lines(claim, mine)
         if kind in pictures:
             out += ["", f"![QI-DPFL, {_label(kind)}]({pictures[kind]})"]
         out += _game_report(cells, kind)
         out.append("")
     across = [c for c in checks if " vs " in c.partition]
     if across:
-        out += ["## Across partitions", "", f"- **C3 (gaps larger under Non-IID): {_verdict(across)}.**"]
-        out += [f"  - {c.line()}" for c in across]
-        out.append("")
-    r0 = rows[0]
-    out += [f"Final accuracy: the last round's test accuracy; the first third of rounds: rounds 1 to ⌈{r0['rounds']}/3⌉ "
-            f"= {math.ceil(int(r0['rounds']) / 3)}. "
+        out += ["## Across partitions", ""] + _claim_lines("C3 (gaps larger under Non-IID)", across) + [""]
+    decided = orderings(checks)
+    if decided:
+        # Holm's family: the orderings with a p (claims.holm leaves out a difference of 0 without
+        # spread, whose p is undefined, as it does one-seed cells)
+        family = [d for _, d in decided if math.isfinite(d.p)]
+        out += [rule_note(family, where="page", unit="points for accuracies and their gaps, the quantity's "
+                          "own unit for reward, cost and reward steps")
+                + " A statement that needs several orderings (lowest of several; between; ≈ within 1 point, i.e. "
+                "A + 1 > B and B + 1 > A) holds when every one holds, fails when one fails, and is otherwise not decided; "
+                "so does a claim over its statements. C4 compares each seed's smallest step R_t − R_{t−1}, over the rounds up "
+                "to the first where R_t reaches R_max,t, with 0. Each ordering is decided once (a statement sharing one shows "
+                "the same decision) and listed once in orderings.csv.", ""]
+    rounds = sorted({int(r["rounds"]) for r in rows if r["rounds"] is not None})
+    third = ", ".join(f"rounds 1 to ⌈{t}/3⌉ = {math.ceil(t / 3)}" for t in rounds)
+    out += [_runs_sentence(cells), "",
+            f"Final accuracy: the last round's test accuracy; the first third of rounds: {third}. "
             "Total reward and cost are sums over the rounds of each run's `reward` and `cost_u_t` "
             "(server cost u_t, the summand of Eq. 15), then means over seeds; ε max is the summaries' `epsilon_max`. "
-            "Accuracies compare at 2 decimals as in comparison.csv; ties count as lowest. Seeds per cell "
-            "are in comparison.csv; the configs are in configs/.", ""]
+            "Seeds per cell are in comparison.csv; the configs are in configs/.", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 

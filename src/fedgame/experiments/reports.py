@@ -12,15 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fedgame.pipeline.results import finished_runs
-from fedgame.pipeline.store import atomic_write_text
+from fedgame.pipeline.results import PROVENANCE, finished_runs, record_report
 
 __all__ = ["KINDS", "PROVENANCE", "ReportKind", "detect", "regenerate", "write"]
-
-#: written beside a report's tables: which kind made them, from which run folders, at which budget
-#: label, so that :func:`regenerate` can remake every committed table from its per-seed files
-PROVENANCE = "report.json"
-
 
 @dataclass(frozen=True)
 class ReportKind:
@@ -129,17 +123,8 @@ def write(kind: str | None, dirs: list[Path], out: Path | None = None, *, budget
         raise ValueError(f"--kind: must be one of {', '.join(KINDS)}, got {chosen!r}")
     line = KINDS[chosen].write(dirs, out, budget)
     if out is not None and chosen != "reproduction":
-        _record(out, chosen, dirs, budget)
+        record_report(out, chosen, dirs, budget)
     return line
-
-
-def _record(out: Path, kind: str, dirs: list[Path], budget: str) -> None:
-    """Add (or replace) ``kind``'s entry in ``out``/:data:`PROVENANCE`."""
-    path = out / PROVENANCE
-    entries = json.loads(path.read_text())["reports"] if path.exists() else []
-    entries = [e for e in entries if e["kind"] != kind]
-    entries.append({"kind": kind, "runs": [d.as_posix() for d in dirs], "budget": budget})
-    atomic_write_text(path, json.dumps({"reports": sorted(entries, key=lambda e: e["kind"])}, indent=2) + "\n")
 
 
 def regenerate(folder: Path, dest: Path) -> list[str]:

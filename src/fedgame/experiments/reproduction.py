@@ -15,12 +15,12 @@ import math
 import os
 from collections import defaultdict
 from pathlib import Path
-from fedgame.experiments.claims import ordering
-from fedgame.experiments.reports import PROVENANCE
+from fedgame.experiments.claims import COLUMNS, ORDERINGS, read_orderings
+from fedgame.pipeline.results import PROVENANCE, finished_runs
 from fedgame.pipeline.store import atomic_write_text
 from fedgame.experiments.table2 import PAPER_TABLE2_FMNIST
 
-__all__ = ["write_reproduction"]
+__all__ = ["reproduction_text", "write_reproduction"]
 
 #: FedPCS Table II's claim: each method above the one before it (Sec. VIII-C).
 TABLE2_ORDER = ["Random", "AOCS", "Fed-CBS", "DELTA", "FedPCS"]
@@ -38,11 +38,32 @@ def _f(v: str | None) -> float:
         return math.nan
 
 
-def _pair(a: dict[str, str], b: dict[str, str]) -> str:
-    """The verdict on mean(a) > mean(b) from the cells' std over their seeds: holds / within two
-    standard errors / fails (:func:`fedgame.experiments.claims.ordering`)."""
-    na, nb = max(1, len(a["seeds"].split())), max(1, len(b["seeds"].split()))
-    return ordering(_f(a["ours_mean"]), _f(a["ours_std"]), na, _f(b["ours_mean"]), _f(b["ours_std"]), nb)
+def _orderings_table(folder: Path, *, family: str | None = None) -> list[str]:
+    """The orderings the page in ``folder`` decided (its ``orderings.csv``, written with the page
+    by the rule of :func:`fedgame.experiments.claims.decide`), quoted as a table: the page's
+    label columns, then difference, interval, test, p and verdict. Quoting rather than deciding
+    again keeps one verdict per ordering wherever it is printed. ``family``: only the rows of that
+    Holm family. Empty where the folder has no orderings file."""
+    path = folder / ORDERINGS
+    if not path.exists():
+        return []
+    rows = [(lab, d) for lab, d in read_orderings(path) if family is None or lab.get("family") == family]
+    if not rows:
+        return []
+    labels = [k for k in rows[0][0] if k not in ("family",)]
+    out = ["| " + " | ".join([*labels, *COLUMNS]) + " |", "|" + "---|" * (len(labels) + len(COLUMNS))]
+    out += ["| " + " | ".join([*(lab[k] for k in labels), *d.cells()]) + " |" for lab, d in rows]
+    counts = {v: sum(d.verdict == v for _, d in rows) for v in ("holds", "fails", "not decided", "not decided (one seed)")}
+    said = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    return out + ["", f"Of these {len(rows)} orderings: {said} (quoted from `{path.as_posix()}`, p Holm-adjusted as that page states)."]
+
+
+def _page_lines(page: Path, prefixes: tuple[str, ...]) -> list[str]:
+    """The lines of a generated page that start with one of ``prefixes`` (sentences the page
+    computed from its runs' configs), to quote them rather than restate them."""
+    if not page.exists():
+        return []
+    return [ln for ln in page.read_text().splitlines() if ln.startswith(prefixes)]
 
 
 def _table2_section(path: Path) -> list[str]:
@@ -63,54 +84,31 @@ def _table2_section(path: Path) -> list[str]:
             f"| {paper} | {diff} |"
         )
     missing = [(t, s, m) for (t, s), ms in sorted(by.items()) for m in TABLE2_ORDER if m not in ms]
-    out += ["", "**Orderings the paper claims** (each method above the previous one, FedPCS best):", ""]
-    held = total = 0
-    for (tau, split), ms in sorted(by.items()):
-        parts = []
-        for lo, hi in zip(TABLE2_ORDER, TABLE2_ORDER[1:]):
-            if lo in ms and hi in ms:
-                v = _pair(ms[hi], ms[lo])
-                held += v == "holds"
-                total += 1
-                parts.append(f"{hi} > {lo} {v}")
-        if "FedPCS" in ms:
-            for other in TABLE2_ORDER[:-2]:
-                if other in ms:
-                    v = _pair(ms["FedPCS"], ms[other])
-                    held += v == "holds"
-                    total += 1
-                    parts.append(f"FedPCS > {other} {v}")
-        # "best" among the paper's methods (the ablations are not entries of the paper's table)
-        ranked = [r for r in ms.values() if r["method"] in TABLE2_ORDER] or list(ms.values())
-        best = max(ranked, key=lambda r: _f(r["ours_mean"]))["method"]
-        out.append(f"- τ = {tau}, {split}: " + "; ".join(parts) + f". Best: {best}.")
-    out += ["", f"{held} of {total} claimed orderings hold beyond two standard errors."]
+    out += ["", "**The orderings the paper claims** (FedPCS above each baseline; decided on the table's page):", ""]
+    out += _orderings_table(path.parent, family="paper") or ["(no ordering with both sides run yet)"]
     if missing:
         out += ["", "Cells without runs: " + ", ".join(f"{m} (τ = {t}, {s})" for t, s, m in missing) + "."]
     r0 = rows[0]
     below = [-_f(r["ours_minus_paper"]) for r in rows if math.isfinite(_f(r["ours_minus_paper"]))]
     paper_gaps = [fp[k][0] - rd[k][0] for t in PAPER_TABLE2_FMNIST
                   for fp, rd in [(PAPER_TABLE2_FMNIST[t]["FedPCS"], PAPER_TABLE2_FMNIST[t]["Random"])] for k in (0, 1)]
-    # the reduced grid was run before baseline_rho existed: its baselines played the game against
-    # uniform inclusion (what baseline_rho: game does now)
-    in_game = budget != "paper" or any("(game ρ)" in r["method"] for r in rows if r["method"].startswith(tuple(TABLE2_ORDER)))
+    rnd = [r for r in rows if r["method"] == "Random"]
+    vs_paper = (f"Our Random ends {min(_f(r['ours_minus_paper']) for r in rnd):+.2f} to {max(_f(r['ours_minus_paper']) for r in rnd):+.2f} "
+                "points from the paper's. " if rnd else "")
     out += [
         "",
         "**Why ours differ.** "
         + (
             f"The `{budget}` budget trains {r0['rounds']} rounds of local training {r0['local']} instead of the paper's 30 rounds "
             "of 5 local epochs (≈ 95 steps per round for a 600-example client at batch 32): about 1 % of the paper's local "
-            f"SGD steps, so our accuracies sit {min(below):.1f}-{max(below):.1f} points below the paper's and the spread "
-            "across seeds is larger than the gaps between methods. "
+            f"SGD steps, so our accuracies sit {min(below):.1f}-{max(below):.1f} points below the paper's. "
             if budget != "paper" and below
             else ""
         )
-        + "All methods share the partition, the model initialisation and the zCDP upload noise; "
-        + ("the baselines' clients play the game against uniform inclusion (docs/fedpcs.md, 'Baseline budgets and the "
-           "sampling ablations'), so their ρ are as high as FedPCS's and the table isolates the sampler. " if in_game else
-           "the baselines' clients are outside the game and keep their initial budgets ρ_i⁰ (`baseline_rho: initial`), "
-           "as the paper describes them. ")
-        + f"The paper has FedPCS {min(paper_gaps):.1f}-{max(paper_gaps):.1f} points above Random (Table II, all τ and splits).",
+        + vs_paper
+        + "All methods share the partition, the model initialisation and the upload mechanism. "
+        + " ".join(_page_lines(path.parent / "table2.md", ("Upload noise:", "Baselines:")))
+        + f" The paper has FedPCS {min(paper_gaps):.1f}-{max(paper_gaps):.1f} points above Random (Table II, all τ and splits).",
         "",
     ]
     return out
@@ -132,10 +130,8 @@ def _table4_section(path: Path) -> list[str]:
             f"| {r['s']} | {r['mechanism_name']} | {_f(r['ours_mean']):.2f} ± {_f(r['ours_std']):.2f} ({r['seeds']}) "
             f"| {_f(r['paper']):.2f} | {_f(r['ours_minus_paper']):+.2f} | {_f(r.get('eps_pld_over_budget_mean')):.3f} |"
         )
-    out += ["", "**Orderings the paper claims** (privacy-aware above unbiased and biased):", ""]
-    for s, ms in sorted(by.items(), key=lambda kv: -_f(kv[0])):
-        parts = [f"P > {o} {_pair(ms['P'], ms[o])}" for o in ("U", "B") if "P" in ms and o in ms]
-        out.append(f"- s = {s}: " + ("; ".join(parts) if parts else "incomplete") + ".")
+    out += ["", "**Orderings the paper claims** (privacy-aware above unbiased and biased; decided on the table's page):", ""]
+    out += _orderings_table(path.parent) or ["(no ordering with both sides run yet)"]
     r0 = rows[0]
     out += [
         "",
@@ -146,6 +142,26 @@ def _table4_section(path: Path) -> list[str]:
         "",
     ]
     return out
+
+
+def _clip_section(folder: Path) -> list[str]:
+    """A FedPCS clip-W folder (``fedpcs_w_*``: one seed per method and W) as a table read from
+    its committed runs' ``config.yaml`` and ``summary.json``: method, reading of Prop. 1
+    (``privacy.mode``), W, rounds and final accuracy; the paper's Random beside it."""
+    rows = []
+    for run in finished_runs(folder / "runs"):
+        p = run.cfg.get("privacy") or {}
+        rows.append((run.name, str(p.get("mode", "")), float(p.get("clip", math.nan)),
+                     int(run.summary.get("rounds", 0)), run.acc, run.seed))
+    if not rows:
+        return []
+    budgets = {str(e.get("budget")) for e in json.loads((folder / PROVENANCE).read_text())["reports"]} \
+        if (folder / PROVENANCE).exists() else set()
+    out = [f"## FedPCS clip W (`{folder.as_posix()}`, budget: {', '.join(sorted(budgets)) or 'not recorded'})", "",
+           "| method | privacy.mode | W | rounds | seed | final accuracy (%) |", "|---|---|---|---|---|---|"]
+    out += [f"| {m} | {mode} | {w:g} | {r} | {seed} | {acc:.2f} |" for m, mode, w, r, acc, seed in sorted(rows, key=lambda t: (t[0], t[2], t[5]))]
+    paper = PAPER_TABLE2_FMNIST[0.2]["Random"][0][0]
+    return out + ["", f"The paper's Random at τ = 0.2, IID: {paper:.2f} % (Table II). One seed per W: a scan, not a claim.", ""]
 
 
 def _embedded(path: Path, dest: Path) -> list[str]:
@@ -216,6 +232,15 @@ def _recomputability(results: Path) -> list[str]:
 
 def write_reproduction(results: Path, dest: Path) -> Path:
     """Write the reproduction page for the result folders under ``results``; return its path."""
+    text = reproduction_text(results, dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(dest, text)
+    return dest
+
+
+def reproduction_text(results: Path, dest: Path) -> str:
+    """The reproduction page for the result folders under ``results`` as it would be written to
+    ``dest`` (figure links are relative to it): what a test compares with the committed page."""
     if not results.is_dir():
         raise FileNotFoundError(f"results: not a folder: {results}")
     lines = [
@@ -229,6 +254,8 @@ def write_reproduction(results: Path, dest: Path) -> Path:
     for path in sorted(results.glob("fedpcs_table2_*/table2.csv")):
         lines += _table2_section(path)
         found = True
+    for folder in sorted(results.glob("fedpcs_w_*")):
+        lines += _clip_section(folder)
     for path in sorted(results.glob("phs_table*_*/table4.csv")):
         lines += _table4_section(path)
         found = True
@@ -250,6 +277,4 @@ def write_reproduction(results: Path, dest: Path) -> Path:
     if retired:
         lines += ["## Retired result folders", ""] + [f"- `results/{name}`: {why}" for name, why in retired] + [""]
     lines += _recomputability(results)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(dest, "\n".join(lines).rstrip() + "\n")
-    return dest
+    return "\n".join(lines).rstrip() + "\n"

@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fedgame.experiments.claims import ordering
+from fedgame.experiments.claims import COLUMNS, ORDERINGS, Decision, decide, holm, rule_note, write_orderings
 from fedgame.pipeline.store import atomic_write_text
 from fedgame.pipeline.results import code_note, finished_runs
 
-__all__ = ["CLAIMS", "PAPER_TABLE2_FMNIST", "claims_markdown", "collect", "copy_configs", "write_rows_csv", "write_table2"]
+__all__ = ["CLAIMS", "PAPER_TABLE2_FMNIST", "claims_markdown", "collect", "copy_configs", "orderings", "per_seed", "write_rows_csv", "write_table2"]
 
 #: Table II of Yuan & Wang (Sec. VIII-C), Fashion-MNIST: τ → method → (IID, Non-IID),
 #: each (mean, std) in %.
@@ -118,6 +118,12 @@ def collect(root: Path) -> dict[tuple[str, float, str], list[dict[str, Any]]]:
     return cells
 
 
+def per_seed(cells: dict[tuple[str, float, str], list[dict[str, Any]]]) -> dict[tuple[str, float, str], dict[int, float]]:
+    """``{cell: {seed: final accuracy in %}}`` of :func:`collect`'s cells: what the orderings
+    are decided from (paired by seed where two cells share seeds)."""
+    return {key: {int(r["seed"]): float(r["acc"]) for r in runs} for key, runs in cells.items()}
+
+
 def write_table2(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     cells = collect(root)
     rows: list[dict[str, Any]] = []
@@ -137,7 +143,8 @@ def write_table2(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
         })
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "table2.csv", rows, empty_header=["dataset"])
-    atomic_write_text(dest / "table2.md", _markdown(rows, budget) + "\n" + code_note(r["dir"] for runs in cells.values() for r in runs) + "\n")
+    write_orderings(dest / ORDERINGS, orderings(per_seed(cells)))
+    atomic_write_text(dest / "table2.md", _markdown(rows, budget, per_seed(cells), [r["cfg"] for runs in cells.values() for r in runs]) + "\n" + code_note(r["dir"] for runs in cells.values() for r in runs) + "\n")
     _figures(cells, dest)
     copy_configs(cells.values(), dest)
     return rows
@@ -191,7 +198,7 @@ def _figures(cells: dict[tuple[str, float, str], list[dict[str, Any]]], dest: Pa
 
     _fig4(cells, dest, plt)
 
-    for key, ylabel, name in (("test_acc", "test accuracy (%)", "fig9_accuracy.png"), ("train_loss", "training loss", "fig10_loss.png")):
+    for key, ylabel, name in (("test_acc", "test accuracy (%)", "fig9_accuracy.png"), ("train_loss", "training loss", "fig9_loss.png")):
         fig, axes = plt.subplots(1, len(taus), figsize=(4 * len(taus), 3.2), squeeze=False)
         for ax, tau in zip(axes[0], taus):
             for (method, t, split), runs in sorted(cells.items()):
@@ -278,7 +285,37 @@ def _csv(v: Any) -> str:
     return f'"{s.replace(chr(34), chr(34) * 2)}"' if ("," in s or '"' in s) else s
 
 
-def _markdown(rows: list[dict[str, Any]], budget: str) -> str:
+def _privacy_sentence(cfgs: list[dict[str, Any]]) -> str:
+    """What the runs' upload noise was, read from their configs: the reading of FedPCS's
+    Prop. 1 (``privacy.mode``) and the clip W, each with how many runs used it."""
+    seen: Counter[tuple[str, str, float]] = Counter()
+    for cfg in cfgs:
+        p = cfg.get("privacy") or {}
+        seen[(str(p.get("kind")), str(p.get("mode", "")), float(p.get("clip", float("nan"))))] += 1
+    what = {"paper_params": "the local model's parameters clipped to norm W and noised (Prop. 1 / Eq. 46 read literally)",
+            "paper_update": "the local update clipped to norm W and noised"}
+    parts = [f"{kind} with {what.get(mode, f'mode {mode}')}, W = {clip:g} ({n} run{'s' * (n != 1)})"
+             for (kind, mode, clip), n in sorted(seen.items())]
+    return "Upload noise: " + "; ".join(parts) + " (docs/fedpcs.md, 'The paper's regime')."
+
+
+def _baseline_sentence(present: set[str]) -> str:
+    """Where the baselines' clients stand, from the rows present (each row's suffix is its
+    runs' ``incentive.baseline_rho``)."""
+    base = [m for m in present if m.split(" (")[0] in PAPER_METHODS and m.split(" (")[0] != "FedPCS"]
+    out = []
+    if any(" (" not in m for m in base):
+        out.append("rows without a suffix keep their clients' initial budgets ρ_i⁰, unpaid (`baseline_rho: initial`)")
+    if any(m.endswith("(game ρ)") for m in base):
+        out.append("\"(game ρ)\" rows have their clients play the game against uniform sampling (`baseline_rho: game`)")
+    if any(m.endswith("(ρ_L)") for m in base):
+        out.append("\"(ρ_L)\" rows sit at ρ_L (`baseline_rho: low`)")
+    return ("Baselines: " + "; ".join(out) + " (docs/fedpcs.md, 'Baseline budgets and the sampling ablations')."
+            if out else "")
+
+
+def _markdown(rows: list[dict[str, Any]], budget: str, values: dict[tuple[str, float, str], dict[int, float]],
+              cfgs: list[dict[str, Any]]) -> str:
     present = {r["method"] for r in rows}
     methods = [m for m in PAPER_METHODS if m in present] + sorted(present - set(PAPER_METHODS))
     taus = sorted({r["tau"] for r in rows})
@@ -310,13 +347,13 @@ def _markdown(rows: list[dict[str, Any]], budget: str) -> str:
         r0 = rows[0]
         out += ["", f"Each cell: {r0['rounds']} rounds, local training {r0['local']}; seeds per cell listed in table2.csv; "
                 "the configs are in configs/.", "",
-                "Baselines' clients keep their ρ_i⁰ unpaid (`baseline_rho: initial`; docs/fedpcs.md, 'Baseline budgets "
-                "and the sampling ablations'); \"(game ρ)\" rows play the game against uniform sampling, \"(ρ_L)\" rows "
-                "sit at ρ_L. Extra rows (the sampling ablations, no paper numbers): FedPCS's incentive with uniform draws, "
+                _privacy_sentence(cfgs), "", _baseline_sentence(present),
+                "Extra rows (the sampling ablations, no paper numbers): FedPCS's incentive with uniform draws, "
                 "and x ∝ ρ with FedAvg weights θ_i/Σ_S θ instead of Eq. (4); table2.csv's max_agg_weight is the largest "
                 "aggregation weight an upload got (mean over seeds).", "",
-                "![Fig. 4](fig4_rho_correlation.png)", "", "![Fig. 6](fig6_server_cost.png)", "", "![Fig. 9](fig9_accuracy.png)", "", "![Fig. 10](fig10_loss.png)"]
-        out += [""] + claims_markdown(rows)
+                "![Fig. 4](fig4_rho_correlation.png)", "", "![Fig. 6](fig6_server_cost.png)", "", "![Fig. 9, test accuracy](fig9_accuracy.png)", "",
+                "![Fig. 9, training loss](fig9_loss.png)"]
+        out += [""] + claims_markdown(orderings(values))
     return "\n".join(out) + "\n"
 
 
@@ -333,26 +370,53 @@ CLAIMS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def claims_markdown(rows: list[dict[str, Any]]) -> list[str]:
-    """Every ordering the table can decide, per (τ, split), with the difference, its standard
-    error √(s_A²/n_A + s_B²/n_B) from the cells' std over seeds, and the computed verdict
-    (holds / within two standard errors / fails)."""
-    by = {(r["method"], r["tau"], r["split"]): r for r in rows}
-    out = ["## Orderings, decided from the cells (A above B)", "",
-           "| τ | split | A | B | A − B (points) | standard error | verdict | what it measures |",
-           "|---|---|---|---|---|---|---|---|"]
-    found = False
-    for tau in sorted({r["tau"] for r in rows}):
+#: the paper's claims (FedPCS above each baseline of Table II); the other rows of :data:`CLAIMS`
+#: decompose FedPCS into its parts and form their own Holm family, so that adding a diagnostic
+#: ordering does not dilute the test of what the paper claims
+PAPER_CLAIMS = frozenset({("FedPCS", "Random"), ("FedPCS", "AOCS"), ("FedPCS", "Fed-CBS"), ("FedPCS", "DELTA")})
+
+
+def orderings(values: dict[tuple[str, float, str], dict[int, float]]) -> list[tuple[dict[str, Any], Decision]]:
+    """Every ordering of :data:`CLAIMS` the table can decide, per (τ, split), from the cells'
+    per-seed accuracies ``values`` (``{(method, τ, split): {seed: accuracy in %}}``, as
+    :func:`per_seed` gives), decided by :func:`~fedgame.experiments.claims.decide`, p
+    Holm-adjusted within its family (``family``: the paper's claims, :data:`PAPER_CLAIMS`, or
+    the decomposition): (labels τ, split, A, B, family, what; decision)."""
+    found: list[dict[str, Any]] = []
+    decisions: list[Decision] = []
+    for tau in sorted({t for _, t, _ in values}):
         for split in ("IID", "Non-IID"):
             for a, b, what in CLAIMS:
-                ra, rb = by.get((a, tau, split)), by.get((b, tau, split))
-                if ra is None or rb is None:
+                va, vb = values.get((a, tau, split)), values.get((b, tau, split))
+                if va is None or vb is None:
                     continue
-                na, nb = len(str(ra["seeds"]).split()), len(str(rb["seeds"]).split())
-                sa, sb = float(ra["ours_std"]), float(rb["ours_std"])
-                se = (sa**2 / na + sb**2 / nb) ** 0.5 if na > 1 and nb > 1 else float("nan")
-                v = ordering(float(ra["ours_mean"]), sa, na, float(rb["ours_mean"]), sb, nb)
-                out.append(f"| {tau} | {split} | {a} | {b} | {float(ra['ours_mean']) - float(rb['ours_mean']):+.2f} | "
-                           f"{se:.2f} | {v} | {what} |")
-                found = True
-    return out if found else []
+                family = "paper" if (a, b) in PAPER_CLAIMS else "decomposition"
+                found.append({"tau": tau, "split": split, "a": a, "b": b, "family": family, "what": what})
+                decisions.append(decide(va, vb))
+    out = list(decisions)
+    for family in ("paper", "decomposition"):
+        idx = [i for i, lab in enumerate(found) if lab["family"] == family]
+        for i, d in zip(idx, holm([decisions[i] for i in idx]), strict=True):
+            out[i] = d
+    return list(zip(found, out, strict=True))
+
+
+def claims_markdown(decided: list[tuple[dict[str, Any], Decision]]) -> list[str]:
+    """The section of table2.md listing :func:`orderings`' rows, the paper's claims first: the
+    difference, its 95 % interval, the test, p (Holm-adjusted within the family) and the verdict,
+    then the rule in words for each family."""
+    if not decided:
+        return []
+    head = ["| τ | split | A | B | " + " | ".join(("A − B (points)", *COLUMNS[1:])) + " | what it measures |",
+            "|---|---|---|---|" + "---|" * len(COLUMNS) + "---|"]
+    out = ["## Orderings, decided from the per-seed accuracies (A above B)"]
+    for family, title, where in (("paper", "The paper's claims", "family (the paper's claims)"),
+                                 ("decomposition", "What FedPCS's parts add (ours, not the paper's)", "family (the decomposition)")):
+        rows = [(lab, d) for lab, d in decided if lab["family"] == family]
+        if not rows:
+            continue
+        out += ["", f"### {title}", "", *head]
+        out += [f"| {lab['tau']} | {lab['split']} | {lab['a']} | {lab['b']} | " + " | ".join(d.cells()) + f" | {lab['what']} |"
+                for lab, d in rows]
+        out += ["", rule_note([d for _, d in rows], where=where)]
+    return out

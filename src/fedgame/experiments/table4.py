@@ -9,7 +9,11 @@ writes into ``--dest``:
   for MNIST, IV for Fashion-MNIST), the difference, and the tight ε really spent (PLD, RDP) as a
   fraction of the budget ε_k (mean and max over clients, each averaged over seeds);
 - ``table4.md``: the paper's layout (rows P/U/B, columns s = 100, 70, 30, 0; "ours / paper" per
-  cell), the ε-spent table, and which orderings P > U, P > B hold per s;
+  cell), the ε-spent table, and the orderings the paper claims (P > U and P > B at every s),
+  each decided from the per-seed accuracies by :func:`~fedgame.experiments.claims.decide`
+  (paired by seed), p Holm-adjusted over the page's orderings (:func:`table_orderings`);
+- ``orderings.csv``: those orderings, one row each (:data:`~fedgame.experiments.claims.ORDERINGS`),
+  which the reproduction page quotes rather than deciding again;
 - ``fig4_accuracy_<dataset>.png`` (accuracy vs round, one panel per s), ``fig3_selection.png``
   (Problem 1's p* at two η and p^u, from one privacy-aware run's ``phs.json``),
   ``privacy_spent.png`` (ε spent by PLD and by the paper's forward map vs ε_k, one run per
@@ -18,8 +22,18 @@ writes into ``--dest``:
 ``fedgame report RUNS --kind phs-fig5 --out results/... --budget reduced`` instead
 groups the runs by (mechanism, local batch size B) — a grid over ``train.local.batch_size`` at one
 s, e.g. ``scripts/phs_fig5.sh`` — and writes Fig. 5 (:func:`write_fig5`): ``fig5_batch.png``
-(final test accuracy vs B, mean ± std over seeds), ``fig5.csv`` and ``fig5.md`` (the table and
-whether P is above U and B at every B, as the paper claims).
+(final test accuracy vs B, mean ± std over seeds), ``fig5.csv``, ``fig5.md`` (the table and the
+paper's two claims, P above U and B at every B and accuracy rising with B, each decided ordering
+by ordering by the same rule and read with :func:`~fedgame.experiments.claims.all_hold`) and
+``orderings.csv`` (:func:`fig5_orderings`).
+
+``fedgame report RUNS --kind phs-tight`` sets the privacy-aware mechanism under the paper's
+calibration against the tight one (:func:`write_tight`): ``tight_vs_paper.csv`` / ``.md`` and
+``orderings.csv`` (tight above paper, by the same rule).
+
+No page here says "holds" of anything but a verdict of
+:func:`~fedgame.experiments.claims.decide`: means alone, or means and standard deviations, decide
+nothing.
 
 Runs are recognised by their recipe name (``phs_privacy_aware``, ``phs_unbiased``,
 ``phs_biased``, before any ``[grid]`` suffix) on a ``similarity`` partition.
@@ -31,12 +45,13 @@ import json
 import logging
 import math
 from collections import defaultdict
+from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from fedgame.experiments.claims import ordering
+from fedgame.experiments.claims import COLUMNS, ORDERINGS, Decision, all_hold, decide, holm, rule_note, write_orderings
 from fedgame.pipeline.store import atomic_write_text, read_metrics
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
 from fedgame.pipeline.results import code_note, finished_runs, mean_std
@@ -49,7 +64,12 @@ __all__ = [
     "collect",
     "collect_batch",
     "fig5_ordering",
+    "fig5_orderings",
+    "fig5_rises",
     "paper_value",
+    "per_seed",
+    "table_orderings",
+    "tight_ordering",
     "write_fig5",
     "write_table4",
     "write_tight",
@@ -89,6 +109,15 @@ SPENT_KEYS = ("eps_pld_over_budget_mean", "eps_pld_over_budget_max", "eps_rdp_ov
 
 Cells = dict[tuple[str, float, str], list[dict[str, Any]]]
 BatchCells = dict[tuple[str, int], list[dict[str, Any]]]
+#: one ordering a page decided: the labels that name it (columns of orderings.csv) and its decision
+Decided = list[tuple[dict[str, Any], Decision]]
+K = TypeVar("K", bound=Hashable)
+
+#: the orderings Tables III and IV claim at every s: (A, B) for "A above B"
+TABLE_CLAIMS: tuple[tuple[str, str], ...] = (("P", "U"), ("P", "B"))
+#: the two claims of the paper's Fig. 5 (the ``claim`` column of its orderings.csv)
+FIG5_ABOVE = "P above U and B"
+FIG5_RISES = "rises with B"
 
 
 def paper_value(dataset: str, mechanism: str, s: float) -> float:
@@ -149,9 +178,103 @@ def collect_batch(root: Path) -> BatchCells:
     return dict(cells)
 
 
+def per_seed(cells: Mapping[K, list[dict[str, Any]]]) -> dict[K, dict[int, float]]:
+    """``{cell: {seed: final accuracy in %}}`` of a writer's cells (runs as :func:`collect` gives
+    them): what every ordering on these pages is decided from, paired by seed where two cells
+    share seeds (the same seed: the same partition, draws and initial model). A run without a
+    finite accuracy is left out and a cell left empty is dropped, so that no ordering is decided
+    from a missing number. Two runs of one cell with the same seed are refused, naming both:
+    one would silently replace the other in the pairing."""
+    out: dict[K, dict[int, float]] = {}
+    for key, runs in cells.items():
+        values: dict[int, float] = {}
+        where: dict[int, Path] = {}
+        for r in runs:
+            seed, acc = int(r["seed"]), float(r["acc"])
+            if not math.isfinite(acc):
+                continue
+            if seed in values:
+                raise ValueError(f"runs: two runs of cell {key} with seed {seed} ({where[seed]} and {r['dir']}); "
+                                 "give a folder holding one run per cell and seed")
+            values[seed], where[seed] = acc, Path(r["dir"])
+        if values:
+            out[key] = values
+    return out
+
+
+def _columns(s_values: Iterable[float]) -> list[float]:
+    """The similarity columns of a table in the paper's order (100, 70, 30, 0), any other s the
+    runs have after them, largest first."""
+    extra = sorted({float(s) for s in s_values if float(s) not in S_COLUMNS}, reverse=True)
+    return [*S_COLUMNS, *extra]
+
+
+def _holm_page(found: list[dict[str, Any]], decisions: list[Decision]) -> Decided:
+    """``found`` labels beside their decisions after Holm's adjustment over all of them: the
+    family is every ordering one page decides."""
+    return list(zip(found, holm(decisions), strict=True))
+
+
+def table_orderings(values: dict[tuple[str, float, str], dict[int, float]]) -> Decided:
+    """The orderings Tables III/IV claim (:data:`TABLE_CLAIMS`: P above U, P above B) at every s
+    where both cells have runs, per dataset, from the cells' per-seed accuracies ``values``
+    (``{(mechanism, s, dataset): {seed: accuracy in %}}``, as :func:`per_seed` gives), each
+    decided by :func:`~fedgame.experiments.claims.decide` and p Holm-adjusted over every
+    ordering of the page: (labels table, dataset, s, a, b; decision), in the page's order."""
+    found: list[dict[str, Any]] = []
+    decisions: list[Decision] = []
+    for dataset in sorted({k[2] for k in values}):
+        present = {k[1] for k in values if k[2] == dataset}
+        for s in (c for c in _columns(present) if c in present):
+            for a, b in TABLE_CLAIMS:
+                va, vb = values.get((a, s, dataset)), values.get((b, s, dataset))
+                if va is None or vb is None:
+                    continue
+                found.append({"table": PAPER_TABLES.get(dataset, ("",))[0], "dataset": dataset, "s": _num(s), "a": a, "b": b})
+                decisions.append(decide(va, vb))
+    return _holm_page(found, decisions)
+
+
+def fig5_orderings(values: dict[tuple[str, int], dict[int, float]]) -> Decided:
+    """The orderings behind the paper's two Fig. 5 claims, from the per-seed accuracies
+    ``values`` (``{(mechanism, B): {seed: accuracy in %}}``, as :func:`per_seed` gives): P above U
+    and P above B at every B where both have runs (claim :data:`FIG5_ABOVE`), and, per mechanism,
+    the accuracy at each B above that at the next smaller B it has runs at (claim
+    :data:`FIG5_RISES`); each decided by :func:`~fedgame.experiments.claims.decide`, p
+    Holm-adjusted over every ordering of the page. Labels: claim, a, batch_a, b, batch_b."""
+    batches = sorted({b for _, b in values})
+    found: list[dict[str, Any]] = []
+    decisions: list[Decision] = []
+    for b in batches:
+        for other in ("U", "B"):
+            if ("P", b) in values and (other, b) in values:
+                found.append({"claim": FIG5_ABOVE, "a": "P", "batch_a": b, "b": other, "batch_b": b})
+                decisions.append(decide(values[("P", b)], values[(other, b)]))
+    for m in ORDER:
+        pts = [b for b in batches if (m, b) in values]
+        for b0, b1 in zip(pts, pts[1:]):
+            found.append({"claim": FIG5_RISES, "a": m, "batch_a": b1, "b": m, "batch_b": b0})
+            decisions.append(decide(values[(m, b1)], values[(m, b0)]))
+    return _holm_page(found, decisions)
+
+
+def tight_ordering(values: Mapping[str, dict[int, float]], s: float | int) -> Decided:
+    """"Tight calibration above the paper's" from the per-seed accuracies ``values`` (recipe name
+    → ``{seed: accuracy in %}``), decided by :func:`~fedgame.experiments.claims.decide` (paired
+    by seed: both recipes share partition, budgets, schedule and initialisation per seed); empty
+    unless both calibrations have runs. One ordering on the page: no Holm adjustment. Labels: s,
+    a, b (the calibrations)."""
+    paper, tight = values.get("phs_privacy_aware"), values.get("phs_privacy_aware_pld")
+    if paper is None or tight is None:
+        return []
+    label = {"s": s, "a": CALIBRATIONS["phs_privacy_aware_pld"], "b": CALIBRATIONS["phs_privacy_aware"]}
+    return [(label, decide(tight, paper))]
+
+
 def write_table4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
-    """Write table4.csv, table4.md, the figures and configs/ for the runs under ``root``;
-    return the CSV rows."""
+    """Write table4.csv, table4.md, orderings.csv (P > U and P > B at every s, decided from the
+    per-seed accuracies, Holm over the page: :func:`table_orderings`), the figures and configs/
+    for the runs under ``root``; return the CSV rows."""
     cells = collect(root)
     rows: list[dict[str, Any]] = []
     for (mech, s, dataset), runs in sorted(cells.items(), key=lambda kv: (kv[0][2], ORDER.index(kv[0][0]), -kv[0][1])):
@@ -175,10 +298,12 @@ def write_table4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
         row["local"] = json.dumps(cfg["train"]["local"])
         row["budget"] = budget
         rows.append(row)
+    decided = table_orderings(per_seed(cells))
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "table4.csv", rows, empty_header=["dataset", "mechanism", "s"])
+    write_orderings(dest / ORDERINGS, decided)
     figures = _figures(cells, dest)
-    atomic_write_text(dest / "table4.md", _markdown(rows, budget, figures) + "\n" + _code(cells) + "\n")
+    atomic_write_text(dest / "table4.md", _markdown(rows, budget, figures, decided) + "\n" + _code(cells) + "\n")
     copy_configs(cells.values(), dest)
     return rows
 
@@ -186,10 +311,11 @@ def write_table4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
 def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     """Fig. 5 of PHS for the runs under ``root`` (one s, one dataset; a grid over
     ``train.local.batch_size``): write ``fig5.csv`` (one row per (mechanism, B): final test
-    accuracy in %, mean ± sample std over seeds), ``fig5.md`` (the table, whether P is above U and
-    B at every B and whether accuracy rises with B — the paper's two claims — decided from the
-    means) and ``fig5_batch.png`` (accuracy vs B on a log2 axis, error bars ± std) into ``dest``,
-    with ``configs/``; return the CSV rows."""
+    accuracy in %, mean ± sample std over seeds), ``fig5.md`` (the table, and the paper's two
+    claims — P above U and B at every B, accuracy rising with B — each ordering decided from the
+    per-seed accuracies, Holm over the page: :func:`fig5_orderings`), ``orderings.csv`` and
+    ``fig5_batch.png`` (accuracy vs B on a log2 axis, error bars ± std) into ``dest``, with
+    ``configs/``; return the CSV rows."""
     cells = collect_batch(root)
     rows: list[dict[str, Any]] = []
     for (mech, batch), runs in sorted(cells.items(), key=lambda kv: (ORDER.index(kv[0][0]), kv[0][1])):
@@ -201,10 +327,12 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
             "dataset": _dataset(runs[0]), "s": _num(_similarity(runs[0])), "rounds": cfg["train"]["rounds"],
             "local_steps": cfg["train"]["local"].get("steps"), "budget": budget,
         })
+    decided = fig5_orderings(per_seed(cells))
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "fig5.csv", rows, empty_header=["mechanism", "batch_size", "n_seeds", "seeds", "mean", "std"])
+    write_orderings(dest / ORDERINGS, decided)
     drawn = _fig5(rows, dest / "fig5_batch.png")
-    atomic_write_text(dest / "fig5.md", _fig5_markdown(rows, budget, drawn) + "\n" + _code(cells) + "\n")
+    atomic_write_text(dest / "fig5.md", _fig5_markdown(rows, budget, drawn, decided) + "\n" + _code(cells) + "\n")
     copy_configs(cells.values(), dest)
     return rows
 
@@ -220,7 +348,8 @@ def write_tight(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     initialisation per seed: ``tight_vs_paper.csv`` / ``.md`` in ``dest`` with final accuracy
     (mean ± sample std over seeds), the ε each spends as a fraction of ε_k by PLD (mean and max
     over clients that took a step, each averaged over seeds) and by the paper's forward map, and
-    the verdict on "tight above paper" (:func:`~fedgame.experiments.claims.ordering`)."""
+    the verdict on "tight above paper" decided from the per-seed accuracies, paired by seed
+    (:func:`tight_ordering`), also written to ``orderings.csv``."""
     cells: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for run in finished_runs(root):
         if run.name in CALIBRATIONS:
@@ -256,11 +385,12 @@ def write_tight(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     for r in rows:
         lines.append(f"| {r['calibration']} | {r['seeds']} | {r['acc_mean']:.2f} ± {r['acc_std']:.2f} | "
                      f"{r['eps_pld_over_budget_mean']:.3f} | {r['eps_pld_over_budget_max']:.3f} | {r['eps_paper_over_budget_mean']:.3f} |")
-    if len(rows) == 2:
-        paper, tight = rows
-        v = ordering(tight["acc_mean"], tight["acc_std"], tight["n_seeds"], paper["acc_mean"], paper["acc_std"], paper["n_seeds"])
-        lines += ["", f"Tight calibration above the paper's: {tight['acc_mean'] - paper['acc_mean']:+.2f} points, {v} "
-                  "(standard error of the difference from the two cells' std over seeds)."]
+    decided = tight_ordering(per_seed(cells), rows[0]["s"])
+    write_orderings(dest / ORDERINGS, decided)
+    for _, d in decided:
+        lines += ["", f"Tight calibration above the paper's (A = tight, B = paper): "
+                  f"{d.line(unit=' points', verdict=False)}: **{d.verdict}**.", "",
+                  rule_note([d], where="page")]
     lines += ["", _code(cells)]
     atomic_write_text(dest / "tight_vs_paper.md", "\n".join(lines) + "\n")
     copy_configs(cells.values(), dest)
@@ -296,12 +426,14 @@ def _s_head(s: float) -> str:
 
 
 # -- markdown --------------------------------------------------------------------------------
-def _markdown(rows: list[dict[str, Any]], budget: str, figures: list[tuple[str, str]]) -> str:
+def _markdown(rows: list[dict[str, Any]], budget: str, figures: list[tuple[str, str]], decided: Decided) -> str:
+    """table4.md: per dataset, the paper's layout ("ours / paper" per cell), the orderings the
+    paper claims as decided in ``decided`` (:func:`table_orderings`), the ε-spent table; then the
+    schedule and the figures."""
     out: list[str] = []
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         by = {(r["mechanism"], float(r["s"])): r for r in rows if r["dataset"] == dataset}
-        extra = sorted({s for _, s in by if s not in S_COLUMNS}, reverse=True)
-        cols = [*S_COLUMNS, *extra]
+        cols = _columns(s for _, s in by)
         number, _, name = PAPER_TABLES.get(dataset, ("?", {}, dataset))
         head = "| mechanism | " + " | ".join(_s_head(s) for s in cols) + " |"
         rule = "|---|" + "---|" * len(cols)
@@ -315,7 +447,8 @@ def _markdown(rows: list[dict[str, Any]], budget: str, figures: list[tuple[str, 
                 ours = "—" if r is None or not np.isfinite(r["ours_mean"]) else f"{r['ours_mean']:.2f}±{r['ours_std']:.2f}"
                 cells.append(f"{ours} / " + ("—" if math.isnan(paper) else f"{paper:.2f}%"))
             out.append(f"| {LABELS[m]} | " + " | ".join(cells) + " |")
-        out += ["", _orderings(by, cols, dataset), "", _gaps(by, cols, dataset), ""]
+        out += ["", *_table_claims([(lab, d) for lab, d in decided if lab["dataset"] == dataset], dataset,
+                                   [d for _, d in decided]), ""]
         out += ["## ε really spent (PLD), mean/max over clients as a fraction of ε_k (each averaged over seeds)",
                 "", head, rule]
         for m in ORDER:
@@ -336,66 +469,77 @@ def _markdown(rows: list[dict[str, Any]], budget: str, figures: list[tuple[str, 
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def _orderings(by: dict[tuple[str, float], dict[str, Any]], cols: list[float], dataset: str) -> str:
-    """Which of P > U, P > B hold in our means, per s (the paper has both at every s)."""
-    parts = []
-    for s in cols:
-        p = by.get(("P", s))
-        if p is None:
-            continue
-        claims = []
-        for other in ("U", "B"):
-            o = by.get((other, s))
-            if o is not None and np.isfinite(p["ours_mean"]) and np.isfinite(o["ours_mean"]):
-                claims.append(f"P > {other} {'holds' if p['ours_mean'] > o['ours_mean'] else 'fails'}")
-        if claims:
-            parts.append(f"{_s_head(s)}: " + ", ".join(claims))
-    paper = "; the paper has P > U and P > B at every s" if dataset in PAPER_TABLES else ""
-    return f"**Orderings (ours, mean over seeds{paper}):** " + ("; ".join(parts) if parts else "no P cell with U or B beside it") + "."
+def _counts(decisions: Iterable[Decision]) -> str:
+    """``3 hold, 1 fails, 1 not decided``: how many orderings got each verdict."""
+    ds = list(decisions)
+    words = {"holds": "hold", "fails": "fail"}
+    parts = [f"{n} {words.get(v, v) if n != 1 else v}" for v in ("holds", "fails", "not decided", "not decided (one seed)")
+             if (n := sum(d.verdict == v for d in ds))]
+    return ", ".join(parts)
 
 
-def _gaps(by: dict[tuple[str, float], dict[str, Any]], cols: list[float], dataset: str) -> str:
-    parts = []
-    for s in cols:
-        p = by.get(("P", s))
-        if p is None:
-            continue
-        g = []
-        for other in ("U", "B"):
-            o = by.get((other, s))
-            if o is not None:
-                paper = paper_value(dataset, "P", s) - paper_value(dataset, other, s)
-                g.append(f"P − {other} = {p['ours_mean'] - o['ours_mean']:.2f}" + ("" if math.isnan(paper) else f" (paper {paper:.2f})"))
-        if g:
-            parts.append(f"{_s_head(s)}: " + ", ".join(g))
-    return "Gaps in points, ours (paper): " + ("; ".join(parts) if parts else "—") + "."
+def _table_claims(decided: Decided, dataset: str, family: list[Decision]) -> list[str]:
+    """The orderings section of one dataset's table: the paper's claim (P above U and B at every
+    s, read with :func:`~fedgame.experiments.claims.all_hold`, and per s), the table of orderings
+    (:data:`~fedgame.experiments.claims.COLUMNS` and the paper's own difference) and the rule
+    (:func:`~fedgame.experiments.claims.rule_note`, Holm's family being ``family``, the page's)."""
+    head = "**P above U and B at every s (the paper's claim)"
+    if not decided:
+        return [head + ":** not decided (no s with P and U or B beside it)."]
+    per_s = {lab["s"]: [d for lab2, d in decided if lab2["s"] == lab["s"]] for lab, _ in decided}
+    parts = ", ".join(f"{_s_head(float(s))}: {all_hold(ds)}" for s, ds in per_s.items())
+    paper = " (the paper has both at every s)" if dataset in PAPER_TABLES else ""
+    out = [f"{head}: {all_hold(d for _, d in decided)}**{paper}; per s: {parts}. Of its {len(decided)} orderings: "
+           f"{_counts(d for _, d in decided)}.", "",
+           "| s | A | B | " + " | ".join(("A − B (points)", *COLUMNS[1:])) + " | paper's A − B |",
+           "|---|---|---|" + "---|" * len(COLUMNS) + "---|"]
+    for lab, d in decided:
+        s = float(lab["s"])
+        paper_gap = paper_value(dataset, lab["a"], s) - paper_value(dataset, lab["b"], s)
+        out.append(f"| {_num(s)} | {LABELS[lab['a']]} | {LABELS[lab['b']]} | " + " | ".join(d.cells()) + " | "
+                   + ("—" if math.isnan(paper_gap) else f"{paper_gap:+.2f}") + " |")
+    return out + ["", rule_note(family, where="page")]
 
 
-def _above(a: dict[str, Any], b: dict[str, Any]) -> str:
-    """Verdict on "a above b" from two cells (mean, std, n_seeds): holds / within two standard
-    errors / fails (:func:`fedgame.experiments.claims.ordering`)."""
-    return ordering(a["mean"], a["std"], int(a["n_seeds"]), b["mean"], b["std"], int(b["n_seeds"]))
+def _ordering_name(lab: dict[str, Any]) -> str:
+    """How the Fig. 5 page names one ordering: ``P > U at B = 32`` or ``P: B = 64 > B = 32``."""
+    if lab["claim"] == FIG5_ABOVE:
+        return f"{lab['a']} > {lab['b']} at B = {lab['batch_a']}"
+    return f"{lab['a']}: B = {lab['batch_a']} > B = {lab['batch_b']}"
 
 
-def fig5_ordering(rows: list[dict[str, Any]]) -> str:
-    """The paper's Fig. 5 claim, P above U and above B at every B, decided per comparison from
-    our means and their standard errors: ``B=32: P > U holds, P > B within two standard errors;
-    ...``. Compared at every B that has P and at least one of U, B."""
-    by = {(r["mechanism"], r["batch_size"]): r for r in rows if np.isfinite(r["mean"])}
-    parts = []
-    for b in sorted({r["batch_size"] for r in rows}):
-        if ("P", b) not in by:
-            continue
-        got = [f"P > {o} {_above(by[('P', b)], by[(o, b)])}" for o in ("U", "B") if (o, b) in by]
-        if got:
-            parts.append(f"B={b}: " + ", ".join(got))
-    head = "P above U and B at every B: "
-    if not parts:
-        return head + "undecided (no B with P and U or B beside it)."
-    return head + "; ".join(parts) + "."
+def fig5_ordering(decided: Decided) -> str:
+    """The paper's Fig. 5 claim "P above U and above B at every B", read from the orderings
+    :func:`fig5_orderings` decided (after Holm) with :func:`~fedgame.experiments.claims.all_hold`,
+    overall and per B: ``P above U and B at every B: **fails**; per B: B = 32: holds, ...``.
+    Not decided where no B has P and U or B beside it."""
+    head = "P above U and B at every B"
+    above = [(lab, d) for lab, d in decided if lab["claim"] == FIG5_ABOVE]
+    if not above:
+        return f"{head}: **not decided** (no B with P and U or B beside it)."
+    per_b = {lab["batch_a"]: [d for lab2, d in above if lab2["batch_a"] == lab["batch_a"]] for lab, _ in above}
+    parts = ", ".join(f"B = {b}: {all_hold(ds)}" for b, ds in per_b.items())
+    return (f"{head}: **{all_hold(d for _, d in above)}**; per B: {parts} "
+            f"(of its {len(above)} orderings: {_counts(d for _, d in above)}).")
 
 
-def _fig5_markdown(rows: list[dict[str, Any]], budget: str, drawn: bool) -> str:
+def fig5_rises(decided: Decided) -> str:
+    """The paper's Fig. 5 claim "accuracy rises with B", read from the step orderings
+    :func:`fig5_orderings` decided (after Holm) with :func:`~fedgame.experiments.claims.all_hold`,
+    over every mechanism's steps and per mechanism."""
+    head = "Accuracy rises with B"
+    rises = [(lab, d) for lab, d in decided if lab["claim"] == FIG5_RISES]
+    if not rises:
+        return f"{head}: **not decided** (no mechanism at two B)."
+    per_m = {lab["a"]: [d for lab2, d in rises if lab2["a"] == lab["a"]] for lab, _ in rises}
+    parts = ", ".join(f"{m}: {all_hold(ds)}" for m, ds in per_m.items())
+    return (f"{head}: **{all_hold(d for _, d in rises)}**; per mechanism: {parts} "
+            f"(of its {len(rises)} orderings: {_counts(d for _, d in rises)}).")
+
+
+def _fig5_markdown(rows: list[dict[str, Any]], budget: str, drawn: bool, decided: Decided) -> str:
+    """fig5.md: the accuracy table, the paper's two claims read from ``decided``
+    (:func:`fig5_orderings`), the table of orderings and the rule, the schedule and the figure."""
     if not rows:
         return f"# PHS Fig. 5 — no privacy-aware, unbiased or biased runs found (budget: {budget})\n"
     r0 = rows[0]
@@ -413,8 +557,15 @@ def _fig5_markdown(rows: list[dict[str, Any]], budget: str, drawn: bool) -> str:
             r = by.get((m, b))
             cells.append("—" if r is None or not np.isfinite(r["mean"]) else f"{r['mean']:.2f}±{r['std']:.2f} ({r['n_seeds']})")
         out.append(f"| {LABELS[m]} | " + " | ".join(cells) + " |")
-    out += ["", fig5_ordering(rows), "", _fig5_rises(by, batches), "",
-            f"Each cell: final test accuracy, mean ± std over the seeds in brackets (list in fig5.csv); "
+    out += ["", fig5_ordering(decided), "", fig5_rises(decided), ""]
+    if decided:
+        out += ["## Orderings, decided from the per-seed accuracies (A above B)", "",
+                "P: privacy-aware, U: unbiased, B: biased; B = the local batch size.", "",
+                "| claim | ordering (A > B) | " + " | ".join(("A − B (points)", *COLUMNS[1:])) + " |",
+                "|---|---|" + "---|" * len(COLUMNS)]
+        out += [f"| {lab['claim']} | {_ordering_name(lab)} | " + " | ".join(d.cells()) + " |" for lab, d in decided]
+        out += ["", rule_note([d for _, d in decided], where="page"), ""]
+    out += [f"Each cell: final test accuracy, mean ± std over the seeds in brackets (list in fig5.csv); "
             f"{r0['rounds']} rounds, {r0['local_steps']} local steps. The paper's Fig. 5 (Sec. VI-D) is CIFAR-10 by "
             "our reading (its text does not name the dataset) and claims accuracy rises with B and P is above U and B "
             "at every B; "
@@ -422,19 +573,6 @@ def _fig5_markdown(rows: list[dict[str, Any]], budget: str, drawn: bool) -> str:
     if drawn:
         out.append("![Fig. 5](fig5_batch.png)")
     return "\n".join(out).rstrip("\n") + "\n"
-
-
-def _fig5_rises(by: dict[tuple[str, int], dict[str, Any]], batches: list[int]) -> str:
-    """Per mechanism: does the accuracy rise from each B to the next? Each step's verdict from
-    the two cells' means and standard errors."""
-    parts = []
-    for m in ORDER:
-        pts = [(b, by[(m, b)]) for b in batches if (m, b) in by and np.isfinite(by[(m, b)]["mean"])]
-        if len(pts) < 2:
-            continue
-        steps = [f"{b0} → {b1} {_above(r1, r0)}" for (b0, r0), (b1, r1) in zip(pts, pts[1:])]
-        parts.append(f"{m}: " + ", ".join(steps))
-    return "Accuracy rises with B: " + ("; ".join(parts) if parts else "—") + "."
 
 
 # -- figures ---------------------------------------------------------------------------------

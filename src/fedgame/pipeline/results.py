@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from fedgame.pipeline.store import DAMAGED, atomic_write_bytes, read_metrics
+from fedgame.pipeline.store import DAMAGED, atomic_write_bytes, atomic_write_text, read_metrics
 
-__all__ = ["EXPORTED", "FinishedRun", "code_note", "export_runs", "finished_runs", "flatten", "mean_std"]
+__all__ = ["EXPORTED", "PROVENANCE", "FinishedRun", "code_note", "export_runs", "finished_runs", "flatten", "mean_std", "record_report"]
 
 
 @dataclass
@@ -164,3 +164,19 @@ def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     for k, v in d.items():
         out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
     return out
+
+
+#: written beside a report's tables: which kind made them, from which run folders, at which budget
+#: label, so that :func:`fedgame.experiments.reports.regenerate` can remake every committed table
+#: from its per-seed files
+PROVENANCE = "report.json"
+
+
+def record_report(out: Path, kind: str, dirs: list[Path], budget: str) -> None:
+    """Add (or replace) report ``kind``'s entry in ``out``/:data:`PROVENANCE`: the run folders
+    and the budget label its tables were written from."""
+    path = Path(out) / PROVENANCE
+    entries = json.loads(path.read_text())["reports"] if path.exists() else []
+    entries = [e for e in entries if e["kind"] != kind]
+    entries.append({"kind": kind, "runs": [Path(d).as_posix() for d in dirs], "budget": budget})
+    atomic_write_text(path, json.dumps({"reports": sorted(entries, key=lambda e: e["kind"])}, indent=2) + "\n")
