@@ -419,6 +419,8 @@ def flower_app_cmd(
     register_timeout: Annotated[float, typer.Option(min=0.001, help="seconds to wait for every SuperNode to connect and register")] = 300.0,
     resume: Annotated[bool, typer.Option(help="continue the results folder's checkpoint instead of starting afresh")] = False,
     superlink: Annotated[str, typer.Option(help="the SuperLink's host:port, for the commands in DIR/README.md")] = "127.0.0.1:8000",
+    silo: Annotated[bool, typer.Option(help="each SuperNode reads its own files (--node-config \"data-dir='/its/folder'\"); the server never opens them")] = False,
+    server_data: Annotated[Path | None, typer.Option(help="--silo: a data folder on the SuperLink's machine, laid out like a node's, whose test split the server evaluates on (default: federated evaluation on the nodes' held-out splits)")] = None,
 ) -> None:
     """Write a Flower app for RECIPE into DIR, to run with `flwr run DIR <connection>` on a SuperLink."""
     if on_missing not in (None, "continue", "fail"):
@@ -439,13 +441,15 @@ def flower_app_cmd(
         path = write_app(
             cfg, dir_, out=out or Path("runs") / cfg.name,
             round_timeout=round_timeout, register_timeout=register_timeout, resume=resume, superlink=superlink,
+            silo=silo, server_data=server_data,
         )
     except ValueError as e:
         _fail(escape(str(e)))
     n = cfg.data.n_clients
     console.print(f"[green]wrote[/] {escape(str(path))}: {escape(cfg.name)}, {n} clients, {cfg.train.rounds} rounds")
-    console.print(f"start {n} SuperNode(s), one per partition (all commands: {escape(str(dir_ / 'README.md'))}):")
-    cmds = supernode_commands(n, superlink)
+    each = "one per silo, each with its own data-dir" if silo else "one per partition"
+    console.print(f"start {n} SuperNode(s), {each} (all commands: {escape(str(dir_ / 'README.md'))}):")
+    cmds = supernode_commands(n, superlink, silo=silo)
     for c in cmds[:3] + (["..."] if n > 4 else []) + (cmds[3:] if n <= 4 else cmds[-1:]):
         console.print(f"  {escape(c)}", soft_wrap=True)
     console.print(f"then: flwr run {escape(str(dir_))} <connection> --stream", soft_wrap=True)

@@ -91,6 +91,17 @@ def test_csv_bad_input_is_one_line_naming_the_field(tmp_path: Path, records: Pat
         open_dataset("csv", {"path": str(records), "label": "outcome", "test_fraction": 1.5})
 
 
+def test_csv_classes_widens_a_file_that_lacks_the_top_labels(records: Path) -> None:
+    """``classes: K`` (one silo of a federation may lack the last labels): the split has K
+    classes and its labels are unchanged; fewer classes than the labels hold is one line."""
+    opts = {"path": str(records), "label": "outcome", "groups": ["hospital"]}
+    base = open_dataset("csv", opts).load()
+    wide = open_dataset("csv", {**opts, "classes": 4}).load()
+    assert (base.classes, wide.classes) == (2, 4) and np.array_equal(base.train.y, wide.train.y)
+    with pytest.raises(ValueError, match=r"^data.options.classes: column 'outcome' holds 2 classes \(labels 0..1\), more than the 1 given$"):
+        open_dataset("csv", {**opts, "classes": 1}).load()
+
+
 def test_npz_tokens_and_groups(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     x = rng.integers(1, 50, size=(60, 12))

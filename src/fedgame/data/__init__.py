@@ -9,7 +9,9 @@
 * :data:`DATASETS` holds the dataset plug-ins a recipe names (``data.dataset``, options in
   ``data.options``): the catalog's, ``csv`` and ``npz`` for a user's own files, and any
   ``--plugin``'s; :func:`split_from_arrays` makes a split of arrays in memory.
-* :class:`FederatedDataset` ties a split to its partition for the training loop.
+* :class:`FederatedDataset` ties a split to its partition for the training loop;
+  :class:`SiloDataset` is a silo federation server's, built from what each node reports
+  (:class:`SiloReport`: sizes, label histogram, shapes; never an example).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from fedgame.data.partition import (
     validate_partition,
 )
 from fedgame.data.readers import DatasetFormatError, DatasetNotFoundError, read_idx
+from fedgame.data.silo import SiloDataset, SiloReport, check_agreement, silo_report
 
 __all__ = [
     "DATASETS",
@@ -72,6 +75,10 @@ __all__ = [
     "clear_cache",
     "read_idx",
     "FederatedDataset",
+    "SiloDataset",
+    "SiloReport",
+    "check_agreement",
+    "silo_report",
     "PARTITION_KINDS",
     "partition",
     "iid",

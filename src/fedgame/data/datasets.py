@@ -274,6 +274,9 @@ class CSVRecords(Dataset):
         """a second CSV of the same columns as the test split; None: a seeded test share of the rows"""
         test_fraction: float = Field(0.2, gt=0, lt=1)
         seed: int = Field(0, ge=0)
+        classes: int | None = Field(None, ge=1)
+        """the number of classes (classification); None: the largest integer label + 1, or the number
+        of distinct labels. Give it when a file may lack the top labels (one silo of a federation)"""
 
     cfg: Config
 
@@ -338,6 +341,13 @@ class CSVRecords(Dataset):
             y, classes = labels.astype(np.float64), 0
         else:
             y, classes = _label_codes(labels, f"data.options.label ({c.label})")
+            if c.classes is not None:
+                if classes > c.classes:
+                    raise ValueError(
+                        f"data.options.classes: column {c.label!r} holds {classes} classes (labels 0..{classes - 1}), "
+                        f"more than the {c.classes} given"
+                    )
+                classes = c.classes
         groups = {g: train_rows[:, header.index(g)].astype(str) for g in c.groups}
         split = split_from_arrays(
             train_x=numbers(train_rows, "training"), train_y=y[: len(train_rows)], test_x=numbers(test_rows, "test"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,10 @@ __all__ = [
     "baseline_rho",
     "build_client_side",
     "build_data",
+    "build_silo_side",
+    "check_delta",
+    "check_silo",
+    "load_silo",
     "load_split",
     "natural_groups",
     "with_clients",
@@ -414,6 +419,40 @@ def build_client_side(cfg: RunConfig) -> ClientSide:
     trainer = build_trainer(cfg, data, streams)
     parts = [torch.as_tensor(p, dtype=torch.long) for p in data.parts]
     return ClientSide(data=data, trainer=trainer, streams=streams, parts=parts)
+
+
+def check_silo(cfg: RunConfig) -> None:
+    """Refuse, in one line naming the field, a recipe a silo federation cannot run: every node's
+    whole data is its client (no partition to draw), and the server holds no example."""
+    if cfg.jdp is not None:
+        raise ValueError("jdp: a JDP-FL recipe does not run on silo data yet (its server validation set is drawn from the "
+                         "clients' examples); deploy it without --silo")
+    if cfg.data.validation:
+        raise ValueError(f"data.validation: a silo server holds no training example to set aside, got {cfg.data.validation}; allowed: 0")
+    _ = cfg.data.n_clients  # a natural partition must say how many nodes to wait for (its error names the field)
+
+
+def load_silo(cfg: RunConfig, data_dir: str | Path) -> DatasetSplit:
+    """A silo node's own data: the recipe's dataset plug-in (``data.dataset`` with
+    ``data.options``) loading from the node's ``data_dir`` (its ``data-dir`` node config), so a
+    relative path among the options is taken from there (``data.root`` is not used), then
+    ``data.max_train``/``data.max_test``. A missing folder is a FileNotFoundError naming it."""
+    d = Path(data_dir).expanduser()
+    if not d.is_dir():
+        raise FileNotFoundError(f"data-dir {str(d)!r} {'is not a folder' if d.exists() else 'does not exist'}")
+    ds = open_dataset(cfg.data.dataset, cfg.data.options)
+    return ds.load(root=str(d), max_train=cfg.data.max_train, max_test=cfg.data.max_test)
+
+
+def build_silo_side(cfg: RunConfig, split: DatasetSplit) -> ClientSide:
+    """The client side of a silo node: its whole training split is its one client (``parts[0]``:
+    every example; no partition is drawn), with the recipe's model and trainer. The client index
+    its jobs and queries name is the server's (the node trains its own data whatever it is)."""
+    set_threads(cfg)
+    streams = Streams(seed=cfg.seed)
+    data = FederatedDataset(train=split.train, test=split.test, parts=(np.arange(len(split.train), dtype=np.int64),))
+    trainer = build_trainer(cfg, data, streams)
+    return ClientSide(data=data, trainer=trainer, streams=streams, parts=[torch.as_tensor(data.parts[0], dtype=torch.long)])
 
 
 def needs_label_counts(cfg: RunConfig) -> bool:

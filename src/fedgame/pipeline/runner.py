@@ -21,7 +21,7 @@ import torch
 import yaml
 
 import fedgame
-from fedgame.data import DatasetSplit, save_partition
+from fedgame.data import DatasetSplit, SiloDataset, save_partition
 from fedgame.pipeline.build import Built, BuiltJDP, build_engine, build_jdp, load_split, with_clients
 from fedgame.sim.pool import available_cores
 from fedgame.sim.local import device_label
@@ -146,11 +146,16 @@ def run_one(
     execute: Execute | None = None,
     cores: int | None = None,
     data: Any = None,
+    build: Callable[[RunConfig], Built | BuiltJDP] | None = None,
 ) -> dict[str, Any]:
     """Run ``cfg`` into folder ``out`` (resuming from its checkpoint if there is one) and
     return the summary. A finished folder is returned as it is. ``execute`` runs the engine
     on another backend (default: in this process, its clients in ``train.workers`` processes
     within ``cores``, default all); the results files are the same.
+
+    ``build``: how the run is built instead of from the recipe's dataset here (a silo
+    deployment builds it from what its nodes report, and never opens their data: no dataset
+    is loaded in this process then).
 
     ``data``: examples given in Python instead of the recipe's dataset: a
     :class:`~fedgame.data.DatasetSplit`, or what :func:`fedgame.data.as_split` takes (NumPy
@@ -165,11 +170,13 @@ def run_one(
 
         split = as_split(data)
         cfg = cfg.model_copy(update={"data": cfg.data.model_copy(update={"dataset": "memory", "options": in_memory_options(split), "root": None})})
-    if isinstance(cfg.data.partition, NaturalPartition):
+    if isinstance(cfg.data.partition, NaturalPartition) and build is None:
         split = load_split(cfg) if split is None else split
         cfg = with_clients(cfg, split)  # n_clients: the groups the data gives
     with lock_run_folder(out):  # one writer per folder (RunFolderBusy names the other's PID)
-        return _run_one_locked(cfg, out, resume=resume, on_round=on_round, on_start=on_start, execute=execute, cores=cores, split=split)
+        return _run_one_locked(
+            cfg, out, resume=resume, on_round=on_round, on_start=on_start, execute=execute, cores=cores, split=split, build=build
+        )
 
 
 def _run_one_locked(
@@ -182,6 +189,7 @@ def _run_one_locked(
     execute: Execute | None,
     cores: int | None,
     split: DatasetSplit | None = None,
+    build: Callable[[RunConfig], Built | BuiltJDP] | None = None,
 ) -> dict[str, Any]:
     store = ResultStore(out)
     resolved = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
@@ -202,7 +210,7 @@ def _run_one_locked(
         return summary
     store.write_text("config.yaml", resolved)
     _start_session(store, resume)
-    built = PROTOCOLS[protocol_of(cfg)](cfg, parallel=execute is None, cores=cores, split=split)
+    built = build(cfg) if build is not None else PROTOCOLS[protocol_of(cfg)](cfg, parallel=execute is None, cores=cores, split=split)
     try:
         return _run_built(cfg, store, built, resume=resume, on_round=on_round, on_start=on_start, execute=execute)
     finally:
@@ -245,7 +253,11 @@ def _end_session(store: ResultStore, resumed_from: int) -> list[dict[str, Any]]:
 
 def _write_partition(store: ResultStore, data: Any) -> None:
     """The partition's index arrays (``partition.npz``) and, for people and plots, its
-    fingerprint, client sizes and label counts per client (``partition.json``)."""
+    fingerprint, client sizes and label counts per client (``partition.json``). Silo data has
+    no partition: ``partition.json`` lists what each node reported (no ``partition.npz``)."""
+    if isinstance(data, SiloDataset):
+        store.write_json("partition.json", data.summary())
+        return
     save_partition(store.path("partition.npz"), list(data.parts))
     store.write_json(
         "partition.json",

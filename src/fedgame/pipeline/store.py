@@ -277,6 +277,7 @@ class ResultStore:
 
     RUN_FILES = (
         "config.yaml", "partition.npz", "partition.json", "metrics.csv", "privacy.csv", "summary.json", "checkpoint.pt", "sessions.json",
+        "queries.jsonl",
     )
 
     def clear(self) -> None:

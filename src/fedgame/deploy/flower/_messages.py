@@ -23,6 +23,14 @@ built, its number of examples), ``query.losses`` (params in, one loss out) and o
 settings of the query) in; ``content["answer"]`` (ArrayRecord ``"answer"``: the array the
 registry function returned, exact bytes and dtype) and ``content["query"]`` (``name``,
 ``partition-id``) out.
+
+Silo deployments (``--silo``: each node its own files, :mod:`fedgame.deploy.flower.silo`): a node
+does not know its client index, so the server's queries, loss probes and evaluations carry it
+in ``content["client"]`` (ConfigRecord ``index``, ``n-clients``; :func:`client_record`) and the
+node echoes it as ``partition-id``. ``query.register`` is answered with the node's
+:class:`~fedgame.data.SiloReport` (or an ``error``), and federated evaluation is Flower's
+``evaluate`` message: ``params`` in, ``metrics`` (MetricRecord ``accuracy``, ``loss``,
+``num-examples``: the node's held-out examples, ``partition-id``) out.
 """
 
 from __future__ import annotations
@@ -43,6 +51,10 @@ __all__ = [
     "TRAIN",
     "REGISTER",
     "LOSSES",
+    "EVALUATE",
+    "CLIENT",
+    "client_record",
+    "decode_client",
     "JobKey",
     "Scalar",
     "array_record",
@@ -63,6 +75,23 @@ __all__ = [
 TRAIN = "train"
 REGISTER = "query.register"
 LOSSES = "query.losses"
+EVALUATE = "evaluate"
+CLIENT = "client"
+"""The record naming the client index a silo node answers as (:func:`client_record`)."""
+
+
+def client_record(index: int, n_clients: int) -> ConfigRecord:
+    """``content["client"]`` of a message to a silo node: the client index the server gave it
+    (nodes ordered by Flower node id) and the number of clients."""
+    return ConfigRecord({"index": int(index), "n-clients": int(n_clients)})
+
+
+def decode_client(content: RecordDict) -> tuple[int, int]:
+    """(client index, number of clients) of a message to a silo node."""
+    if CLIENT not in content:
+        raise ValueError(f"silo message: needs record {CLIENT!r} (the client index the server gave this node), got {sorted(content)}")
+    c = config_record(content, CLIENT)
+    return int(c["index"]), int(c["n-clients"])
 
 
 def query_type(name: str) -> str:

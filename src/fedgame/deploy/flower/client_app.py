@@ -18,6 +18,17 @@ dataset, partition, model and trainer once per process (:func:`build_client_side
   server's publication, its model kept in the node's ``Context.state``.
 
 A node only ever trains its own partition: a job for another one is refused.
+
+**Silo mode** (the run config's ``silo = true``: an app written with ``fedgame flower app
+--silo``): the node has no partition id. It loads its *own* files with the recipe's dataset
+plug-in from its ``data-dir`` node config (``flower-supernode --node-config
+"data-dir='/srv/silo-a'"``; :func:`~fedgame.pipeline.build.load_silo`), and its whole training
+split is its client data (:func:`~fedgame.pipeline.build.build_silo_side`). It answers
+``query.register`` with its :class:`~fedgame.data.SiloReport` (sizes, label histogram, shapes,
+fingerprint: no example), or, when its data cannot be read, with an ``error`` naming the node
+and the path; ``train``, ``query.losses`` and ``query.<name>`` as above for the client index the
+server gave it (in the message); and Flower's ``evaluate`` with its accuracy and loss on its own
+held-out split (federated evaluation).
 """
 
 from __future__ import annotations
@@ -36,21 +47,35 @@ configure()
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
 
+from fedgame.data import DatasetSplit, silo_report  # noqa: E402
 from fedgame.data.partition import fingerprint  # noqa: E402
-from fedgame.deploy.flower._messages import array_record, decode_job, decode_params, encode_answer, encode_result  # noqa: E402
+from fedgame.deploy.flower._messages import (  # noqa: E402
+    array_record,
+    decode_client,
+    decode_job,
+    decode_params,
+    encode_answer,
+    encode_result,
+)
 from fedgame.deploy.flower.jdp import decode_jdp_job, decode_publish, encode_jdp_reply, load_state, save_state  # noqa: E402
-from fedgame.pipeline.build import ClientSide, build_client_side, jdp_poisoned_labels  # noqa: E402
+from fedgame.pipeline.build import ClientSide, build_client_side, build_silo_side, check_silo, jdp_poisoned_labels, load_silo  # noqa: E402
 from fedgame.pipeline.config import RunConfig, parse_recipe  # noqa: E402
 from fedgame.sim.client import QUERIES, ClientView, answer_query, run_client_job  # noqa: E402
 from fedgame.sim.jdp import jdp_client_train, jdp_client_update  # noqa: E402
-from fedgame.sim.local import LocalTrainer, client_losses  # noqa: E402
+from fedgame.sim.local import LocalTrainer, client_losses, evaluate  # noqa: E402
 
-__all__ = ["RECIPE_KEY", "app", "make_client_app", "recipe_text"]
+__all__ = ["DATA_DIR", "RECIPE_KEY", "SILO_KEY", "app", "make_client_app", "recipe_text"]
 
 RECIPE_KEY = "recipe"
 """Run-config key holding the resolved recipe (YAML) when the app is deployed with ``flwr run``."""
+SILO_KEY = "silo"
+"""Run-config key: true when every node reads its own files (``fedgame flower app --silo``)."""
+DATA_DIR = "data-dir"
+"""Node-config key of a silo node: the folder its data files are in."""
 
 _SIDES: dict[str, ClientSide] = {}
+_SILO_SPLITS: dict[tuple[str, str], DatasetSplit] = {}
+_SILO_SIDES: dict[tuple[str, str], ClientSide] = {}
 _LOCK = threading.Lock()  # build each client side once
 _RUN = threading.Lock()  # one job at a time per process: the trainer's model is shared
 _POISONED: dict[tuple[str, int], LocalTrainer] = {}
@@ -107,6 +132,43 @@ def _partition(context: Context, n_clients: int) -> int:
     return pid
 
 
+def _is_silo(context: Context) -> bool:
+    """Whether the run is a silo deployment (its run config's ``silo``)."""
+    return context.run_config.get(SILO_KEY, False) is True
+
+
+def _data_dir(context: Context) -> str:
+    """A silo node's data folder, from its node config."""
+    d = context.node_config.get(DATA_DIR)
+    if not isinstance(d, str) or not d.strip():
+        raise ValueError(
+            f"node config: '{DATA_DIR}' is missing; start the SuperNode with --node-config \"{DATA_DIR}='/path/to/its/data'\" "
+            "(the app is a silo deployment: each node reads its own files)"
+        )
+    return d
+
+
+def _silo_split(cfg: RunConfig, data_dir: str) -> DatasetSplit:
+    """This node's own data (loaded once per process)."""
+    key = (_key(cfg), data_dir)
+    with _LOCK:
+        if key not in _SILO_SPLITS:
+            check_silo(cfg)
+            _SILO_SPLITS[key] = load_silo(cfg, data_dir)
+        return _SILO_SPLITS[key]
+
+
+def _silo_side(cfg: RunConfig, context: Context) -> ClientSide:
+    """This node's client side: its whole training split, the recipe's model and trainer."""
+    d = _data_dir(context)
+    split = _silo_split(cfg, d)
+    key = (_key(cfg), d)
+    with _LOCK:
+        if key not in _SILO_SIDES:
+            _SILO_SIDES[key] = build_silo_side(cfg, split)
+        return _SILO_SIDES[key]
+
+
 @functools.lru_cache(maxsize=8)
 def _parse(text: str) -> RunConfig:
     return parse_recipe(yaml.safe_load(text))
@@ -127,6 +189,8 @@ class _Handlers:
 
     def register(self, msg: Message, context: Context) -> Message:
         cfg = self.cfg(context)
+        if _is_silo(context):
+            return self._register_silo(msg, context, cfg)
         n = cfg.data.n_clients
         pid = _partition(context, n)
         side = _side(cfg)
@@ -139,8 +203,29 @@ class _Handlers:
         }
         return Message(RecordDict({"node": ConfigRecord(reply)}), reply_to=msg)
 
+    def _register_silo(self, msg: Message, context: Context, cfg: RunConfig) -> Message:
+        """A silo node's registration: its report (sizes, histogram, shapes, fingerprint), or an
+        ``error`` naming the node and its data folder when its data cannot be read, so the
+        server fails the run in one line instead of waiting or dropping the node."""
+        d: str | None = None
+        reply: dict[str, Any]
+        try:
+            d = _data_dir(context)
+            reply = dict(silo_report(_silo_split(cfg, d), node=context.node_id).to_record())
+        except (OSError, ValueError) as e:
+            text = " ".join(str(e).split())
+            where = f"node {context.node_id}" if d is None or d in text else f"node {context.node_id}, data-dir {d!r}"
+            reply = {"error": f"{where}: {text}"}
+        return Message(RecordDict({"node": ConfigRecord(reply)}), reply_to=msg)
+
     def train(self, msg: Message, context: Context) -> Message:
         cfg = self.cfg(context)
+        if _is_silo(context):  # the server's client index is in the job; the node trains its own data
+            job = decode_job(msg.content)
+            side = _silo_side(cfg, context)
+            with _RUN:
+                result = run_client_job(job, trainer=side.trainer, indices=side.parts[0], streams=side.streams)
+            return Message(encode_result(job, result), reply_to=msg)
         pid = _partition(context, cfg.data.n_clients)
         job = decode_job(msg.content)
         if job.client != pid:
@@ -152,12 +237,16 @@ class _Handlers:
 
     def losses(self, msg: Message, context: Context) -> Message:
         cfg = self.cfg(context)
-        pid = _partition(context, cfg.data.n_clients)
-        side = _side(cfg)
+        if _is_silo(context):
+            pid, _ = decode_client(msg.content)
+            side, part = _silo_side(cfg, context), 0
+        else:
+            pid = _partition(context, cfg.data.n_clients)
+            side, part = _side(cfg), pid
         params = decode_params(array_record(msg.content, "params"))
         tr = side.trainer
         with _RUN:
-            loss = float(client_losses(tr.model, params, tr.x, tr.y, [side.parts[pid]], loss=tr.loss)[0])
+            loss = float(client_losses(tr.model, params, tr.x, tr.y, [side.parts[part]], loss=tr.loss)[0])
         return Message(RecordDict({"loss": MetricRecord({"loss": loss, "partition-id": pid})}), reply_to=msg)
 
     def jdp_train(self, msg: Message, context: Context) -> Message:
@@ -193,14 +282,36 @@ class _Handlers:
     def query(self, msg: Message, context: Context) -> Message:
         """Answer ``query.<name>`` from this node's own partition, with the registry function."""
         cfg = self.cfg(context)
-        n = cfg.data.n_clients
-        pid = _partition(context, n)
-        side = _side(cfg)
+        if _is_silo(context):  # the client index and the number of clients are the server's
+            pid, n = decode_client(msg.content)
+            side, part = _silo_side(cfg, context), 0
+        else:
+            n = cfg.data.n_clients
+            pid = _partition(context, n)
+            side, part = _side(cfg), pid
         name = msg.metadata.message_type.split(".", 1)[1]
         args = dict(msg.content["args"]) if "args" in msg.content else {}
-        view = ClientView.of(pid, y=side.trainer.y, indices=side.parts[pid], classes=side.data.train.classes, n_clients=n, streams=side.streams)
+        view = ClientView.of(pid, y=side.trainer.y, indices=side.parts[part], classes=side.data.train.classes, n_clients=n, streams=side.streams)
         answer = answer_query(name, view, args)  # type: ignore[arg-type]
         return Message(encode_answer(name, pid, answer), reply_to=msg)
+
+    def evaluate(self, msg: Message, context: Context) -> Message:
+        """Federated evaluation (silo mode): the global model's accuracy and mean loss on this
+        node's own held-out split, with its size (0: no held-out split; nothing evaluated)."""
+        cfg = self.cfg(context)
+        if not _is_silo(context):
+            raise ValueError("evaluate: only a silo deployment's nodes evaluate (the server evaluates on its test split)")
+        pid, _ = decode_client(msg.content)
+        side = _silo_side(cfg, context)
+        params = decode_params(array_record(msg.content, "params"))
+        _, _, x_test, y_test = side.data.as_tensors()
+        n = int(y_test.shape[0])
+        acc, loss = 0.0, 0.0
+        if n:
+            with _RUN:
+                acc, loss = evaluate(side.trainer.model, params, x_test, y_test, loss=side.trainer.loss)
+        metrics = MetricRecord({"accuracy": float(acc), "loss": float(loss), "num-examples": n, "partition-id": pid})
+        return Message(RecordDict({"metrics": metrics}), reply_to=msg)
 
 
 def make_client_app(recipe: RunConfig | None = None) -> ClientApp:
@@ -213,6 +324,7 @@ def make_client_app(recipe: RunConfig | None = None) -> ClientApp:
     app.query("losses")(h.losses)
     app.train("jdp")(h.jdp_train)
     app.train("jdp_publish")(h.jdp_publish)
+    app.evaluate()(h.evaluate)
     for name in QUERIES:
         app.query(name)(h.query)
     return app

@@ -13,6 +13,11 @@ dataset, partition and model (the nodes' registration checks the partition finge
 where the ServerApp writes the results folder and what it does about missing replies. Any key
 can be overridden at submission: ``flwr run DIR conn --run-config "on-missing='fail'"``.
 
+A *silo* app (``silo = true``, ``fedgame flower app --silo``) starts every SuperNode with its
+own data folder instead of a partition id (``--node-config "data-dir='/srv/silo-a'"``): each node
+reads its own files with the recipe's dataset plug-in, and the ServerApp builds the run from
+what the nodes report, never opening their data (:mod:`fedgame.deploy.flower.silo`).
+
 Which SuperLink ``flwr run`` talks to is *not* in the app: Flower 1.42 reads named connections
 from ``$FLWR_HOME/config.toml`` (default ``~/.flwr/config.toml``); :func:`connection_toml` is
 the section to add there.
@@ -37,6 +42,7 @@ __all__ = [
     "DeploymentConfig",
     "app_name",
     "connection_toml",
+    "silo_node_config",
     "supernode_commands",
     "write_app",
 ]
@@ -61,7 +67,12 @@ class DeploymentConfig:
       arrives (a dead node's message errors after Flower's heartbeat patience, about 60 s);
     * ``register-timeout`` — seconds to wait for every SuperNode to connect and register;
     * ``resume`` — continue ``out``'s checkpoint (true) or start afresh (false, the default,
-      like ``fedgame run`` without ``--resume``).
+      like ``fedgame run`` without ``--resume``);
+    * ``silo`` (optional, default false) — every SuperNode reads its own files from its
+      ``data-dir`` node config, and the server never opens them;
+    * ``server-data`` (optional, silo only) — absolute path of a data folder on the SuperLink's
+      machine, laid out like a node's: the server evaluates on its test split; "" (the
+      default): federated evaluation, each node on its own held-out split.
     """
 
     recipe: str
@@ -70,6 +81,8 @@ class DeploymentConfig:
     round_timeout: float = 0.0
     register_timeout: float = 300.0
     resume: bool = False
+    silo: bool = False
+    server_data: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.recipe, str) or not self.recipe.strip():
@@ -84,6 +97,14 @@ class DeploymentConfig:
             raise ValueError(f"run config: 'register-timeout' must be a number of seconds > 0, got {self.register_timeout!r}")
         if not isinstance(self.resume, bool):
             raise ValueError(f"run config: 'resume' must be true or false, got {self.resume!r}")
+        if not isinstance(self.silo, bool):
+            raise ValueError(f"run config: 'silo' must be true or false, got {self.silo!r}")
+        if not isinstance(self.server_data, str) or (self.server_data and not Path(self.server_data).is_absolute()):
+            raise ValueError(
+                f"run config: 'server-data' must be an absolute path (a data folder on the SuperLink's machine) or \"\", got {self.server_data!r}"
+            )
+        if self.server_data and not self.silo:
+            raise ValueError("run config: 'server-data' is for silo deployments (silo = true); without silo the server evaluates on the recipe's test split")
 
     @property
     def timeout(self) -> float | None:
@@ -99,12 +120,13 @@ class DeploymentConfig:
             "round-timeout": float(self.round_timeout),
             "register-timeout": float(self.register_timeout),
             "resume": self.resume,
+            **({"silo": True, "server-data": self.server_data} if self.silo else {}),
         }
 
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any]) -> Self:
         """Read (and check) a run config; unknown keys are refused, so a typo is not ignored."""
-        known = {"recipe", "out", "on-missing", "round-timeout", "register-timeout", "resume"}
+        known = {"recipe", "out", "on-missing", "round-timeout", "register-timeout", "resume", "silo", "server-data"}
         extra = sorted(set(run_config) - known)
         if extra:
             raise ValueError(f"run config: unknown key(s) {extra}; allowed: {sorted(known)}")
@@ -120,6 +142,8 @@ class DeploymentConfig:
             round_timeout=float(rt) if isinstance(rt, int) and not isinstance(rt, bool) else rt,
             register_timeout=float(reg) if isinstance(reg, int) and not isinstance(reg, bool) else reg,
             resume=run_config.get("resume", False),
+            silo=run_config.get("silo", False),
+            server_data=run_config.get("server-data", ""),
         )
 
 
@@ -153,15 +177,27 @@ def connection_toml(name: str, address: str, *, insecure: bool = True, root_cert
     return "\n".join(lines) + "\n"
 
 
-def supernode_commands(n: int, superlink: str, *, first_port: int = 9094, insecure: bool = True) -> list[str]:
+def silo_node_config(data_dir: str | Path) -> str:
+    """A silo SuperNode's ``--node-config`` value: ``data-dir='<folder>'`` (Flower reads node
+    config values as TOML, so a path is quoted)."""
+    d = str(data_dir)
+    if "'" in d:
+        raise ValueError(f"data-dir: a path with a single quote cannot be given as Flower node config, got {d!r}")
+    return f"data-dir='{d}'"
+
+
+def supernode_commands(
+    n: int, superlink: str, *, first_port: int = 9094, insecure: bool = True, silo: bool = False
+) -> list[str]:
     """One ``flower-supernode`` command per partition: ``partition-id=i num-partitions=n``, each
-    with its own local Runtime API port (``--port``), so several can share a machine."""
+    with its own local Runtime API port (``--port``), so several can share a machine. ``silo``:
+    each with its own data folder instead (``data-dir='/srv/silo-<i>'``, to replace by the real one)."""
     if n < 1:
         raise ValueError(f"nodes: must be >= 1, got {n}")
     sec = "--insecure" if insecure else "--root-certificates ca.crt"
     return [
         f'flower-supernode {sec} --superlink {superlink} --port {first_port + i} '
-        f'--node-config "partition-id={i} num-partitions={n}"'
+        + (f'--node-config "{silo_node_config(f"/srv/silo-{i}")}"' if silo else f'--node-config "partition-id={i} num-partitions={n}"')
         for i in range(n)
     ]
 
@@ -210,14 +246,19 @@ def _pyproject(cfg: RunConfig, dep: DeploymentConfig) -> str:
     )
 
 
-def _readme(cfg: RunConfig, dest: Path, superlink: str) -> str:
+def _readme(cfg: RunConfig, dest: Path, superlink: str, silo: bool = False) -> str:
     n = cfg.data.n_clients
     host, _, port = superlink.rpartition(":")
-    nodes = "\n".join(f"{c} &" for c in supernode_commands(n, superlink))
+    nodes = "\n".join(f"{c} &" for c in supernode_commands(n, superlink, silo=silo))
+    who = (
+        "one SuperNode per silo, each reading its own files from its `data-dir` (replace `/srv/silo-<i>` by "
+        "the node's folder; relative paths in the recipe's `data.options` are taken from there)"
+        if silo else "one SuperNode per partition"
+    )
     return f"""# {cfg.name} on Flower
 
 Written by `fedgame flower app`. The resolved recipe is the `recipe` key of `pyproject.toml`
-({n} clients: one SuperNode per partition). On one machine, over loopback:
+({n} clients: {who}). On one machine, over loopback:
 
 ```bash
 flower-superlink --insecure --host {host} --port {port} &
@@ -228,7 +269,7 @@ EOF
 flwr run {dest} fedgame --stream
 ```
 
-Results: the `out` folder of the run config, on the SuperLink's machine.
+Results: the `out` folder of the run config, on the SuperLink's machine{"; `queries.jsonl` there lists every answer a node sent" if silo else ""}.
 """
 
 
@@ -242,14 +283,24 @@ def write_app(
     register_timeout: float = 300.0,
     resume: bool = False,
     superlink: str = "127.0.0.1:8000",
+    silo: bool = False,
+    server_data: str | Path | None = None,
 ) -> Path:
     """Write the Flower app of ``cfg`` into folder ``dest`` and return its ``pyproject.toml``.
 
     ``out`` is made absolute here (the ServerApp runs in another working directory).
-    ``superlink`` only fills in the commands of the app's README."""
+    ``superlink`` only fills in the commands of the app's README. ``silo``: every node reads
+    its own files (its ``data-dir``); ``server_data`` (silo only, made absolute): the server's
+    own data folder, whose test split it evaluates on (None: federated evaluation)."""
     host, _, port = superlink.rpartition(":")
     if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise ValueError(f"superlink: must be host:port with a port in [1, 65535], got {superlink!r}")
+    if server_data is not None and not silo:
+        raise ValueError("server-data: only with --silo (without it the server evaluates on the recipe's test split)")
+    if silo:
+        from fedgame.pipeline.build import check_silo
+
+        check_silo(cfg)
     from fedgame.deploy.flower.client_app import recipe_text
 
     dep = DeploymentConfig(
@@ -259,6 +310,8 @@ def write_app(
         round_timeout=float(round_timeout),
         register_timeout=float(register_timeout),
         resume=resume,
+        silo=silo,
+        server_data="" if server_data is None else str(Path(server_data).expanduser().resolve()),
     )
     d = Path(dest)
     if d.exists() and not d.is_dir():
@@ -266,5 +319,5 @@ def write_app(
     d.mkdir(parents=True, exist_ok=True)
     path = d / "pyproject.toml"
     path.write_text(_pyproject(cfg, dep))
-    (d / "README.md").write_text(_readme(cfg, d.resolve(), superlink))
+    (d / "README.md").write_text(_readme(cfg, d.resolve(), superlink, silo))
     return path

@@ -69,14 +69,16 @@ class FlowerExecutor:
     """Runs the engine's jobs on Flower nodes through ``grid`` (simulation or deployment).
 
     ``data`` is the server's copy of the federated dataset: its partition fingerprint and
-    client sizes are checked against what every node reports at registration.
+    client sizes are checked against what every node reports at registration (a subclass
+    that holds no copy, the silo deployment's, gives ``n_clients`` instead).
     ``info(job)`` adds read-only fields to each train message (local steps, plan name...)."""
 
     def __init__(
         self,
         grid: Grid,
         *,
-        data: FederatedDataset,
+        data: FederatedDataset | None = None,
+        n_clients: int | None = None,
         round_timeout: float | None = None,
         register_timeout: float = 120.0,
         poll_interval: float = 0.5,
@@ -88,9 +90,13 @@ class FlowerExecutor:
             raise ValueError(f"register_timeout: must be > 0 seconds, got {register_timeout}")
         if not poll_interval > 0:
             raise ValueError(f"poll_interval: must be > 0 seconds, got {poll_interval}")
+        if data is not None and n_clients is None:
+            n_clients = int(data.n_clients)
+        elif data is not None or n_clients is None:
+            raise ValueError("FlowerExecutor: give data (the server's copy of the partition) or n_clients, exactly one")
         self.grid = grid
         self.data = data
-        self.n_clients = int(data.n_clients)
+        self.n_clients = int(n_clients)
         self.round_timeout = round_timeout
         self.register_timeout = float(register_timeout)
         self.poll_interval = float(poll_interval)
@@ -103,18 +109,13 @@ class FlowerExecutor:
     def connect(self) -> dict[int, int]:
         """Wait until ``n_clients`` nodes are connected, learn each one's partition id, and
         return ``{partition id: node id}``; :class:`NodesNotReady` after ``register_timeout``."""
+        if self.data is None:
+            raise RuntimeError("FlowerExecutor: connect() checks the nodes' partitions against the server's data; none was given")
         deadline = time.monotonic() + self.register_timeout
         n = self.n_clients
-        while True:
-            nodes = sorted(int(i) for i in self.grid.get_node_ids())
-            if len(nodes) >= n:
-                break
-            if time.monotonic() >= deadline:
-                raise NodesNotReady(
-                    f"only {len(nodes)} of {n} SuperNodes connected after {self.register_timeout:g} s; start one "
-                    f"SuperNode per partition (--node-config \"partition-id=<0..{n - 1}> num-partitions={n}\")"
-                )
-            time.sleep(self.poll_interval)
+        nodes = self._wait_for_nodes(
+            deadline, f"start one SuperNode per partition (--node-config \"partition-id=<0..{n - 1}> num-partitions={n}\")"
+        )
         log.info("%d nodes connected; asking for their partitions", len(nodes))
         msgs = [Message(RecordDict({"ask": ConfigRecord({"what": "partition"})}), dst_node_id=i, message_type=REGISTER) for i in nodes]
         replies = list(self.grid.send_and_receive(msgs, timeout=max(1.0, deadline - time.monotonic())))
@@ -149,6 +150,27 @@ class FlowerExecutor:
         self.node_of = {pid: node for node, pid in part_of.items()}
         log.info("partition -> node map complete (%d partitions)", len(self.node_of))
         return dict(self.node_of)
+
+    def _wait_for_nodes(self, deadline: float, hint: str) -> list[int]:
+        """The connected node ids, sorted, once ``n_clients`` are connected; NodesNotReady
+        (ending with ``hint``: how to start the missing ones) at ``deadline``."""
+        n = self.n_clients
+        while True:
+            nodes = sorted(int(i) for i in self.grid.get_node_ids())
+            if len(nodes) >= n:
+                return nodes
+            if time.monotonic() >= deadline:
+                raise NodesNotReady(f"only {len(nodes)} of {n} SuperNodes connected after {self.register_timeout:g} s; {hint}")
+            time.sleep(self.poll_interval)
+
+    def _content(self, client: int, records: dict[str, Any]) -> RecordDict:
+        """The content of a query or loss message to ``client``'s node (a silo executor adds
+        the client index, which its node does not know)."""
+        del client
+        return RecordDict(records)
+
+    def _received(self, query: str, client: int, node: int, answer: Any) -> None:
+        """Called with every answer a node sent (a silo executor lists them in the run folder)."""
 
     def _node(self, client: int) -> int:
         if not self.node_of:
@@ -200,7 +222,7 @@ class FlowerExecutor:
         clients = np.asarray(clients, dtype=np.int64)
         record = encode_params(params)
         msgs = [
-            Message(RecordDict({"params": record}), dst_node_id=self._node(int(c)), message_type=LOSSES)
+            Message(self._content(int(c), {"params": record}), dst_node_id=self._node(int(c)), message_type=LOSSES)
             for c in clients
         ]
         out = {int(c): float("nan") for c in clients}
@@ -211,6 +233,7 @@ class FlowerExecutor:
                 continue
             m = metric_record(r.content, "loss")
             out[int(m["partition-id"])] = float(m["loss"])
+            self._received("losses", int(m["partition-id"]), int(r.metadata.src_node_id), {"loss": float(m["loss"])})
         return np.array([out[int(c)] for c in clients], dtype=np.float64)
 
     def query(self, name: str, clients: Sequence[int] | np.ndarray, args: QueryArgs | None = None) -> list[np.ndarray | None]:
@@ -221,7 +244,7 @@ class FlowerExecutor:
         if not clients:
             return []
         msgs = [
-            Message(RecordDict({"args": ConfigRecord(dict(args or {}))}), dst_node_id=self._node(c), message_type=query_type(name))
+            Message(self._content(c, {"args": ConfigRecord(dict(args or {}))}), dst_node_id=self._node(c), message_type=query_type(name))
             for c in clients
         ]
         self.queries[name] = self.queries.get(name, 0) + len(msgs)
@@ -234,6 +257,7 @@ class FlowerExecutor:
                 continue
             _, pid, answer = decode_answer(r.content)
             got[pid] = answer
+            self._received(name, pid, int(r.metadata.src_node_id), answer.tolist())
         return [got.get(c) for c in clients]
 
     def describe(self) -> dict[str, Any]:

@@ -97,6 +97,10 @@ class LoopbackFederation:
 
     ``home`` becomes ``FLWR_HOME`` for every process (Flower's config, installed apps, logs).
     ``bin_dir`` holds Flower's commands (default: next to this Python). ``env`` adds variables.
+    ``node_configs``: SuperNode ``i``'s ``--node-config`` (default ``partition-id=i
+    num-partitions=nodes``; a silo node's ``data-dir='<folder>'``,
+    :func:`~fedgame.deploy.flower.deployment.silo_node_config`). ``cwd``: the working folder
+    of every process (default: this process's).
     """
 
     def __init__(
@@ -107,9 +111,13 @@ class LoopbackFederation:
         bin_dir: Path | None = None,
         env: Mapping[str, str] | None = None,
         start_timeout: float = 60.0,
+        node_configs: Sequence[str] | None = None,
+        cwd: str | Path | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"nodes: must be >= 1, got {nodes}")
+        if node_configs is not None and len(node_configs) != nodes:
+            raise ValueError(f"node_configs: must give one --node-config per SuperNode ({nodes}), got {len(node_configs)}")
         if not start_timeout > 0:
             raise ValueError(f"start_timeout: must be > 0 seconds, got {start_timeout}")
         found = bin_dir or flower_bin_dir()
@@ -130,6 +138,8 @@ class LoopbackFederation:
         }
         self.procs: list[_Proc] = []
         self.supernodes: list[_Proc | None] = []
+        self.node_configs = list(node_configs) if node_configs is not None else [f"partition-id={i} num-partitions={nodes}" for i in range(nodes)]
+        self.cwd = None if cwd is None else Path(cwd)
 
     @property
     def address(self) -> str:
@@ -143,7 +153,9 @@ class LoopbackFederation:
         f = (logs / f"{name}.log").open("wb")
         # a session of its own: a signal to the test's terminal never reaches it, and it
         # is stopped only by its PID
-        p = subprocess.Popen([str(self.bin_dir / args[0]), *args[1:]], stdout=f, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+        p = subprocess.Popen(
+            [str(self.bin_dir / args[0]), *args[1:]], stdout=f, stderr=subprocess.STDOUT, env=self.env, start_new_session=True, cwd=self.cwd
+        )
         proc = _Proc(name, p, f)
         self.procs.append(proc)
         log.info("started %s (pid %d): %s", name, p.pid, " ".join(args))
@@ -169,7 +181,7 @@ class LoopbackFederation:
                     f"supernode-{i}",
                     [
                         "flower-supernode", "--insecure", "--superlink", self.address, "--host", "127.0.0.1", "--port", str(port),
-                        "--isolation", "subprocess", "--node-config", f"partition-id={i} num-partitions={self.nodes}",
+                        "--isolation", "subprocess", "--node-config", self.node_configs[i],
                     ],
                 )
             )
@@ -180,7 +192,7 @@ class LoopbackFederation:
         run ends; ``extra`` adds arguments (``--run-config ...``). On ``timeout`` the command
         is killed by its PID and :class:`subprocess.TimeoutExpired` raised."""
         args = [str(self.bin_dir / "flwr"), "run", str(app), CONNECTION, "--stream", *extra]
-        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env, text=True, start_new_session=True)
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env, text=True, start_new_session=True, cwd=self.cwd)
         try:
             out, _ = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -11,6 +11,11 @@ folder — ``config.yaml``, ``metrics.csv`` with ``replied``/``missing`` per rou
 ``privacy.csv``, ``summary.json`` (``backend: flower``) — is the one ``fedgame run`` writes, and
 the same seed gives the same numbers.
 
+A silo app (``silo = true``) runs a :class:`SiloDeployment` instead: the engine is built from
+what the nodes report at registration (:func:`~fedgame.deploy.flower.silo.build_silo`), so this
+process never opens a client's data, and every answer a node sent is listed in
+``<out>/queries.jsonl``.
+
 A run that cannot go on (nodes missing at registration, a missing reply with
 ``on-missing = "fail"``, a bad run config) raises: Flower marks the run failed and shows the
 message (``flwr list --run-id <id>``, ``flwr log <id>``, ``flwr run --stream``); the message is
@@ -34,16 +39,19 @@ configure()
 from flwr.app import Context  # noqa: E402
 from flwr.serverapp import Grid, ServerApp  # noqa: E402
 
+from fedgame.data import SiloDataset  # noqa: E402
 from fedgame.deploy.flower.deployment import DeploymentConfig  # noqa: E402
 from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
+from fedgame.deploy.flower.silo import QUERY_LOG, QueryLog, SiloExecutor, SiloRefused, build_silo  # noqa: E402
 from fedgame.deploy.flower.strategy import attach_flower  # noqa: E402
-from fedgame.pipeline.build import Built, BuiltJDP  # noqa: E402
+from fedgame.pipeline.build import Built, BuiltJDP, load_silo  # noqa: E402
 from fedgame.pipeline.config import RunConfig, parse_recipe  # noqa: E402
 from fedgame.pipeline.runner import run_one  # noqa: E402
 from fedgame.pipeline.store import ResultStore  # noqa: E402
 from fedgame.sim import RunResult  # noqa: E402
+from fedgame.sim.engine import MissingReplies  # noqa: E402
 
-__all__ = ["FlowerDeployment", "app", "run_deployment"]
+__all__ = ["FlowerDeployment", "SiloDeployment", "app", "run_deployment"]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +92,83 @@ class FlowerDeployment:
         }
 
 
+class SiloDeployment(FlowerDeployment):
+    """A :class:`FlowerDeployment` on silo nodes, each with its own files: :meth:`build` is
+    ``run_one``'s builder (registration first, then the engine on the nodes' reports; no data
+    is opened here), and the rounds run on the executor it connected. Every answer a node sent
+    goes to ``out/queries.jsonl``. ``server_data``: the server's own data folder, whose test
+    split it evaluates on (None: federated evaluation). ``resume``: the nodes must hold the data
+    the run's ``partition.json`` lists (same fingerprints, same order)."""
+
+    def __init__(
+        self,
+        grid: Grid,
+        *,
+        out: str | Path,
+        server_data: str | None = None,
+        round_timeout: float | None = None,
+        register_timeout: float = 300.0,
+        resume: bool = False,
+    ) -> None:
+        super().__init__(grid, round_timeout=round_timeout, register_timeout=register_timeout)
+        self.out = Path(out)
+        self.server_data = server_data or None
+        self.resume = resume
+
+    def build(self, cfg: RunConfig) -> Built:
+        """Register the nodes and build the run on their reports (``run_one``'s ``build``)."""
+        tic = time.perf_counter()
+        test = None
+        if self.server_data is not None:
+            try:
+                test = load_silo(cfg, self.server_data).test
+            except (OSError, ValueError) as e:
+                raise SiloRefused(f"server-data: {' '.join(str(e).split())}") from None
+            if not len(test):
+                raise SiloRefused(f"server-data: {self.server_data!r} has no test split to evaluate on")
+        ex = SiloExecutor(
+            self.grid, n_clients=cfg.data.n_clients, log=QueryLog(self.out / QUERY_LOG),
+            round_timeout=self.round_timeout, register_timeout=self.register_timeout,
+        )
+        built = build_silo(cfg, ex, server_test=test)
+        self._check_resume(built)
+        self.executor = ex
+        self.startup_seconds = time.perf_counter() - tic
+        return built
+
+    def _check_resume(self, built: Built) -> None:
+        """On resume, refuse nodes whose data differ from the checkpointed run's (a restarted
+        SuperNode has a new Flower node id, so the client order may change with it)."""
+        path = self.out / "partition.json"
+        if not self.resume or not (self.out / "checkpoint.pt").exists() or not path.exists():
+            return
+        import json
+
+        before = json.loads(path.read_text()).get("data_fingerprints")
+        now = [r.fingerprint for r in built.data.reports] if isinstance(built.data, SiloDataset) else None
+        if before is not None and before != now:
+            raise SiloRefused(
+                f"resume: the nodes' data (fingerprints {now}, clients in node-id order) differ from the run's ({before}); "
+                "restart the nodes with the same folders, or run afresh (resume = false)"
+            )
+
+    def __call__(self, built: Built | BuiltJDP, cfg: RunConfig, run: Callable[[], RunResult]) -> RunResult:
+        if self.executor is None:
+            raise RuntimeError("SiloDeployment: build the run (its nodes register there) before running it")
+        attach_flower(
+            self.grid, built, cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout, executor=self.executor
+        )
+        return run()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "silo": True,
+            "evaluation": "server" if self.server_data is not None else "federated",
+            "queries_log": QUERY_LOG,
+        }
+
+
 def run_deployment(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
     """Run the app's recipe on the SuperNodes behind ``grid`` into its ``out`` folder; return
     the summary. Errors (bad run config, missing nodes or replies) are written to
@@ -98,11 +183,20 @@ def run_deployment(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
         cfg = parse_recipe(raw)
         if not dep.resume:
             store.clear()
-        execute = FlowerDeployment(grid, round_timeout=dep.timeout, register_timeout=dep.register_timeout)
         log.info("running %s (%d clients, %d rounds) into %s", cfg.name, cfg.data.n_clients, cfg.train.rounds, dep.out)
-        summary = run_one(cfg, Path(dep.out), resume=dep.resume, execute=execute, on_round=_log_round)
+        if dep.silo:
+            silo = SiloDeployment(
+                grid, out=dep.out, server_data=dep.server_data or None, round_timeout=dep.timeout,
+                register_timeout=dep.register_timeout, resume=dep.resume,
+            )
+            summary = run_one(cfg, Path(dep.out), resume=dep.resume, execute=silo, on_round=_log_round, build=silo.build)
+        else:
+            execute = FlowerDeployment(grid, round_timeout=dep.timeout, register_timeout=dep.register_timeout)
+            summary = run_one(cfg, Path(dep.out), resume=dep.resume, execute=execute, on_round=_log_round)
     except Exception as e:
         store.write_text("error.txt", f"{type(e).__name__}: {e}\n")
+        if isinstance(e, MissingReplies):  # a fedgame one-liner: the line is the report, no traceback
+            log.error("%s: %s", type(e).__name__, e)
         raise
     log.info("finished %s: accuracy %.4f, epsilon max %s", cfg.name, summary["final_accuracy"], summary["epsilon_max"])
     return summary
@@ -128,6 +222,18 @@ def _log_to_run() -> None:
         lg.propagate = False
 
 
+class _OneLine(logging.Filter):
+    """Drops the traceback Flower logs with a ServerApp's exception when it is one of fedgame's
+    one-line errors (:class:`MissingReplies`: nodes missing or refused, replies missing with
+    ``on-missing = "fail"``): the line fedgame logged, and ``error.txt``, say it all."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], MissingReplies):
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
 app = ServerApp()
 """The ServerApp ``flwr run`` loads (``fedgame.deploy.flower.server_app:app``)."""
 
@@ -135,4 +241,7 @@ app = ServerApp()
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     _log_to_run()
+    flwr_log = logging.getLogger("flwr")
+    if not any(isinstance(f, _OneLine) for f in flwr_log.filters):
+        flwr_log.addFilter(_OneLine())
     run_deployment(grid, dict(context.run_config))

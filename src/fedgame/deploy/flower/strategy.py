@@ -264,12 +264,25 @@ class FedgameStrategy(Strategy):
         )
 
 
-def attach_flower(grid: Grid, built: Built | BuiltJDP, cfg: RunConfig, *, round_timeout: float | None, register_timeout: float) -> FlowerExecutor:
+def attach_flower(
+    grid: Grid,
+    built: Built | BuiltJDP,
+    cfg: RunConfig,
+    *,
+    round_timeout: float | None,
+    register_timeout: float,
+    executor: FlowerExecutor | None = None,
+) -> FlowerExecutor:
     """Point a built run at the Flower nodes behind ``grid`` — the one start-up of the
     simulation and the deployed ServerApp: the engine of either protocol is driven by a
     :class:`FedgameStrategy` (a JDP-FL run first holds its auction on the nodes' bids,
-    :func:`~fedgame.deploy.flower.jdp.connect_jdp`)."""
+    :func:`~fedgame.deploy.flower.jdp.connect_jdp`). ``executor``: nodes already discovered
+    (a silo deployment registers them before it builds the engine), kept as they are."""
     strategy = FedgameStrategy(built, cfg, round_timeout=round_timeout, register_timeout=register_timeout)
+    if executor is not None:
+        if executor.grid is not grid or not executor.node_of:
+            raise RuntimeError("attach_flower: the executor given must be connected to this grid")
+        strategy.executor = executor
     strategy.drive(grid)
     assert strategy.executor is not None
     return strategy.executor
