@@ -347,7 +347,7 @@ def _markdown(rows: list[dict[str, Any]], budget: str, values: dict[tuple[str, f
         r0 = rows[0]
         out += ["", f"Each cell: {r0['rounds']} rounds, local training {r0['local']}; seeds per cell listed in table2.csv; "
                 "the configs are in configs/.", "",
-                _privacy_sentence(cfgs), "", _baseline_sentence(present),
+                _privacy_sentence(cfgs), "", *[b for b in (_baseline_sentence(present),) if b],
                 "Extra rows (the sampling ablations, no paper numbers): FedPCS's incentive with uniform draws, "
                 "and x ∝ ρ with FedAvg weights θ_i/Σ_S θ instead of Eq. (4); table2.csv's max_agg_weight is the largest "
                 "aggregation weight an upload got (mean over seeds).", "",
