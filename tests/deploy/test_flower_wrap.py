@@ -192,3 +192,43 @@ def test_the_docs_example_runs_in_flower_simulation(tmp_path: Path) -> None:
             spent[node] = spent.get(node, 0.0) + rho
             assert rec["epsilon"][node] == pytest.approx(float(zcdp_to_eps(spent[node], 1e-5)))
     assert np.all(np.isfinite(got["w"])) and len(got["w"]) == ex.FEATURES  # type: ignore[attr-defined]
+
+
+def test_fedgame_draws_under_flowers_central_dp_wrapper_and_its_accountant() -> None:
+    """Flower's DifferentialPrivacyServerSideFixedClipping (with its dp-accounting RDP
+    accountant, no amplification) inside FedgameSampling: 3 rounds of 2 distinct nodes drawn
+    without replacement, unweighted mean; the ε Flower reports equals fedgame's own
+    central_dp_epsilon for the same releases (q = 1, the plain Gaussian at multiplier z); the
+    wrapper refuses weighted aggregation and draws with repeats, which would break the noise's
+    calibration."""
+    from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping
+    from flwr.supercore.privacy_accounting import NeighboringRelation, PrivacyConfig, SamplingMethod
+    from flwr.supercore.privacy_accounting.rdp_accountant import RdpAccountant
+
+    from fedgame.privacy.central import central_dp_epsilon
+
+    ex = example()
+    z, clip, k, rounds = 1.2, 1.0, 2, 3
+    acc = RdpAccountant(PrivacyConfig(target_delta=1e-5, population_size=3, neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
+                                      sampling_method=SamplingMethod.NO_AMPLIFICATION))
+    # the inner FedAvg configures k nodes (the wrapper checks it against num_sampled_clients); fedgame redraws them
+    dp = DifferentialPrivacyServerSideFixedClipping(FedAvg(fraction_train=0.67, fraction_evaluate=0.0), z, clip, k, accountant=acc)
+    from flwr.clientapp import ClientApp
+
+    plain = ClientApp()  # the example's training without fedgame's mod: the server adds the noise here
+    plain.train()(ex.train)  # type: ignore[attr-defined]
+    grid = LocalGrid(plain, 3)
+    s = FedgameSampling(dp, Uniform(replace=False), clients_per_round=k, aggregation="mean", seed=0)
+    s.start(grid=grid, initial_arrays=ArrayRecord({"w": Array(np.zeros(ex.FEATURES))}), num_rounds=rounds)  # type: ignore[arg-type,attr-defined]
+    assert all(len(set(r.draws)) == k and set(r.weights.values()) == {1.0} for r in s.records)
+    spent = dp.privacy_spent()
+    assert spent is not None and spent.num_releases == rounds
+    want = central_dp_epsilon(z, population_size=3, sample_size=3, rounds=rounds, delta=1e-5, sampling="poisson")
+    assert spent.epsilon == pytest.approx(want, rel=1e-6)
+    with pytest.raises(ValueError, match="^aggregation: Flower's DifferentialPrivacyServerSideFixedClipping"):
+        FedgameSampling(dp, Uniform(replace=False), clients_per_round=k)
+    rep = FedgameSampling(DifferentialPrivacyServerSideFixedClipping(FedAvg(fraction_train=0.67, fraction_evaluate=0.0), z, clip, k),
+                          PrivacyAware(rho=ex.RHO), clients_per_round=k, aggregation="mean", seed=0)  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="^selection: Flower's .* needs exactly clients_per_round = 2 distinct"):
+        for _ in range(50):  # x ∝ ρ with replacement repeats its heaviest node soon
+            rep.configure_train(1, ArrayRecord({"w": Array(np.zeros(ex.FEATURES))}), ConfigRecord(), grid)  # type: ignore[arg-type,attr-defined]

@@ -138,6 +138,12 @@ class FedgameSampling(Strategy):
             raise ValueError(f"clients_per_round: must be an integer >= 1, got {clients_per_round!r}")
         if aggregation not in ("importance", "fedavg", "mean"):
             raise ValueError(f"aggregation: must be 'importance', 'fedavg' or 'mean', got {aggregation!r}")
+        self.central_dp = _is_central_dp(strategy)
+        if self.central_dp and aggregation != "mean":
+            raise ValueError(
+                f"aggregation: Flower's {type(strategy).__name__} calibrates its noise to an unweighted mean of "
+                f"num_sampled_clients replies; weighted replies would move the mean by more than clip/K: use "
+                f"aggregation='mean' (allowed here: 'mean'), got {aggregation!r}")
         self.strategy, self.selection, self.k, self.aggregation = strategy, selection, clients_per_round, aggregation
         self.rho = None if rho is None else _positive(rho, "rho")
         self.reward = None if reward is None else np.asarray(reward, dtype=np.float64)
@@ -182,6 +188,12 @@ class FedgameSampling(Strategy):
         sel = self.selection.select(state, self.rng)
         if sel.indices.size and int(sel.indices.max()) >= n:
             raise ValueError(f"selection: drew client {int(sel.indices.max())} but the federation has {n} nodes")
+        if self.central_dp and (np.unique(sel.indices).size != sel.indices.size or sel.indices.size != self.k):
+            raise ValueError(
+                f"selection: Flower's {type(self.strategy).__name__} needs exactly clients_per_round = {self.k} distinct "
+                f"nodes a round (its noise is calibrated to their mean), but {type(self.selection).__name__} drew "
+                f"{np.unique(sel.indices).size} distinct of {sel.indices.size}: use a sampler without replacement "
+                "(Uniform(replace=False), PrivacyAware(sampler='pips'))")
         self._drawn[server_round] = sel
         rec = RoundRecord(server_round, sel.scheme, [nodes[i] for i in sel.indices.tolist()], sel.probs.tolist())
         template = inner[0]
@@ -283,6 +295,20 @@ class FedgameSampling(Strategy):
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("a") as f:
             f.write(json.dumps(rec.to_json()) + "\n")
+
+
+def _is_central_dp(strategy: Strategy) -> bool:
+    """Whether ``strategy`` is one of Flower's central-DP wrappers (server- or client-side
+    clipping), whose noise assumes an unweighted mean of a fixed number of replies."""
+    from flwr.serverapp.strategy import (
+        DifferentialPrivacyClientSideAdaptiveClipping,
+        DifferentialPrivacyClientSideFixedClipping,
+        DifferentialPrivacyServerSideAdaptiveClipping,
+        DifferentialPrivacyServerSideFixedClipping,
+    )
+
+    return isinstance(strategy, (DifferentialPrivacyClientSideAdaptiveClipping, DifferentialPrivacyClientSideFixedClipping,
+                                 DifferentialPrivacyServerSideAdaptiveClipping, DifferentialPrivacyServerSideFixedClipping))
 
 
 def _positive(v: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
