@@ -393,7 +393,7 @@ def bench_game(quick: bool) -> dict[str, object]:
     from fedgame.core.types import RoundState
     from fedgame.pipeline.build import build_engine
     from fedgame.pipeline.config import load_recipe
-    from fedgame.incentives.games import mean_field
+    from fedgame.incentives.fedpcs import mean_field
 
     T = 30
     sizes = [100, 300, 1000] if quick else [100, 1000, 10000]
@@ -456,7 +456,7 @@ def mean_field_seconds(n: int, T: int = 30) -> float:
     ``T`` rounds: the instance of ``bench_game`` (ρ⁰ ~ U[0.01, 12], ϕ ~ U(0, 1) clipped to
     [1e-3, 1 − 1e-3], R ≡ 1, K = N/5, seeded by n). Issue 17's target: n = 10⁵, T = 30 under
     60 s (``mean_field_1e5_s``)."""
-    from fedgame.incentives.games import mean_field
+    from fedgame.incentives.fedpcs import mean_field
 
     rng = np.random.default_rng(n)
     rho0, varphi = rng.uniform(0.01, 12.0, n), np.clip(rng.uniform(0, 1, n), 1e-3, 1 - 1e-3)
@@ -559,7 +559,7 @@ def bench_strategies(quick: bool) -> dict[str, object]:
 
 # -- 7. QI-DPFL game maths ------------------------------------------------------------------------
 def bench_qidpfl(quick: bool) -> dict[str, object]:
-    from fedgame.incentives.games.qidpfl import (
+    from fedgame.incentives.qidpfl.game import (
         AccuracyCurve,
         ServerParams,
         client_equilibrium,
@@ -983,7 +983,7 @@ def _game_engines() -> dict[str, object]:
     differences in rewards and equilibrium φ, and whether both are ≤ 1e-5 (the engines agree
     to rounding; the server's descent stops at its own tolerance)."""
     from fedgame.incentives.fedpcs import solve_plan
-    from fedgame.incentives.games import _mean_field
+    from fedgame.incentives.fedpcs import _mean_field
     from fedgame.pipeline.build import fedpcs_game
     from fedgame.pipeline.config import load_recipe
 
@@ -1013,7 +1013,7 @@ def bench_speed_game(quick: bool) -> dict[str, object]:
     cache: the set-up part of ``paper_budget_fedpcs_run_s`` that a grid pays once per seed.
     ``--quick``: N = 10⁴ and the main job's game (T = 5) instead."""
     from fedgame.incentives.fedpcs import solve_plan
-    from fedgame.incentives.games._best_response import cores, default_engine
+    from fedgame.incentives.fedpcs._best_response import cores, default_engine
     from fedgame.pipeline.build import fedpcs_game
     from fedgame.pipeline.config import load_recipe
 

@@ -680,8 +680,7 @@ def solve_cmd(
     import json
     import sys
 
-    from fedgame.experiments.phs_problem import solve_phs
-    from fedgame.incentives.problems import ProblemError, solve_fedpcs, solve_jdp, solve_qidpfl
+    from fedgame.solve import ProblemError, solve_fedpcs, solve_jdp, solve_phs, solve_qidpfl
 
     solvers = {"fedpcs": solve_fedpcs, "phs": solve_phs, "qidpfl": solve_qidpfl, "jdp": solve_jdp}
     if game not in solvers:

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fedgame.cli import app
-from fedgame.incentives.games import accuracy_weights, equilibrium_cost, mean_field
+from fedgame.incentives.fedpcs import accuracy_weights, equilibrium_cost, mean_field
 
 runner = CliRunner()
 

@@ -14,8 +14,7 @@ from typer.testing import CliRunner
 
 from fedgame.cli import app
 from fedgame.core.limits import BASE, solve_estimate
-from fedgame.experiments.phs_problem import solve_phs
-from fedgame.incentives.problems import solve_fedpcs
+from fedgame.solve import solve_fedpcs, solve_phs
 
 rng = np.random.default_rng(0)
 N = 3000
@@ -76,7 +75,7 @@ def test_a_jdp_auction_over_the_time_limit_is_refused_after_its_allocation(tmp_p
     payments run; within the limit it is solved. The rate is lowered so that a small instance
     is 'long' (the estimate's arithmetic, not this host's speed, is what is tested)."""
     import fedgame.core.limits as limits
-    from fedgame.incentives.problems import solve_jdp
+    from fedgame.solve import solve_jdp
 
     rng = np.random.default_rng(0)
     n = 3000

@@ -25,7 +25,7 @@ for recipe in ("recipes/main/dp_fedavg.yaml", "recipes/main/fedpcs.yaml"):
 print(sorted(m for m in ("dp_accounting", "numba") if m in sys.modules))
 from fedgame.privacy.accountants import make_accountant
 from fedgame.privacy.events import PrivacyEvent
-from fedgame.incentives.games import _kernels
+from fedgame.incentives.fedpcs import _kernels
 acc = make_accountant("rdp", n_clients=1)
 acc.record([0], PrivacyEvent.subsampled_gaussian(1.0, 0.1), 3)
 acc.epsilon(0, 1e-5)

@@ -16,7 +16,7 @@ import pytest
 from fedgame.pipeline.build import build_engine
 from fedgame.pipeline.config import RecipeError, parse_recipe
 from fedgame.pipeline.runner import run_one
-from fedgame.incentives.games.qidpfl import screen
+from fedgame.incentives.qidpfl.game import screen
 from fedgame.privacy.analysis import zcdp_to_eps
 from fedgame.privacy.plans import ZCDPUpload
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from fedgame.incentives.games import client_utility
+from fedgame.incentives.fedpcs import client_utility
 
 
 @dataclass(frozen=True)

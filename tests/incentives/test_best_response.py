@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedgame.incentives.games import (
+from fedgame.incentives.fedpcs import (
     best_response,
     client_utility,
     client_utility_gradient,
@@ -124,7 +124,7 @@ def test_joint_lbfgsb_per_client_lbfgsb_and_newton_agree() -> None:
 
 def test_vectorised_equals_one_client_at_a_time_and_duplicates_solved_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import fedgame.incentives.games._best_response as brm
+    import fedgame.incentives.fedpcs._best_response as brm
 
     seen: list[int] = []
     real = brm.solve_types
@@ -163,8 +163,8 @@ def test_warm_start_and_seeded_starts_are_reproducible() -> None:
 def test_newton_step_equals_the_dense_hessian_solve() -> None:
     """The O(T) Riccati step of the Newton engine is the exact Newton step: where −H is
     positive definite on the free set it equals −H_FF⁻¹ g_F (dense Hessian, Eq.-level)."""
-    from fedgame.incentives.games._dynamics import Workspace, client_utility_hessian, evaluate
-    from fedgame.incentives.games._solvers import _newton_direction
+    from fedgame.incentives.fedpcs._dynamics import Workspace, client_utility_hessian, evaluate
+    from fedgame.incentives.fedpcs._solvers import _newton_direction
 
     rng = np.random.default_rng(2)
     checked = 0
@@ -208,9 +208,9 @@ def test_batched_best_response_matches_scipy_for_several_clients() -> None:
 def test_both_newton_steps_equal_the_dense_hessian_solve(engine: str) -> None:
     """``_solvers._newton_direction`` and the streamed ``_riccati_step`` give the exact Newton
     step −H_FF⁻¹ g_F wherever −H is positive definite on the free set."""
-    from fedgame.incentives.games._best_response import _riccati_step
-    from fedgame.incentives.games._dynamics import Workspace, client_utility_hessian, evaluate
-    from fedgame.incentives.games._solvers import _newton_direction
+    from fedgame.incentives.fedpcs._best_response import _riccati_step
+    from fedgame.incentives.fedpcs._dynamics import Workspace, client_utility_hessian, evaluate
+    from fedgame.incentives.fedpcs._solvers import _newton_direction
 
     rng = np.random.default_rng(4)
     checked = 0

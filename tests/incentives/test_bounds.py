@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedgame.incentives.games import (
+from fedgame.incentives.fedpcs import (
     bound_prop3,
     bound_thm4_convex,
     bound_thm4_nonconvex,

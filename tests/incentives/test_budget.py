@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
 
-from fedgame.incentives.games import (
+from fedgame.incentives.fedpcs import (
     adaptive_k,
     adaptive_schedule,
     budget_binding_cost,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedgame.incentives.games import (
+from fedgame.incentives.fedpcs import (
     client_utility,
     client_utility_gradient,
     client_utility_hessian,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedgame.incentives.games import _best_response as br
-from fedgame.incentives.games import _kernels, mean_field
-from fedgame.incentives.games._mean_field import MeanFieldSolverOptions
+from fedgame.incentives.fedpcs import _best_response as br
+from fedgame.incentives.fedpcs import _kernels, mean_field
+from fedgame.incentives.fedpcs._mean_field import MeanFieldSolverOptions
 
 compiled = pytest.mark.skipif(not _kernels.COMPILED, reason="numba is not installed")
 if _kernels.COMPILED:
@@ -83,7 +83,7 @@ def test_compiled_evaluation_gives_the_inclusion_probability(K: int) -> None:
     """The P row that ``_evaluate_col`` computes in vectors over the padded rounds is Eq.
     (14) (``_dynamics.inclusion_probability``, NumPy) to 4 ulp, the cap x = 1 included
     (P = 1, P' = 0), and the row is padded past T+1 so that no scalar remainder is left."""
-    from fedgame.incentives.games._dynamics import inclusion_probability
+    from fedgame.incentives.fedpcs._dynamics import inclusion_probability
 
     rng = np.random.default_rng(12)
     T, N = 30, 40
@@ -112,7 +112,7 @@ def test_lane_kernels_give_the_one_problem_kernels_bits(N: int, K: int, rule: st
     give the one-problem kernels' α, U and KKT residuals to the last bit: corner, random and
     cycling starts, a count of problems that leaves lanes empty, the cap x = 1 binding
     (N = 3), K = 1 and the uniform rule; stopping at max_iter and at the sweep cap too."""
-    from fedgame.incentives.games._dynamics import _uniform_p, inclusion_rule
+    from fedgame.incentives.fedpcs._dynamics import _uniform_p, inclusion_rule
 
     rng = np.random.default_rng(13)
     T, m = 12, 16 * 20 + 7
@@ -197,7 +197,7 @@ def test_compiled_newton_repeats_the_streamed_newton(N: int, K: int, rule: str) 
     NumPy's — from corner and random starts, under both sampling rules, with K = 1 and with
     the cap x = ρ/(Nφ) ≤ 1 binding (N = 3): α to 1e-8, U to 1e-12 relative, and each problem
     stops on the same side of the KKT tolerance."""
-    from fedgame.incentives.games._dynamics import inclusion_rule
+    from fedgame.incentives.fedpcs._dynamics import inclusion_rule
 
     rng = np.random.default_rng(3)
     T, m = 12, 300
@@ -239,7 +239,7 @@ def test_compiled_sweep_repeats_the_streamed_sweep_where_it_converges() -> None:
 def test_mean_field_engines_give_one_equilibrium() -> None:
     """``mean_field`` on the compiled engine (its default with Numba) and on the streamed
     one: the same equilibrium to 1e-9 after the same iterations."""
-    from fedgame.incentives.games._mean_field import _resolve_options, _solve
+    from fedgame.incentives.fedpcs._mean_field import _resolve_options, _solve
 
     rng = np.random.default_rng(8)
     n, T = 200, 20

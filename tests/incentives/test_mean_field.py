@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedgame.incentives.games import PAPER_MF_TOL, best_response, mean_field
+from fedgame.incentives.fedpcs import PAPER_MF_TOL, best_response, mean_field
 
 
 def _population(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -112,7 +112,7 @@ def test_streamed_solver_returns_the_reference_equilibrium(n: int) -> None:
     as ``_mean_field_reference`` (chunked ``_solvers`` engines) are two implementations of
     one iteration: same equilibrium (φ, ρ, α, U) to 1e-6 on heterogeneous populations, after
     the same number of iterations."""
-    from fedgame.incentives.games._mean_field import _mean_field_reference
+    from fedgame.incentives.fedpcs._mean_field import _mean_field_reference
 
     T = 30
     rho0, varphi, R = _heterogeneous(n, n, T)
@@ -129,7 +129,7 @@ def test_streamed_solver_returns_the_reference_equilibrium(n: int) -> None:
 
 def test_streamed_solver_equals_the_client_by_client_reference() -> None:
     """… and the reference solved client by client (``vectorize=False``), as before."""
-    from fedgame.incentives.games._mean_field import _mean_field_reference
+    from fedgame.incentives.fedpcs._mean_field import _mean_field_reference
 
     rho0, varphi, R = _heterogeneous(7, 10, 8)
     new = mean_field(rho0, varphi, R, 3, 8, rng=0)
@@ -144,8 +144,8 @@ def test_streamed_engines_repeat_the_reference_iterations() -> None:
     """Problem by problem, the streamed Newton repeats ``_solvers.newton`` to the last bit
     whatever the window (refills included); the streamed sweep repeats
     ``_solvers.damped_sweep`` except that a converged problem stops at once (≲ tol/ω)."""
-    from fedgame.incentives.games import _solvers
-    from fedgame.incentives.games._best_response import _newton_stream, _sweep_stream
+    from fedgame.incentives.fedpcs import _solvers
+    from fedgame.incentives.fedpcs._best_response import _newton_stream, _sweep_stream
 
     rng = np.random.default_rng(3)
     T, m = 12, 300
@@ -168,8 +168,8 @@ def test_streamed_engines_repeat_the_reference_iterations() -> None:
 def test_first_distinct_matches_numpy_unique() -> None:
     """The archive's de-duplication equals ``np.unique(axis=0)``'s first occurrences (keys
     compared in blocks of 7 pairs here, so that several blocks run)."""
-    from fedgame.incentives.games import _mean_field
-    from fedgame.incentives.games._mean_field import _first_distinct, _key_hash
+    from fedgame.incentives.fedpcs import _mean_field
+    from fedgame.incentives.fedpcs._mean_field import _first_distinct, _key_hash
 
     rng = np.random.default_rng(1)
     for P, T in [(0, 4), (1, 4), (50, 3), (5000, 30)]:

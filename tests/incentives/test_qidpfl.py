@@ -14,7 +14,7 @@ import pytest
 from scipy.optimize import linprog, minimize_scalar
 from scipy.stats import wasserstein_distance
 
-from fedgame.incentives.games.qidpfl import (
+from fedgame.incentives.qidpfl.game import (
     AccuracyCurve,
     ServerParams,
     best_response,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
 
-from fedgame.incentives.games import (
+from fedgame.incentives.fedpcs import (
     accuracy_weights,
     affine_response,
     inclusion_probability,

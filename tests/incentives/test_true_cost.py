@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from fedgame.incentives.fedpcs import FedPCSGame, solve_plan
-from fedgame.incentives.games import (
+from fedgame.incentives.fedpcs import (
     EquilibriumCost,
     StackelbergResult,
     accuracy_weights,
@@ -171,7 +171,7 @@ def test_workers_do_not_change_the_answer(inclusion: str) -> None:
     """The gradient's perturbations and the scan of constants priced on 2 forked worker
     processes give the in-process solve's schedule, equilibrium and evaluation count to the
     last bit, under either sampling rule (the rule reaches the workers)."""
-    from fedgame.incentives.games import stackelberg_true_cost
+    from fedgame.incentives.fedpcs import stackelberg_true_cost
 
     rng = np.random.default_rng(4)
     N, K, T = 12, 3, 4
@@ -187,7 +187,7 @@ def test_workers_do_not_change_the_answer(inclusion: str) -> None:
 
 
 def test_workers_out_of_range_is_refused() -> None:
-    from fedgame.incentives.games import stackelberg_true_cost
+    from fedgame.incentives.fedpcs import stackelberg_true_cost
 
     with pytest.raises(ValueError, match=r"workers: must be None or an integer in \[1, 256\]"):
         stackelberg_true_cost([1.0, 2.0], [0.5, 0.5], 1, 2, v=1.0, workers=0)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.optimize import approx_fprime, minimize
 
-from fedgame.incentives.games import (
+from fedgame.incentives.fedpcs import (
     best_response,
     client_utility,
     client_utility_gradient,

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from fedgame.incentives.games import (
+from fedgame.incentives.fedpcs import (
     accuracy_weights,
     adaptive_k,
     adaptive_schedule,

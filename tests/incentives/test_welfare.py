@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from fedgame.incentives.games import (
+from fedgame.incentives.fedpcs import (
     mean_field,
     paper_poa_privacy_aware,
     paper_theorem6_bound,

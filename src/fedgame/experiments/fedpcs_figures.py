@@ -49,13 +49,17 @@ from numpy.typing import NDArray  # noqa: E402
 
 from fedgame.experiments.report import _save  # noqa: E402
 from fedgame.pipeline.store import atomic_write_text  # noqa: E402
-from fedgame.incentives.fedpcs import FedPCSGame, FedPCSPlan, baseline_plan, cache_dir, solve_plan  # noqa: E402
-from fedgame.incentives.games import (  # noqa: E402
+from fedgame.incentives.fedpcs import (  # noqa: E402
+    FedPCSGame,
+    FedPCSPlan,
     adaptive_schedule,
     affine_response,
+    baseline_plan,
+    cache_dir,
     inclusion_probability,
     inclusion_rule,
     linear_budget,
+    solve_plan,
 )
 
 __all__ = ["algorithm3", "client_costs", "figure_numbers", "main", "rho_correlation", "write_fedpcs_figures"]

@@ -6,7 +6,7 @@ negative welfare, τ(t) = 1). This module solves the game on the paper-like inst
 K = 20, T = 29, ρ⁰ ~ U[0.01, 12], ϕ ~ U(0, 1), γ = 0.5, seed 0: the types of
 ``recipes/fedpcs/fmnist.yaml``) for each κ of a decade grid, in units of (Σ|D|)², and records
 
-* the server's rewards on the true cost (:func:`~fedgame.incentives.games.stackelberg`;
+* the server's rewards on the true cost (:func:`~fedgame.incentives.fedpcs.stackelberg`;
   docs/fedpcs.md, 'The accuracy scale κ and the server's solve'): min/mean R_t over t ≥ 1
   (R_0 := R_1), the true cost J, and J at the paper's Lemma-2 outer loop's rewards for
   comparison;
@@ -39,8 +39,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from fedgame.incentives.fedpcs import FedPCSGame, solve_plan
-from fedgame.incentives.games import (
+from fedgame.incentives.fedpcs import (
+    FedPCSGame,
     accuracy_weights,
     adaptive_schedule,
     affine_response,
@@ -49,6 +49,7 @@ from fedgame.incentives.games import (
     linear_budget,
     price_of_anarchy,
     social_welfare,
+    solve_plan,
     stackelberg,
 )
 

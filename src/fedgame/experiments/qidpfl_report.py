@@ -57,7 +57,7 @@ import numpy as np
 from fedgame.experiments.claims import ORDERINGS, Decision, all_hold, decide, holm, rule_note, write_orderings
 from fedgame.pipeline.store import atomic_write_text
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
-from fedgame.incentives.games.qidpfl import fit_accuracy_curve
+from fedgame.incentives.qidpfl.game import fit_accuracy_curve
 from fedgame.pipeline.results import code_note, finished_runs, flatten, mean_std
 
 __all__ = [

@@ -30,8 +30,8 @@ from fedgame.incentives import (
     QIDPFLPlan,
 )
 from fedgame.incentives.auctions import AuctionOutcome, KnapsackAuction, UnitPriceAuction, draw_costs
-from fedgame.incentives.fedpcs import FedPCSIncentive, fedpcs_game
-from fedgame.incentives.fedpcs import rho_source as baseline_rho
+from fedgame.incentives.fedpcs.plugin import FedPCSIncentive, fedpcs_game
+from fedgame.incentives.fedpcs.plugin import rho_source as baseline_rho
 from fedgame.incentives.qidpfl import QIDPFLIncentive
 from fedgame.models import build_model, count_params, model_options
 from fedgame.privacy.events import PrivacyEvent

@@ -25,10 +25,10 @@ from fedgame.privacy.budgets import (  # noqa: F401  (re-exported: recipes' budg
     UniformBudgetCfg,
 )
 from fedgame.incentives.base import NoIncentive
-from fedgame.incentives.fedpcs import BudgetCfg as FedPCSBudgetCfg
-from fedgame.incentives.fedpcs import FedPCSIncentive
-from fedgame.incentives.qidpfl import QICurveCfg as QIDPFLCurveCfg
-from fedgame.incentives.qidpfl import QIDPFLIncentive
+from fedgame.incentives.fedpcs.plugin import BudgetCfg as FedPCSBudgetCfg
+from fedgame.incentives.fedpcs.plugin import FedPCSIncentive
+from fedgame.incentives.qidpfl.plugin import QICurveCfg as QIDPFLCurveCfg
+from fedgame.incentives.qidpfl.plugin import QIDPFLIncentive
 from fedgame.privacy.central import CentralDP
 from fedgame.privacy.plans import PHSDPSGD, LocalDPSGD, NoPrivacy, ZCDPUpload
 from fedgame.selection import AOCS, FedCBS, PHSSchedule, PowerOfChoice, PrivacyAware, SELECTIONS

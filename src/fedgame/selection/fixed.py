@@ -109,7 +109,7 @@ class Screened(FixedSets):
     @classmethod
     def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> Screened:
         """Screen the clients' label histograms (queried, else the partition's)."""
-        from fedgame.incentives.games.qidpfl import screen
+        from fedgame.incentives.qidpfl.game import screen
 
         c: Any = cfg
         counts = ctx.counts()

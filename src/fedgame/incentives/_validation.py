@@ -1,4 +1,4 @@
-"""Input checks shared by the FedPCS game functions.
+"""Input checks shared by the games (FedPCS's functions; QI-DPFL's scalar checks).
 
 Every error names the field, the value given and the allowed range, e.g.
 ``clients[3].varphi: must be in (0, 1), got 1.2`` or ``K: must be in [1, N] = [1, 10], got 11``.

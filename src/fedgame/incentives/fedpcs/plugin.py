@@ -40,21 +40,12 @@ from numpy.typing import NDArray
 
 from fedgame.core.types import Selection
 from fedgame.incentives.base import INCENTIVES, PlannedIncentive
-from fedgame.incentives.games import (
-    Inclusion,
-    MeanFieldSolverOptions,
-    accuracy_weights,
-    adaptive_schedule,
-    affine_response,
-    inclusion_rule,
-    linear_budget,
-    mean_field,
-    server_cost,
-    social_optimum,
-    social_welfare_per_round,
-    stackelberg,
-)
-from fedgame.incentives.games._best_response import default_engine
+from fedgame.incentives.fedpcs._best_response import default_engine
+from fedgame.incentives.fedpcs._budget import adaptive_schedule, linear_budget
+from fedgame.incentives.fedpcs._dynamics import Inclusion, inclusion_rule
+from fedgame.incentives.fedpcs._mean_field import MeanFieldSolverOptions, mean_field
+from fedgame.incentives.fedpcs._server import accuracy_weights, affine_response, server_cost, stackelberg
+from fedgame.incentives.fedpcs._welfare import social_optimum, social_welfare_per_round
 
 __all__ = ["BaselineRho", "FedPCSGame", "FedPCSPlan", "FedPCSIncentive", "baseline_plan", "solve_plan", "cache_dir"]
 

@@ -47,7 +47,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import curve_fit
 
-from fedgame.incentives.games._validation import check_positive, check_unit_open
+from fedgame.incentives._validation import check_positive, check_unit_open
 
 __all__ = [
     "AccuracyCurve",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedgame.incentives.games._validation import check_population, check_positive
+from fedgame.incentives._validation import check_population, check_positive
 
 __all__ = [
     "bound_prop3",

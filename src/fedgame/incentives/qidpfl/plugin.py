@@ -2,7 +2,7 @@
 federated learning with differential privacy", Algorithm 1).
 
 Before training the server screens the candidates by label EMD and plays the reward game for
-every round (:func:`fedgame.incentives.games.qidpfl.solve_qidpfl_game`, public quantities only).
+every round (:func:`fedgame.incentives.qidpfl.game.solve_qidpfl_game`, public quantities only).
 The result, a :class:`QIDPFLPlan` over *all* H candidates of the partition (non-kept candidates
 and clients sitting a round out have ρ_i^t = 0), drives three plug-ins:
 
@@ -29,7 +29,7 @@ from fedgame.core.plugins import PluginConfig
 
 from fedgame.core.types import Selection
 from fedgame.incentives.base import INCENTIVES, PlannedIncentive
-from fedgame.incentives.games.qidpfl import (
+from fedgame.incentives.qidpfl.game import (
     AccuracyCurve,
     ServerParams,
     max_reward,

@@ -28,8 +28,8 @@ from typing import Literal, TypedDict, Unpack, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedgame.incentives.games import _kernels
-from fedgame.incentives.games._best_response import (
+from fedgame.incentives.fedpcs import _kernels
+from fedgame.incentives.fedpcs._best_response import (
     Candidates,
     Engine,
     Solver,
@@ -39,9 +39,9 @@ from fedgame.incentives.games._best_response import (
     solve_types,
     unique_types,
 )
-from fedgame.incentives.games._dynamics import (Inclusion, _trajectory_tm, evaluate,
+from fedgame.incentives.fedpcs._dynamics import (Inclusion, _trajectory_tm, evaluate,
                                                  with_inclusion)
-from fedgame.incentives.games._validation import (
+from fedgame.incentives._validation import (
     as_clients,
     as_rounds,
     check_horizon,
@@ -79,7 +79,7 @@ class MeanFieldSolverOptions:
     """How :func:`mean_field` computes the fixed point, not which one: the problem (ρ^0, ϕ,
     R, K, T, the inclusion rule) and the seed are arguments of :func:`mean_field`. Frozen,
     so one instance can serve many solves; checked on construction (``ValueError`` naming
-    the field). Distinct from ``fedgame.incentives.problems.MeanFieldOptions``, the pydantic
+    the field). Distinct from ``fedgame.solve.problems.MeanFieldOptions``, the pydantic
     block of the JSON problem format, which sets three of these fields and converts with
     its ``solver_options()``.
 

@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedgame.incentives.games import _kernels
+from fedgame.incentives.fedpcs import _kernels
 
 __all__ = [
     "Inclusion",

@@ -16,8 +16,8 @@ from typing import Literal, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedgame.incentives.games import _kernels, _solvers
-from fedgame.incentives.games._dynamics import (
+from fedgame.incentives.fedpcs import _kernels, _solvers
+from fedgame.incentives.fedpcs._dynamics import (
     Evaluation,
     Inclusion,
     Workspace,
@@ -25,7 +25,7 @@ from fedgame.incentives.games._dynamics import (
     evaluate,
     with_inclusion,
 )
-from fedgame.incentives.games._validation import (
+from fedgame.incentives._validation import (
     as_clients,
     as_rounds,
     check_horizon,

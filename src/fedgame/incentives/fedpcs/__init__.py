@@ -1,10 +1,10 @@
-"""Pre-training games that decide who takes part and with which privacy budget.
+"""FedPCS (W. Yuan, X. Wang, "A Game-Theoretic Framework for Privacy-Aware Client Sampling in
+Federated Learning"): its game, the solvers and kernels, and its training plug-in.
 
-FedPCS (W. Yuan, X. Wang, "A Game-Theoretic Framework for Privacy-Aware Client Sampling in
-Federated Learning"): a two-stage mean-field Stackelberg game. The server (leader) sets the
-reward rate R_t; each client (follower) picks correction factors α_i^t that move its zCDP
-budget ρ_i^t toward the population mean φ(t) (Eq. 20); clients are drawn K times with
-probability x_i^t = ρ_i^t / (N φ(t)). Pure NumPy/SciPy. Equation → function:
+The game is a two-stage mean-field Stackelberg game. The server (leader) sets the reward rate
+R_t; each client (follower) picks correction factors α_i^t that move its zCDP budget ρ_i^t toward
+the population mean φ(t) (Eq. 20); clients are drawn K times with probability
+x_i^t = ρ_i^t / (N φ(t)). Pure NumPy/SciPy. Equation → function:
 
 ===============================  ============================================================
 Eq. 14 / Sec. III-C               :func:`inclusion_probability` (+ derivatives)
@@ -27,10 +27,16 @@ Theorems 4-5, Prop. 3             :func:`bound_thm4_convex`, ... (reference form
 derivative of the inclusion probability needs; fedgame restores it.
 † What the server minimises by default: docs/fedpcs.md, 'The accuracy scale κ and the server's
 solve'.
+
+The training plug-in (Algorithms 2-3; :mod:`.plugin`): :func:`solve_plan` solves the game once
+before training into a :class:`FedPCSPlan` (cached on disk), and :class:`FedPCSIncentive` pays
+R_t ρ_i^t and sets K_t from it. The modules: ``_dynamics`` (Eqs. 14-20, 49-54), ``_best_response``
+and ``_solvers`` (the clients' problems), ``_kernels`` (their Numba kernels), ``_mean_field``,
+``_server`` (Stage I), ``_welfare``, ``_budget`` (Theorem 7), ``_bounds``, ``plugin``.
 """
 
-from fedgame.incentives.games._best_response import BestResponse, Solver, best_response
-from fedgame.incentives.games._bounds import (
+from fedgame.incentives.fedpcs._best_response import BestResponse, Solver, best_response
+from fedgame.incentives.fedpcs._bounds import (
     bound_prop3,
     bound_thm4_convex,
     bound_thm4_nonconvex,
@@ -39,7 +45,7 @@ from fedgame.incentives.games._bounds import (
     noisy_update_bound,
     participation_factor,
 )
-from fedgame.incentives.games._budget import (
+from fedgame.incentives.fedpcs._budget import (
     AdaptiveSchedule,
     Theorem7Result,
     adaptive_k,
@@ -48,7 +54,7 @@ from fedgame.incentives.games._budget import (
     linear_budget,
     theorem7,
 )
-from fedgame.incentives.games._dynamics import (
+from fedgame.incentives.fedpcs._dynamics import (
     Inclusion,
     inclusion_rule,
     client_utility,
@@ -64,7 +70,7 @@ from fedgame.incentives.games._dynamics import (
     stationary_alpha,
     trajectory,
 )
-from fedgame.incentives.games._mean_field import (
+from fedgame.incentives.fedpcs._mean_field import (
     PAPER_MF_TOL,
     Acceleration,
     MeanFieldResult,
@@ -73,7 +79,7 @@ from fedgame.incentives.games._mean_field import (
     Update,
     mean_field,
 )
-from fedgame.incentives.games._server import (
+from fedgame.incentives.fedpcs._server import (
     AffineResponse,
     EquilibriumCost,
     RewardSolution,
@@ -93,7 +99,7 @@ from fedgame.incentives.games._server import (
     surrogate_cost_derivative,
     surrogate_cost_second_derivative,
 )
-from fedgame.incentives.games._welfare import (
+from fedgame.incentives.fedpcs._welfare import (
     SocialOptimum,
     paper_poa_privacy_aware,
     paper_theorem6_bound,
@@ -106,8 +112,26 @@ from fedgame.incentives.games._welfare import (
     welfare_privacy_worst,
     welfare_random_worst,
 )
+from fedgame.incentives.fedpcs.plugin import (
+    BaselineRho,
+    FedPCSGame,
+    FedPCSIncentive,
+    FedPCSPlan,
+    baseline_plan,
+    cache_dir,
+    solve_plan,
+)
 
 __all__ = [
+    # the training plug-in (.plugin)
+    "BaselineRho",
+    "FedPCSGame",
+    "FedPCSIncentive",
+    "FedPCSPlan",
+    "baseline_plan",
+    "cache_dir",
+    "solve_plan",
+    # the game
     "Inclusion",
     "inclusion_rule",
     "PAPER_MF_TOL",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedgame.incentives.games._validation import check_positive
+from fedgame.incentives._validation import check_positive
 
 __all__ = [
     "SocialOptimum",

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from fedgame.incentives.problems import ProblemError, size_errors, validate_problem
+from fedgame.solve.problems import ProblemError, size_errors, validate_problem
 from fedgame.privacy.analysis.phs import phs_V
 from fedgame.selection.phs_problem import P1Solution, solve_p1
 

@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import minimize_scalar
 
-from fedgame.incentives.games._validation import (
+from fedgame.incentives._validation import (
     as_rounds,
     check_horizon,
     check_positive,

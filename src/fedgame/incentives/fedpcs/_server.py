@@ -26,8 +26,8 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import minimize_scalar
 
 from fedgame.core.processes import fork_is_safe
-from fedgame.incentives.games._best_response import cores
-from fedgame.incentives.games._dynamics import (
+from fedgame.incentives.fedpcs._best_response import cores
+from fedgame.incentives.fedpcs._dynamics import (
     _INCLUSION,
     Inclusion,
     inclusion_rule,
@@ -37,14 +37,14 @@ from fedgame.incentives.games._dynamics import (
     inclusion_probability,
     inclusion_probability_derivative,
 )
-from fedgame.incentives.games._mean_field import (
+from fedgame.incentives.fedpcs._mean_field import (
     MeanFieldResult,
     MeanFieldSolverOptions,
     Restarts,
     Update,
     mean_field,
 )
-from fedgame.incentives.games._validation import (
+from fedgame.incentives._validation import (
     as_clients,
     as_rounds,
     check_horizon,

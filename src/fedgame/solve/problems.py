@@ -31,7 +31,7 @@ from fedgame.incentives.auctions import (
     individual_rationality,
     truthfulness_audit,
 )
-from fedgame.incentives.games import (
+from fedgame.incentives.fedpcs import (
     MeanFieldSolverOptions,
     accuracy_weights,
     best_response,
@@ -42,7 +42,7 @@ from fedgame.incentives.games import (
     stackelberg,
     theorem7,
 )
-from fedgame.incentives.games.qidpfl import (
+from fedgame.incentives.qidpfl.game import (
     AccuracyCurve,
     ServerParams,
     deviation_gains,

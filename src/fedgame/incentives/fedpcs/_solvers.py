@@ -1,7 +1,7 @@
 """Batched numerical engines for the client problem (FedPCS Eqs. 14-21, Theorem 1).
 
 All engines work on m independent problems at once, in the time-major layout of
-:func:`fedgame.incentives.games._dynamics.evaluate`: decisions ``a`` of shape (T, m), one
+:func:`fedgame.incentives.fedpcs._dynamics.evaluate`: decisions ``a`` of shape (T, m), one
 column per problem (a problem is one client type started from one initial point).
 
 * :func:`newton` — projected Newton (Bertsekas 1982) with the *exact* Hessian, whose step is
@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import minimize
 
-from fedgame.incentives.games._dynamics import Evaluation, Workspace, evaluate
+from fedgame.incentives.fedpcs._dynamics import Evaluation, Workspace, evaluate
 
 __all__ = ["damped_sweep", "lbfgsb", "newton"]
 
