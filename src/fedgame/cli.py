@@ -614,57 +614,6 @@ def report_cmd(
     console.print(escape(line))
 
 
-def _deprecated_report(old: str, kind: str, runs: Path, dest: Path, budget: str) -> None:
-    err.print(f"[yellow]fedgame {old} is deprecated: use fedgame report RUNS --kind {kind} --out DEST[/]")
-    report_cmd([runs], kind=kind, out=dest, budget=budget, reproduction=False)
-
-
-@app.command("table4", hidden=True)
-def table4_cmd(
-    runs: Path,
-    dest: Annotated[Path, typer.Option()],
-    budget: Annotated[str, typer.Option()] = "reduced",
-    fig5: Annotated[bool, typer.Option("--fig5")] = False,
-) -> None:
-    """Deprecated: fedgame report RUNS --kind table4 | phs-fig5."""
-    _deprecated_report("table4", "phs-fig5" if fig5 else "table4", runs, dest, budget)
-
-
-@app.command("jdp-report", hidden=True)
-def jdp_report_cmd(
-    runs: Path,
-    dest: Annotated[Path, typer.Option()],
-    budget: Annotated[str, typer.Option()] = "reduced",
-    fig4: Annotated[bool, typer.Option("--fig4")] = False,
-    fig5: Annotated[bool, typer.Option("--fig5")] = False,
-) -> None:
-    """Deprecated: fedgame report RUNS --kind jdp-fig3 | jdp-fig4 | jdp-fig5."""
-    if fig4 and fig5:
-        _fail("--fig4, --fig5: choose one")
-    _deprecated_report("jdp-report", "jdp-fig4" if fig4 else "jdp-fig5" if fig5 else "jdp-fig3", runs, dest, budget)
-
-
-@app.command("qidpfl-report", hidden=True)
-def qidpfl_report_cmd(
-    runs: Path,
-    dest: Annotated[Path, typer.Option()],
-    curve: Annotated[bool, typer.Option("--curve")] = False,
-    budget: Annotated[str, typer.Option()] = "paper",
-) -> None:
-    """Deprecated: fedgame report RUNS --kind qidpfl | qidpfl-curve."""
-    _deprecated_report("qidpfl-report", "qidpfl-curve" if curve else "qidpfl", runs, dest, budget)
-
-
-@app.command("table2", hidden=True)
-def table2_cmd(
-    runs: Path,
-    dest: Annotated[Path, typer.Option()],
-    budget: Annotated[str, typer.Option()] = "reduced",
-) -> None:
-    """Deprecated: fedgame report RUNS --kind table2."""
-    _deprecated_report("table2", "table2", runs, dest, budget)
-
-
 @app.command("solve")
 def solve_cmd(
     game: Annotated[str, typer.Argument(help="the game to solve: fedpcs | phs | qidpfl | jdp")],

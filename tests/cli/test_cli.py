@@ -200,17 +200,17 @@ def test_a_batch_job_logs_one_line_per_round(tmp_path: Path) -> None:
     assert any(line.startswith("tiny seed 0: round 2/2  train loss ") and "test acc" in line for line in lines)
 
 
-def test_report_picks_its_kind_from_the_folder_and_old_commands_still_work(tmp_path: Path) -> None:
+def test_report_picks_its_kind_from_the_folder_and_the_old_commands_are_gone(tmp_path: Path) -> None:
     """``fedgame report DIR`` writes Table II for a folder of FedPCS/baseline runs (saying which
-    kind it chose), the plain run report for any other runs; ``fedgame table2`` still works, with
-    a deprecation line."""
+    kind it chose), the plain run report for any other runs; the old ``fedgame table2`` (and
+    table4, jdp-report, qidpfl-report) are gone: ``report --kind`` is the one command."""
     runs = Path(__file__).resolve().parents[2] / "results" / "fedpcs_table2_paper" / "runs"
     r = runner.invoke(app, ["report", str(runs), "--budget", "paper", "--out", str(tmp_path / "t2")])
     assert r.exit_code == 0, r.output
     assert "report kind table2" in r.stderr and (tmp_path / "t2" / "table2.md").exists()
-    r = runner.invoke(app, ["table2", str(runs), "--budget", "paper", "--dest", str(tmp_path / "old")])
-    assert r.exit_code == 0 and "deprecated" in r.stderr
-    assert (tmp_path / "old" / "table2.md").read_text() == (tmp_path / "t2" / "table2.md").read_text()
+    for old in ("table2", "table4", "jdp-report", "qidpfl-report"):
+        r = runner.invoke(app, [old, str(runs), "--dest", str(tmp_path / "old")])
+        assert r.exit_code == 2 and "No such command" in r.output
     r = runner.invoke(app, ["report", str(runs), "--kind", "runs", "--out", str(tmp_path / "plain")])
     assert r.exit_code == 0 and (tmp_path / "plain" / "report.md").exists()
     r = runner.invoke(app, ["report", str(runs), "--kind", "table9"])

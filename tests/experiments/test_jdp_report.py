@@ -277,16 +277,14 @@ def test_fig4_by_m_and_eps(tmp_path: Path) -> None:
     assert decided2[("m = 30", "m = 20")].verdict == "not decided (one seed)"
     assert "- ε = 1: rises with m (the paper's MNIST claim): **fails**" in md
 
-    r = CliRunner().invoke(app, ["jdp-report", str(root), "--fig4", "--dest", str(tmp_path / "cli")])
+    r = CliRunner().invoke(app, ["report", str(root), "--kind", "jdp-fig4", "--out", str(tmp_path / "cli")])
     assert r.exit_code == 0 and "fig4: 8 cells" in r.output, r.output
     assert (tmp_path / "cli" / ORDERINGS).exists()
-    r = CliRunner().invoke(app, ["jdp-report", str(root), "--fig4", "--fig5", "--dest", str(tmp_path / "cli")])
-    assert r.exit_code == 2 and "--fig4, --fig5: choose one" in r.output
 
 
 def test_cli_jdp_report(grid: Path, tmp_path: Path) -> None:
-    res = CliRunner().invoke(app, ["jdp-report", str(grid), "--dest", str(tmp_path / "o")])
+    res = CliRunner().invoke(app, ["report", str(grid), "--kind", "jdp-fig3", "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "o" / "fig3.md").exists() and (tmp_path / "o" / ORDERINGS).exists()
-    bad = CliRunner().invoke(app, ["jdp-report", str(tmp_path / "empty_nothing"), "--dest", str(tmp_path / "o2")])
+    bad = CliRunner().invoke(app, ["report", str(tmp_path / "empty_nothing"), "--kind", "jdp-fig3", "--out", str(tmp_path / "o2")])
     assert bad.exit_code != 0 and "runs" in bad.output
