@@ -41,6 +41,7 @@ import torch  # noqa: E402
 #: about 125 s, the engine about 110 s.
 SLOWEST_FIRST: tuple[str, ...] = (
     "tests/deploy/test_flower_deployment.py",
+    "tests/deploy/test_flower_silo.py",  # loopback SuperNodes: mostly waiting, about 2.5 min
     "tests/contracts/test_selection_contract.py",
     "tests/sim/test_updates.py",
     "tests/deploy/test_flower_sim.py",
