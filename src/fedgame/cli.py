@@ -697,8 +697,15 @@ def _doc(obj: Any, long: bool, fallback: str = "") -> str:
     text = " ".join((own or fallback).split())
     if long or not text:
         return text
-    cut = re.search(r"\.\s+(?=[A-Z`])", text)
-    return text if cut is None else text[: cut.start() + 1]
+    for cut in re.finditer(r"\.\s+(?=[A-Z`])", text):
+        word = text[: cut.start()].rsplit(None, 1)[-1] if text[: cut.start()].strip() else ""
+        if word.lower() not in _ABBREVIATIONS:  # "Sec. III-C", "Eq. 4", "et al. 2018" end no sentence
+            return text[: cut.start() + 1]
+    return text
+
+
+#: words before a full stop that do not end a sentence in the papers' citations
+_ABBREVIATIONS = frozenset({"sec", "secs", "eq", "eqs", "fig", "figs", "alg", "thm", "def", "app", "prop", "al", "e.g", "i.e", "cf", "vs"})
 
 
 _JDP_RULES = {

@@ -238,3 +238,16 @@ def test_report_help_names_every_report_kind() -> None:
     text = " ".join(r.output.split())
     missing = [k for k in KINDS if k not in text]
     assert not missing, missing
+
+
+def test_list_keeps_a_description_whole_across_the_papers_abbreviations() -> None:
+    """``fedgame list`` shows each plug-in's first sentence: a citation's "Sec. III-C" or "Eq. 4"
+    does not end it (the privacy-aware selection's description used to stop at "Sec.")."""
+    from fedgame.cli import _doc
+
+    class Cited:
+        """Draws x_i ∝ ρ_i (FedPCS Sec. III-C, Eq. 4; McMahan et al. 2018). Then another sentence."""
+
+    assert _doc(Cited, False) == "Draws x_i ∝ ρ_i (FedPCS Sec. III-C, Eq. 4; McMahan et al. 2018)."
+    r = runner.invoke(app, ["list", "strategies"])
+    assert r.exit_code == 0 and "Sec.\n" not in r.stdout and not r.stdout.rstrip().endswith("Sec.")
