@@ -513,28 +513,29 @@ def fig5_ordering(decided: Decided) -> str:
     :func:`fig5_orderings` decided (after Holm) with :func:`~fedgame.experiments.claims.all_hold`,
     overall and per B: ``P above U and B at every B: **fails**; per B: B = 32: holds, ...``.
     Not decided where no B has P and U or B beside it."""
-    head = "P above U and B at every B"
-    above = [(lab, d) for lab, d in decided if lab["claim"] == FIG5_ABOVE]
-    if not above:
-        return f"{head}: **not decided** (no B with P and U or B beside it)."
-    per_b = {lab["batch_a"]: [d for lab2, d in above if lab2["batch_a"] == lab["batch_a"]] for lab, _ in above}
-    parts = ", ".join(f"B = {b}: {all_hold(ds)}" for b, ds in per_b.items())
-    return (f"{head}: **{all_hold(d for _, d in above)}**; per B: {parts} "
-            f"(of its {len(above)} orderings: {_counts(d for _, d in above)}).")
+    return _fig5_claim(decided, FIG5_ABOVE, "P above U and B at every B", "batch_a", "B", "B = ",
+                       "no B with P and U or B beside it")
 
 
 def fig5_rises(decided: Decided) -> str:
     """The paper's Fig. 5 claim "accuracy rises with B", read from the step orderings
     :func:`fig5_orderings` decided (after Holm) with :func:`~fedgame.experiments.claims.all_hold`,
     over every mechanism's steps and per mechanism."""
-    head = "Accuracy rises with B"
-    rises = [(lab, d) for lab, d in decided if lab["claim"] == FIG5_RISES]
-    if not rises:
-        return f"{head}: **not decided** (no mechanism at two B)."
-    per_m = {lab["a"]: [d for lab2, d in rises if lab2["a"] == lab["a"]] for lab, _ in rises}
-    parts = ", ".join(f"{m}: {all_hold(ds)}" for m, ds in per_m.items())
-    return (f"{head}: **{all_hold(d for _, d in rises)}**; per mechanism: {parts} "
-            f"(of its {len(rises)} orderings: {_counts(d for _, d in rises)}).")
+    return _fig5_claim(decided, FIG5_RISES, "Accuracy rises with B", "a", "mechanism", "", "no mechanism at two B")
+
+
+def _fig5_claim(decided: Decided, claim: str, head: str, key: str, per: str, prefix: str, none: str) -> str:
+    """One Fig. 5 claim's line: :func:`~fedgame.experiments.claims.all_hold` over its orderings,
+    overall and per value of the label ``key`` (named ``per``, each printed after ``prefix``)."""
+    mine = [(lab, d) for lab, d in decided if lab["claim"] == claim]
+    if not mine:
+        return f"{head}: **not decided** ({none})."
+    groups: dict[Any, list[Decision]] = {}
+    for lab, d in mine:
+        groups.setdefault(lab[key], []).append(d)
+    parts = ", ".join(f"{prefix}{v}: {all_hold(ds)}" for v, ds in groups.items())
+    return (f"{head}: **{all_hold(d for _, d in mine)}**; per {per}: {parts} "
+            f"(of its {len(mine)} orderings: {_counts(d for _, d in mine)}).")
 
 
 def _fig5_markdown(rows: list[dict[str, Any]], budget: str, drawn: bool, decided: Decided) -> str:
