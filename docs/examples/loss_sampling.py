@@ -31,8 +31,6 @@ class LossSoftmax(SelectionStrategy):
         temperature: float = Field(1.0, gt=0, le=1e6)
         mix: float = Field(0.2, ge=0, le=1)
 
-    name = "loss_softmax"
-
     def __init__(self, n_clients: int, *, temperature: float = 1.0, mix: float = 0.2) -> None:
         self.temperature, self.mix = temperature, mix
         self.loss = np.full(n_clients, np.nan)

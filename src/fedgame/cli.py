@@ -311,6 +311,7 @@ def validate(recipe: Path, set_: SetOpt = None) -> None:
             raise ValueError(f"data.dataset: {e}") from None
         data = build_data(cfg, Streams(seed=cfg.seed), split)
         check_model(cfg, data)
+        built = _build_plugins(cfg, data)
     except (DatasetNotFoundError, ValueError) as e:
         _fail(f"{recipe}: {escape(str(e))}")
     sizes = data.sizes
@@ -319,6 +320,30 @@ def validate(recipe: Path, set_: SetOpt = None) -> None:
     console.print(f"[green]ok[/] {recipe}: {cfg.name} — {cfg.data.dataset}, {len(sizes)} clients, "
                   f"{cfg.train.rounds} rounds, selection {cfg.selection.kind}, privacy {cfg.privacy.kind}")
     console.print(f"trains on {escape(_where(cfg))}")
+    console.print(escape(built))
+
+
+def _build_plugins(cfg: RunConfig, data: Any) -> str:
+    """Build the recipe's selection, privacy plan, incentive, aggregation and accountant as
+    ``run`` builds them, without training, so a plug-in that fails to build is one line at
+    ``validate`` (:func:`fedgame.pipeline.build.plugin_call` names it). A recipe whose incentive
+    solves a plan first (FedPCS's game, QI-DPFL's reward game: minutes at the papers' sizes) and
+    the JDP-FL protocol are built by ``run``; the line returned says which was done."""
+    from fedgame.incentives import INCENTIVES, PlannedIncentive
+    from fedgame.pipeline.build import build_engine
+
+    factory = INCENTIVES.get(cfg.incentive.kind)
+    if cfg.jdp is not None:
+        return "plug-ins: the JDP-FL protocol's auction and rules are built by fedgame run"
+    if isinstance(factory, type) and issubclass(factory, PlannedIncentive):
+        return (f"plug-ins: built by fedgame run, after incentive.kind {cfg.incentive.kind!r} has solved its plan "
+                "(the game; minutes at the papers' sizes)")
+    built = build_engine(cfg, data=data)
+    built.close()
+    e = built.engine
+    return (f"plug-ins ok (built as fedgame run builds them): selection {type(e.selection).__name__}, "
+            f"privacy {type(e.privacy).__name__}, incentive {type(e.incentive).__name__}, "
+            f"accountant {type(e.accountant).__name__}, aggregation {cfg.aggregation.kind}")
 
 
 def _where(cfg: RunConfig) -> str:
@@ -754,7 +779,7 @@ def _list_groups(long: bool) -> dict[str, list[tuple[str, str]]]:
         "selection.kind": members(_models(run.model_fields["selection"].annotation), SELECTIONS.describe()),
         "aggregation.kind": list(aggs.items()),
         "privacy.kind": members(_models(run.model_fields["privacy"].annotation), PRIVACY_PLANS.describe()),
-        "accountant.kind": [(k, _doc(ACCOUNTANTS[k], long)) for k in sorted(ACCOUNTANTS)],
+        "accountant.kind": [(k, _doc(ACCOUNTANTS.get(k), long)) for k in ACCOUNTANTS.names()],
         "incentive.kind": members(_models(run.model_fields["incentive"].annotation), INCENTIVES.describe()),
         "protocol": list(_PROTOCOLS.items()),
         "jdp.auction.mechanism": list(_AUCTIONS.items()),

@@ -1,5 +1,6 @@
-"""Imports flow one way: core ← leaves (data, models, privacy, selection, incentives, robust,
-testing) ← sim ← pipeline ← deploy ← experiments, solve ← cli. A module may import its own layer
+"""Imports flow one way: core ← leaves (data, models, privacy, selection, incentives, robust)
+← sim ← pipeline ← deploy, testing ← experiments, solve ← cli (``testing.check_plugin`` builds a
+plug-in through the pipeline, as a run does). A module may import its own layer
 and those below it, never one above (read from the source with ``ast``, lazy imports included)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[2] / "src" / "fedgame"
 LAYER = {
     "__init__": 0, "_lazy": 0, "core": 0,
-    "data": 1, "models": 1, "privacy": 1, "selection": 1, "incentives": 1, "robust": 1, "testing": 1,
+    "data": 1, "models": 1, "privacy": 1, "selection": 1, "incentives": 1, "robust": 1, "testing": 4,
     "sim": 2, "pipeline": 3, "deploy": 4, "experiments": 5, "solve": 5, "cli": 6, "__main__": 6, "recipes": 0,
 }
 

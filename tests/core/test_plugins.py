@@ -19,7 +19,6 @@ import yaml
 from fedgame.core.plugins import PluginConfig, PluginError, load_plugins
 from fedgame.privacy.plans import PRIVACY_PLANS, ClientPrivacy
 from fedgame.selection import SELECTIONS, SelectionStrategy
-from fedgame.testing import check_selection
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "loss_sampling.py"
@@ -67,10 +66,45 @@ def test_plugin_config_must_name_its_kind(clean_registries: None) -> None:
                 raise NotImplementedError
 
 
-def test_example_keeps_the_selection_contract(clean_registries: None) -> None:
-    load_plugins([str(EXAMPLE)])
-    cls = SELECTIONS.get("loss_softmax")
-    check_selection(lambda: cls(10, temperature=0.5, mix=0.2), reps=20_000)
+def _page_blocks(marker: str) -> list[str]:
+    """The fenced Python blocks of docs/plugins.md that follow ``<!-- marker... -->``."""
+    page = (ROOT / "docs" / "plugins.md").read_text()
+    return [part.split("```python\n", 1)[1].split("```", 1)[0] for part in page.split(f"<!-- {marker}")[1:]]
+
+
+def test_the_pages_example_is_the_file_the_cli_runs() -> None:
+    """docs/plugins.md shows the whole plug-in file, imports included: pasted into a file it is
+    docs/examples/loss_sampling.py, byte for byte."""
+    (block,) = _page_blocks("file: docs/examples/loss_sampling.py")
+    assert block == EXAMPLE.read_text()
+
+
+def test_the_pages_checking_script_runs_as_given(clean_registries: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's checking script, executed as a file from the repository's root: it loads the
+    example, runs the selection contract and check_plugin, and raises nothing."""
+    (script,) = _page_blocks("run: from the repository root")
+    monkeypatch.chdir(ROOT)
+    assert "check_plugin(LossSoftmax)" in script
+    exec(compile(script, "docs/plugins.md", "exec"), {"__name__": "__main__"})
+
+
+def test_a_plugin_file_may_be_imported_twice(clean_registries: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--plugin file.py`` and a later ``import`` of the same file under its module name run its
+    decorators twice: the second registration of the same class from the same file replaces the
+    first instead of failing "registered twice"; another class under the name is still refused."""
+    import importlib
+
+    (tmp_path / "my_loss_plugin.py").write_text(EXAMPLE.read_text())
+    load_plugins([str(tmp_path / "my_loss_plugin.py")])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("my_loss_plugin")
+    assert SELECTIONS.get("loss_softmax") is mod.LossSoftmax
+    with pytest.raises(ValueError, match="selection strategy 'loss_softmax' is registered twice"):
+
+        @SELECTIONS.register("loss_softmax")
+        class LossSoftmax(SelectionStrategy):  # same name, another file: a real clash
+            def probabilities(self, state):  # type: ignore[no-untyped-def]
+                raise NotImplementedError
 
 
 def test_missing_plugin_module_is_one_line(tmp_path: Path) -> None:
@@ -257,7 +291,7 @@ def test_aggregator_and_accountant_plugins_are_named_by_recipes(tmp_path: Path) 
     from fedgame.privacy.accountants import ACCOUNTANTS, RDPAccountant
     from fedgame.sim import AGGREGATORS
 
-    saved = dict(AGGREGATORS._items), dict(AGGREGATORS._docs), dict(ACCOUNTANTS)
+    saved = dict(AGGREGATORS._items), dict(AGGREGATORS._docs), dict(ACCOUNTANTS._items), dict(ACCOUNTANTS._docs)
     seen: list[int] = []
     try:
         @AGGREGATORS.register("my_median")
@@ -268,7 +302,9 @@ def test_aggregator_and_accountant_plugins_are_named_by_recipes(tmp_path: Path) 
                 return [torch.stack(list(updates)).median(dim=0).values], state
             return ServerUpdate(lambda params: (), update)
 
-        ACCOUNTANTS["my_rdp"] = RDPAccountant
+        @ACCOUNTANTS.register("my_rdp")
+        class MyRDP(RDPAccountant):
+            """The built-in RDP accountant under another name."""
         raw = {"name": "plugged", "data": {"dataset": "fashion_mnist", "max_train": 1000, "max_test": 200,
                                            "partition": {"kind": "iid", "n_clients": 5}},
                "model": {"name": "logreg"}, "train": {"rounds": 2, "clients_per_round": 3, "local": {"epochs": 1}},
@@ -282,5 +318,38 @@ def test_aggregator_and_accountant_plugins_are_named_by_recipes(tmp_path: Path) 
                                   "choose from fedavg, importance, mean, my_median")
     finally:
         AGGREGATORS._items, AGGREGATORS._docs = saved[0], saved[1]
-        ACCOUNTANTS.clear()
-        ACCOUNTANTS.update(saved[2])
+        ACCOUNTANTS._items, ACCOUNTANTS._docs = saved[2], saved[3]
+
+
+@pytest.mark.skipif(not FMNIST.exists(), reason="needs Debian's dataset-fashion-mnist")
+def test_a_plugin_that_fails_to_build_is_one_line_at_validate(tmp_path: Path) -> None:
+    """``validate`` builds the recipe's plug-ins as ``run`` does: a ``from_config`` that fails in
+    the plug-in's own code (here reading ``ctx.plan``, None without a planned incentive) is one
+    ``error:`` line naming the field, the plug-in and its class, before anything trains."""
+    plugin = tmp_path / "broken_build.py"
+    plugin.write_text(
+        "from typing import Literal\n"
+        "import numpy as np\n"
+        "from fedgame.core.plugins import PluginConfig\n"
+        "from fedgame.selection import SELECTIONS, SelectionStrategy\n\n"
+        "@SELECTIONS.register('needs_plan')\n"
+        "class NeedsPlan(SelectionStrategy):\n"
+        "    class Config(PluginConfig):\n"
+        "        kind: Literal['needs_plan'] = 'needs_plan'\n\n"
+        "    @classmethod\n"
+        "    def from_config(cls, cfg, ctx):\n"
+        "        return cls(ctx.plan.rho)\n\n"
+        "    def __init__(self, rho):\n"
+        "        self.rho = rho\n\n"
+        "    def probabilities(self, state):\n"
+        "        return np.full(state.n_clients, 1.0 / state.n_clients)\n"
+    )
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"data": {"dataset": "fashion_mnist"}, "selection": {"kind": "needs_plan"}}))
+    r = _fedgame("--plugin", str(plugin), "validate", str(recipe), *SMOKE)
+    err = r.stderr.strip()
+    assert r.returncode == 2 and len(err.splitlines()) == 1, err
+    assert ("selection.kind: 'needs_plan' (NeedsPlan) could not be built from the recipe (from_config): "
+            "AttributeError: 'NoneType' object has no attribute 'rho'") in err
+    ok = _fedgame("validate", str(ROOT / "src" / "fedgame" / "recipes" / "main" / "fedavg.yaml"), *SMOKE)
+    assert ok.returncode == 0 and "plug-ins ok (built as fedgame run builds them): selection Uniform" in ok.stdout, ok.stderr

@@ -7,18 +7,41 @@ A plug-in class may carry its own recipe model as a nested ``Config`` (a pydanti
 recipe schema then accepts ``kind: <name>`` with that model's fields, and the pipeline builds the
 plug-in through ``from_config`` (``docs/plugins.md``). Registration refuses what could not be
 built later: an abstract class (a required method left out), or a ``Config`` that is not a
-pydantic model, has no ``kind`` field, or names another kind.
+pydantic model, has no ``kind`` field, or names another kind. The registered name is the one
+place a plug-in is named: registration sets a class's ``name`` attribute to it. The same class
+registered again from the same file (a plug-in file imported twice, under two module names)
+replaces the first registration; any other second registration of a name is refused.
 """
 
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 __all__ = ["Registry"]
 
 T = TypeVar("T")
+
+
+def _defined_in(factory: object) -> tuple[str, str | None, int]:
+    """Where ``factory`` was defined: its qualified name, its module's file and (a function's)
+    first line."""
+    module = sys.modules.get(getattr(factory, "__module__", ""), None)
+    path = getattr(module, "__file__", None)
+    line = getattr(getattr(factory, "__code__", None), "co_firstlineno", 0)
+    return getattr(factory, "__qualname__", repr(factory)), str(Path(path).resolve()) if path else None, line
+
+
+def _same_definition(old: object, new: object) -> bool:
+    """The same class or function from the same file, defined again: a plug-in file imported a
+    second time under another module name (``--plugin file.py``, then ``import file``)."""
+    if old is new:
+        return True
+    where = _defined_in(old)
+    return where[1] is not None and where == _defined_in(new)
 
 
 class Registry(Generic[T]):
@@ -31,9 +54,15 @@ class Registry(Generic[T]):
 
     def register(self, name: str, *, doc: str | None = None) -> Callable[[Callable[..., T]], Callable[..., T]]:
         def deco(factory: Callable[..., T]) -> Callable[..., T]:
-            if name in self._items:
+            if name in self._items and not _same_definition(self._items[name], factory):
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
             self._check(name, factory)
+            if inspect.isclass(factory):  # the registered name is the class's name: said once, here
+                own = vars(factory).get("name")
+                if own is not None and own != name:
+                    raise TypeError(f"{self.kind} {name!r}: {factory.__name__}.name is {own!r}; leave it out "
+                                    "(registration sets it to the registered name)")
+                setattr(factory, "name", name)
             self._items[name] = factory
             first = (doc or factory.__doc__ or "").strip().splitlines()
             self._docs[name] = first[0] if first else ""

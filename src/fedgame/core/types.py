@@ -123,10 +123,17 @@ class RoundState:
     """What a selection strategy may look at when it draws round ``t``."""
 
     t: int
+    """the round, from 0"""
     k: int
+    """how many clients the round draws (``train.clients_per_round``, or the incentive's
+    ``clients_per_round(t)`` where it sets one)"""
     sizes: np.ndarray
+    """each client's number of training examples n_i, shape (N,)"""
     theta: np.ndarray
+    """each client's data weight θ_i = n_i / Σ_j n_j, shape (N,): the FedAvg weights"""
     probe: Probe | None = field(default=None, compare=False, repr=False)
+    """measurements at the current global model before anyone trains (:class:`Probe`: losses,
+    updates), None where nothing can be measured (the contract suites)"""
 
     @property
     def n_clients(self) -> int:

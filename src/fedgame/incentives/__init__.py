@@ -15,7 +15,7 @@ privacy plan) beside its training plug-in:
 ``fedgame solve`` are in :mod:`fedgame.solve`.
 """
 
-from fedgame.incentives.base import INCENTIVES, Incentive, NoIncentive
+from fedgame.incentives.base import INCENTIVES, Incentive, NoIncentive, PlannedIncentive
 from fedgame.incentives.fedpcs import FedPCSGame, FedPCSIncentive, FedPCSPlan, baseline_plan, solve_plan
 from fedgame.incentives.qidpfl import QIDPFLIncentive, QIDPFLPlan, plan_qidpfl
 
@@ -26,6 +26,7 @@ __all__ = [
     "FedPCSPlan",
     "Incentive",
     "NoIncentive",
+    "PlannedIncentive",
     "QIDPFLIncentive",
     "QIDPFLPlan",
     "baseline_plan",

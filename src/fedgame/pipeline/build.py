@@ -91,10 +91,25 @@ class Built:
             self.pool.close()
 
 
+def plugin_call(field: str, factory: Any, method: str, section: Any, ctx: BuildContext) -> Any:
+    """``factory.<method>(section, ctx)`` (``from_config``, ``setup``, ``build_plan``): what a
+    plug-in's own code raises there other than a ``ValueError`` (a keyword ``__init__`` does not
+    take, a missing key, an attribute of ``ctx`` that is None) becomes one ``ValueError`` line
+    naming the recipe field, the plug-in and its class; a ``ValueError`` is already such a line."""
+    try:
+        return getattr(factory, method)(section, ctx)
+    except ValueError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any failure of a plug-in's code is the recipe's plug-in's
+        what = " ".join(str(e).split())[:300]
+        raise ValueError(f"{field}: {section.kind!r} ({getattr(factory, '__qualname__', factory)}) could not be built "
+                         f"from the recipe ({method}): {type(e).__name__}: {what}") from e
+
+
 def privacy_setup(cfg: RunConfig, ctx: BuildContext) -> Any:
     """What the recipe's privacy plan fixes before training for the selection to read (its
     ``setup``; PHS's client budgets), or None."""
-    return PRIVACY_PLANS.get(cfg.privacy.kind).setup(cfg.privacy, ctx)  # type: ignore[attr-defined]
+    return plugin_call("privacy.kind", PRIVACY_PLANS.get(cfg.privacy.kind), "setup", cfg.privacy, ctx)
 
 
 def load_split(cfg: RunConfig) -> DatasetSplit:
@@ -215,7 +230,7 @@ def build_qidpfl(
 
 def build_plan(cfg: RunConfig, ctx: BuildContext) -> Any:
     """What the recipe's incentive solves before training (its ``build_plan``; None for most)."""
-    return INCENTIVES.get(cfg.incentive.kind).build_plan(cfg.incentive, ctx)  # type: ignore[attr-defined]
+    return plugin_call("incentive.kind", INCENTIVES.get(cfg.incentive.kind), "build_plan", cfg.incentive, ctx)
 
 
 def build_privacy(
@@ -233,7 +248,8 @@ def build_privacy(
                          "refusing to train without the privacy it asks for")
     factory = PRIVACY_PLANS.get(pc.kind)
     ctx = BuildContext(run=cfg, data=data, plan=plan, phs=phs, selection=selection)
-    return factory.from_config(pc, ctx)  # type: ignore[attr-defined,no-any-return]
+    plan_: ClientPrivacy = plugin_call("privacy.kind", factory, "from_config", pc, ctx)
+    return plan_
 
 
 def build_selection(
@@ -253,7 +269,8 @@ def build_selection(
         run=cfg, data=data, rng=(streams or Streams(seed=cfg.seed)).numpy("selection_build"), plan=plan,
         label_counts=label_counts, streams=streams or Streams(seed=cfg.seed), phs=phs,
     )
-    return factory.from_config(sel, ctx)  # type: ignore[attr-defined,no-any-return]
+    strategy: SelectionStrategy = plugin_call("selection.kind", factory, "from_config", sel, ctx)
+    return strategy
 
 
 def build_incentive(cfg: RunConfig, plan: FedPCSPlan | QIDPFLPlan | None = None,
@@ -261,7 +278,8 @@ def build_incentive(cfg: RunConfig, plan: FedPCSPlan | QIDPFLPlan | None = None,
     """The recipe's incentive, built by its class from the plan the pipeline solved (FedPCS's game,
     QI-DPFL's reward game) or from its own fields (a plug-in)."""
     factory = INCENTIVES.get(cfg.incentive.kind)
-    return factory.from_config(cfg.incentive, BuildContext(run=cfg, data=data, plan=plan))  # type: ignore[attr-defined,no-any-return]
+    incentive: Incentive = plugin_call("incentive.kind", factory, "from_config", cfg.incentive, BuildContext(run=cfg, data=data, plan=plan))
+    return incentive
 
 
 def build_server_update(cfg: RunConfig, privacy: ClientPrivacy | None = None, accountant: Any = None) -> ServerUpdate:

@@ -400,7 +400,7 @@ class AccountantCfg(_Frozen):
     def _known_accountant(cls, v: str) -> str:
         from fedgame.privacy.accountants import ACCOUNTANTS
 
-        return _known("accountant", v, sorted(ACCOUNTANTS))
+        return _known("accountant", v, ACCOUNTANTS.names())
 
 
 # -- incentives: each mechanism declares its recipe model on its class (``Config``) ----------

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
+from fedgame.core.registry import Registry
 from fedgame.privacy.analysis.subsampled import (
     DEFAULT_PLD_DISCRETIZATION,
     DEFAULT_RDP_ORDERS,
@@ -507,22 +508,22 @@ class PLDAccountant(_CachedAccountant):
         return float(acc.get_epsilon(delta))
 
 
-ACCOUNTANTS: dict[str, type[Accountant]] = {
-    "zcdp": ZCDPAccountant,
-    "rdp": RDPAccountant,
-    "pld": PLDAccountant,
-}
+#: The accountants a recipe can name (``accountant.kind``), a :class:`~fedgame.core.registry.Registry`
+#: like every other plug-in kind: a user's accountant registers with
+#: ``@ACCOUNTANTS.register("name")`` on an :class:`Accountant` subclass taking ``n_clients``.
+ACCOUNTANTS: Registry[Accountant] = Registry("accountant")
+ACCOUNTANTS.register("zcdp")(ZCDPAccountant)
+ACCOUNTANTS.register("rdp")(RDPAccountant)
+ACCOUNTANTS.register("pld")(PLDAccountant)
 
 
 def make_accountant(name: str, *, n_clients: int, **options: Any) -> Accountant:
     """The accountant registered as ``name`` (``"zcdp"``, ``"rdp"``, ``"pld"``) for
     ``n_clients`` clients; ``options`` go to its constructor."""
-    try:
-        cls = ACCOUNTANTS[name]
-    except (KeyError, TypeError):
-        known = ", ".join(sorted(ACCOUNTANTS))
-        raise ValueError(f"accountant: unknown name {name!r}; registered: {known}") from None
-    return cls(n_clients=n_clients, **options)
+    if not isinstance(name, str) or name not in ACCOUNTANTS:
+        known = ", ".join(ACCOUNTANTS.names())
+        raise ValueError(f"accountant: unknown name {name!r}; registered: {known}")
+    return ACCOUNTANTS.create(name, n_clients=n_clients, **options)
 
 
 def __getattr__(name: str) -> Any:

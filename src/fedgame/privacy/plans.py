@@ -191,7 +191,6 @@ def _check_dpsgd_accounting(cfg: Any, run: Any) -> None:
 class NoPrivacy(ClientPrivacy):
     """No clipping, no noise, nothing recorded."""
 
-    name = "none"
     #: no privacy is given, so none is reported: ε is ∞ (null in JSON), never 0
     accounting = "none"
 
@@ -213,8 +212,6 @@ class LocalDPSGD(ClientPrivacy):
     at sample rate ``q_i = batch_size/n_i`` spend at most ``target_epsilon``. Each step is
     recorded as a Poisson-subsampled Gaussian event, so the accountant reports what was spent.
     """
-
-    name = "dpsgd"
 
     class Config(PluginConfig):
         kind: Literal["dpsgd"] = "dpsgd"
@@ -256,7 +253,6 @@ class LocalDPSGD(ClientPrivacy):
         return cls(sizes=sizes, batch_size=local.batch_size, steps_per_round=spr, max_grad_norm=c.max_grad_norm,
                    noise_multiplier=c.noise_multiplier, target_epsilon=c.target_epsilon, delta=c.delta,
                    max_rounds=rounds, accountant="pld" if run.accountant.kind == "pld" else "rdp", sampling=c.sampling)
-
 
     def __init__(
         self,
@@ -325,8 +321,6 @@ class PHSDPSGD(ClientPrivacy):
     runs and gets z_k = 0.
     """
 
-    name = "phs"
-
     class Config(PluginConfig):
         """DP-FedAvg of PHS (Algorithm 1, Eqs. 6-7): every client runs DP-SGD calibrated for its own
         budget ε_k (drawn from ``budgets``) over the T_k T^l steps it will run, T_k fixed before
@@ -384,7 +378,6 @@ class PHSDPSGD(ClientPrivacy):
         return cls(eps=ctx.phs.eps, delta=c.delta, sizes=sizes, batch_size=local.batch_size,
                    local_steps=np.asarray(steps, dtype=np.int64), counts=bound, max_grad_norm=c.max_grad_norm,
                    calibration=c.calibration, fixed_batch=c.batch == "fixed_batch")
-
 
     def __init__(
         self,
@@ -538,8 +531,6 @@ class ZCDPUpload(ClientPrivacy):
       to the round's step, which is what can separate the methods. Paper accounting.
     """
 
-    name = "zcdp_upload"
-
     class Config(PluginConfig):
         """ρ-zCDP Gaussian noise on each upload (FedPCS Prop. 1). ``rho: game`` takes ρ_i^t from the
         FedPCS game. ``mode``: ``paper_update`` (E local epochs, pseudo-gradient clipped to
@@ -595,7 +586,6 @@ class ZCDPUpload(ClientPrivacy):
             spr = steps_per_round(sizes, batch_size=local.batch_size, epochs=local.epochs, steps=local.steps)
             scale = local.lr * np.asarray(spr, dtype=np.float64)
         return cls(rho=rho, clip=c.clip, sizes=sizes, scale=scale, mode=c.mode)
-
 
     def __init__(
         self,

@@ -77,8 +77,6 @@ class AOCS(SelectionStrategy):
 
     Exact (this round's norms, every client trains) or stale norms (module docstring)."""
 
-    name = "aocs"
-
     class Config(PluginConfig):
         """AOCS (a FedPCS baseline, Sec. VIII-A): Bernoulli p_i = min(1, c θ_i‖U_i‖), Σp = K;
         ``importance``. ``stale_norms: true`` uses each client's last known norm; ``false`` is

@@ -110,8 +110,6 @@ class SelectionStrategy(ABC):
 class Uniform(SelectionStrategy):
     """Uniform sampling ("Random", FedAvg): x_i = 1/N, with or without replacement."""
 
-    name = "uniform"
-
     class Config(PluginConfig):
         kind: Literal["uniform"] = "uniform"
 
@@ -147,8 +145,6 @@ class Uniform(SelectionStrategy):
 class FullParticipation(SelectionStrategy):
     """Every client every round: the reference for unbiasedness tests."""
 
-    name = "full"
-
     class Config(PluginConfig):
         kind: Literal["full"] = "full"
 
@@ -163,8 +159,6 @@ class FullParticipation(SelectionStrategy):
 @SELECTIONS.register("data_size")
 class DataSize(SelectionStrategy):
     """x_i ∝ |D_i| ("Unbiased" mechanism of PHS, Sec. VI-B), K draws with replacement."""
-
-    name = "data_size"
 
     class Config(PluginConfig):
         kind: Literal["data_size"] = "data_size"

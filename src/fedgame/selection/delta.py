@@ -54,7 +54,6 @@ class Delta(SelectionStrategy):
 
     ζ_i² and σ_{L,i}² are the values last measured for each client (module docstring)."""
 
-    name = "delta"
     needs = frozenset({LOCAL_GRAD_VARIANCE})
 
     class Config(PluginConfig):

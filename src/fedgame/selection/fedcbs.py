@@ -95,8 +95,6 @@ class FedCBS(SelectionStrategy):
 
     Favours sets whose pooled labels are balanced; needs the (N, classes) ``label_counts``."""
 
-    name = "fedcbs"
-
     class Config(PluginConfig):
         """Fed-CBS (a FedPCS baseline): sequential sampling ∝ 1/QCID^k from the partition's label
         counts; ``fedavg``."""

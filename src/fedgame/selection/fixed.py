@@ -21,8 +21,6 @@ class FixedSets(SelectionStrategy):
     """Round t takes exactly the clients of ``members[:, t]`` (or ``members`` every round for a
     1-D mask), each with inclusion probability 1: nothing is random, nothing is reweighted."""
 
-    name = "fixed_sets"
-
     def __init__(self, *, members: np.ndarray) -> None:
         m = np.asarray(members)
         if m.dtype != bool or m.ndim not in (1, 2) or m.shape[0] == 0:
@@ -60,8 +58,6 @@ class Participants(FixedSets):
     """QI-DPFL: round t takes the participation set S_t of the reward game (the clients with
     ρ_i^t > 0 at the Theorem 1 equilibrium); aggregate with ``mean`` (Eq. 12)."""
 
-    name = "participants"
-
     class Config(PluginConfig):
         """QI-DPFL: round t takes the participation set S_t of the reward game
         (``incentive.kind: qidpfl``); aggregate with ``mean`` (Eq. 12)."""
@@ -84,8 +80,6 @@ class Participants(FixedSets):
 class Screened(FixedSets):
     """FedAvg-select (QI-DPFL Sec. V-B): the candidates the label-EMD screening keeps (Alg. 1
     lines 3-8), all of them every round."""
-
-    name = "screened"
 
     class Config(PluginConfig):
         """FedAvg-select (QI-DPFL Sec. V-B): the candidates the label-EMD screening keeps (Alg. 1

@@ -129,8 +129,6 @@ class PHSSchedule(SelectionStrategy):
     dedicated schedule stream (or an integer seed). Round t returns the K slots of row t as draws from p^s, each slot
     an independent copy."""
 
-    name = "phs"
-
     class Config(PluginConfig):
         """PHS (Algorithm 1): the whole schedule drawn before training from p^s — Problem 1's
         solution (``mechanism: privacy_aware``) or p^u ∝ |M_k| (``unbiased``); K slots per round, a

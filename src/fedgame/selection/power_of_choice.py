@@ -100,8 +100,6 @@ class PowerOfChoice(SelectionStrategy):
     Losses at the current global model (``losses="current"``) or the last known ones (rpow-d,
     ``"stale"``); optional per-client selection caps (module docstring)."""
 
-    name = "power_of_choice"
-
     class Config(PluginConfig):
         """Power-of-choice ("Biased", PHS Sec. VI-B): ``d`` candidates ∝ |D_i|, the K with the
         largest loss; ``d: null`` makes every client a candidate (global top-K). ``losses: current``

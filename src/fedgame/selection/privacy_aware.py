@@ -61,8 +61,6 @@ def systematic_sample(pi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 class PrivacyAware(SelectionStrategy):
     """x_i^t ∝ ρ_i^t (FedPCS Sec. III-C); ``rho`` is per client or an (N, rounds) schedule."""
 
-    name = "privacy_aware"
-
     class Config(PluginConfig):
         """x_i^t ∝ ρ_i^t (FedPCS Sec. III-C); the ρ schedule is the FedPCS game's
         (``incentive.kind: fedpcs``)."""

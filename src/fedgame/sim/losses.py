@@ -67,8 +67,6 @@ class CrossEntropy(Loss):
 class BCEWithLogits(Loss):
     """Binary log-loss on one logit (labels 0/1; the prediction is logit > 0)."""
 
-    name = "bce_with_logits"
-
     def outputs(self, classes: int) -> int:
         return 1
 
@@ -93,8 +91,6 @@ class BCEWithLogits(Loss):
 @LOSSES.register("mse")
 class MSE(Loss):
     """Squared error on one output for regression targets (data with classes 0); no accuracy."""
-
-    name = "mse"
 
     def outputs(self, classes: int) -> int:
         return 1

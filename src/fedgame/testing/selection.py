@@ -44,31 +44,53 @@ def _distribution(strat: SelectionStrategy, label: str) -> None:
     assert abs(x.sum() - 1.0) <= 1e-12, f"{label}: probabilities() must sum to 1, got {x.sum()!r}"
 
 
+def _varies(strat: SelectionStrategy, reps: int) -> bool:
+    """Whether the strategy's declared x moves with the round (a schedule ρ_i^t, FedPCS's
+    game): checked at a few rounds, so a stationary strategy keeps the fast path."""
+    x0 = strat.probabilities(round_state())
+    return any(not np.array_equal(strat.probabilities(round_state(t)), x0) for t in sorted({1, 2, reps // 2, reps - 1}))
+
+
 def _inclusion(strat: SelectionStrategy, reps: int, label: str) -> None:
     """``reps`` rounds t = 0, 1, ... through the strategy's own ``select``: each client's share
     of rounds in which it is drawn matches its declared inclusion within 4 standard errors —
-    1 - (1 - x_i)^K for "draws" schemes (``select`` reporting x_i per draw), the π_i ``select``
-    reports for "inclusion" schemes. A client never drawn must have declared inclusion ≈ 0."""
+    1 - (1 - x_i^t)^K for "draws" schemes (``select`` reporting x_i^t per draw; where x moves
+    with t, the expected share is the mean over the rounds of the declared inclusion, and its
+    variance the mean of the rounds' Bernoulli variances), the π_i ``select`` reports for
+    "inclusion" schemes. A client never drawn must have declared inclusion ≈ 0."""
     n = SIZES.size
     rng = np.random.default_rng(123)
     x = strat.probabilities(round_state())
     hits = np.zeros(n)
     reported = np.full(n, np.nan)
     scheme = strat.select(round_state(), np.random.default_rng(0)).scheme
+    moving = scheme == "draws" and _varies(strat, reps)
+    declared_sum, var_sum = np.zeros(n), np.zeros(n)
     for t in range(reps):
-        sel = strat.select(round_state(t), rng)
+        state = round_state(t)
+        sel = strat.select(state, rng)
         hits[np.unique(sel.indices)] += 1
         reported[sel.indices] = sel.probs
+        if moving:
+            xt = strat.probabilities(state)
+            np.testing.assert_allclose(sel.probs, xt[sel.indices], err_msg=f"{label}: select() must report x_i^t for each draw (round {t})")
+            d = 1 - (1 - xt) ** K
+            declared_sum += d
+            var_sum += d * (1 - d)
     drawn = hits > 0
-    if scheme == "draws":
+    if moving:
+        declared, var = declared_sum / reps, var_sum / reps
+    elif scheme == "draws":
         np.testing.assert_allclose(reported[drawn], x[drawn], err_msg=f"{label}: select() must report x_i for each draw")
         declared = 1 - (1 - x) ** K
+        var = declared * (1 - declared)
     else:
         declared = np.where(drawn, reported, 0.0)
-    never = np.maximum(declared, K * x)[~drawn] * reps
+        var = declared * (1 - declared)
+    never = np.maximum(declared, 0.0 if moving else K * x)[~drawn] * reps
     assert np.all(never < 5), f"{label}: clients {np.flatnonzero(~drawn)} never drawn in {reps} rounds but declared {declared[~drawn]}"
     freq = hits / reps
-    se = np.sqrt(np.maximum(declared * (1 - declared), 1e-12) / reps)
+    se = np.sqrt(np.maximum(var, 1e-12) / reps)
     bad = np.abs(freq - declared) > 4 * se + 1e-12
     assert not bad.any(), f"{label}: inclusion frequencies {freq[bad]} of clients {np.flatnonzero(bad)} differ from the declared {declared[bad]} by more than 4 SE"
 
@@ -97,7 +119,10 @@ def _resume(make: Callable[[], SelectionStrategy], label: str) -> None:
 
 
 def check_selection(make: Callable[[], SelectionStrategy], *, reps: int = 100_000, history: bool = True) -> None:
-    """Check the selection contract on fresh strategies from ``make()`` (10 clients, K = 3).
+    """Check the selection contract on fresh strategies from ``make()`` (10 clients, K = 3),
+    over ``reps`` seeded rounds t = 0 … reps − 1 (about 10 s at the default 10^5 for a simple
+    strategy; the 4-standard-error bounds hold at any count, more rounds catch smaller biases).
+    A strategy with a schedule fixed up front (PHS) must cover ``reps`` rounds.
 
     With ``history``, a strategy that keeps state (a non-empty ``state_dict`` after
     ``after_round`` has seen a synthetic round of losses and update norms) is checked again in

@@ -337,7 +337,6 @@ class FedPCSIncentive(PlannedIncentive):
     """Pays R_t ρ_i^t to each distinct sampled client (Algorithm 2), sets K_t (Algorithm 3)
     and reports the round's game quantities (accuracy, cost, welfare, payments, budget use)."""
 
-    name = "fedpcs"
     plan_type = FedPCSPlan
     plan: FedPCSPlan
 

@@ -177,7 +177,6 @@ class QIDPFLIncentive(PlannedIncentive):
     """Pays each participant r_i^t = R_t ρ_i^t / Σ_{S_t} ρ^t (Σ r = R_t) and logs the round's
     reward, its range, Theorem 2's R_t* and the server cost u_t (Algorithm 1)."""
 
-    name = "qidpfl"
     plan_type = QIDPFLPlan
     plan: QIDPFLPlan
 
