@@ -43,9 +43,11 @@ SLOWEST_FIRST: tuple[str, ...] = (
     "tests/deploy/test_flower_deployment.py",
     "tests/deploy/test_flower_silo.py",  # loopback SuperNodes: mostly waiting, about 2.5 min
     "tests/contracts/test_selection_contract.py",
+    "tests/docs/test_your_data.py",  # three worked examples trained, seven validate processes
     "tests/sim/test_updates.py",
-    "tests/deploy/test_flower_sim.py",
+    "tests/deploy/test_flower_queries.py",
     "tests/sim/test_engine.py",
+    "tests/deploy/test_flower_sim.py",
 )
 
 
