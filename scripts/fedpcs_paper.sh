@@ -8,6 +8,8 @@
 #      of its seeds first solves its own T = 29 game)
 #   d  the clip W (not given by the paper) at W in {0.1, 0.3} for FedPCS and Random, IID, one seed
 #      (W = 1 is Table II's): results/fedpcs_w_sweep/
+#   e  central DP-FedAvg (recipes/fedpcs/central_dp.yaml: the field's standard baseline, not in the
+#      paper), one more row at the Random row's mean ε
 # STAGES="a b" (default) picks stages; METHODS="aocs delta" picks methods within them; SPLITS="dirichlet"
 # picks splits (default: iid dirichlet).
 # Each (method, split) finishes its 3 seeds before the next
@@ -25,6 +27,7 @@ declare -A recipes=(
   [a]="fmnist random"
   [b]="ablation_uniform ablation_fedavg_weights"
   [c]="aocs fedcbs delta random_game"
+  [e]="central_dp"
 )
 for stage in $stages; do
   if [ "$stage" = d ]; then

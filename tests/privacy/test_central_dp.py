@@ -29,6 +29,7 @@ from fedgame.privacy.central import (
     AdaptiveClip,
     CentralDP,
     CentralGaussian,
+    calibrate_central_dp,
     central_dp_epsilon,
     round_event,
     update_noise_multiplier,
@@ -90,8 +91,9 @@ def test_release_noise_on_the_mean_is_z_update_c_over_m() -> None:
     zero updates from m = 4 clients, mean·m has std z_Δ·C; and the noisy count b̄ has std σ_b/m
     over 10^5 draws around the true unclipped fraction."""
     z, clip, m, sigma_b = 1.0, 2.0, 4, 0.75
-    mech = CentralGaussian(noise_multiplier=z, clip=clip, expected_clients=m,
-                           adaptive=AdaptiveClip(target_quantile=0.5, clipped_count_stddev=sigma_b))
+    mech = CentralGaussian(
+        noise_multiplier=z, clip=clip, expected_clients=m, adaptive=AdaptiveClip(target_quantile=0.5, clipped_count_stddev=sigma_b)
+    )
     rel = mech.release(torch.zeros((m, DRAWS)), torch.Generator().manual_seed(2))
     sigma = update_noise_multiplier(z, sigma_b) * clip
     assert rel.noise_std == pytest.approx(sigma)
@@ -134,8 +136,9 @@ def test_adaptive_clip_converges_to_the_target_quantile(gamma: float) -> None:
     within 20 % (4.5 sd)."""
     m, rounds, streams, sd = 100, 300, 16, 0.045
     truth = math.exp(normal.ppf(gamma))
-    mech = CentralGaussian(noise_multiplier=1.0, clip=10 * truth, expected_clients=m,
-                           adaptive=AdaptiveClip(target_quantile=gamma, clip_lr=0.2))
+    mech = CentralGaussian(
+        noise_multiplier=1.0, clip=10 * truth, expected_clients=m, adaptive=AdaptiveClip(target_quantile=gamma, clip_lr=0.2)
+    )
     assert mech.count_stddev == pytest.approx(m / 20)
     finals = []
     for s in range(streams):
@@ -183,8 +186,7 @@ def test_epsilon_fixed_size_matches_dp_accounting(z: float, n: int, m: int, roun
 
 def _ctx(t: int, k: int, dim: int, metrics: dict[str, float]) -> RoundContext:
     sel = Selection(indices=np.arange(k), probs=np.full(k, 0.5), k=k, scheme="inclusion")
-    return RoundContext(t=t, selection=sel, theta=np.full(k, 1 / k), params=torch.zeros(dim), rng=np.random.default_rng(t),
-                        metrics=metrics)
+    return RoundContext(t=t, selection=sel, theta=np.full(k, 1 / k), params=torch.zeros(dim), rng=np.random.default_rng(t), metrics=metrics)
 
 
 @pytest.mark.parametrize("adaptive", [False, True])
@@ -261,7 +263,8 @@ def test_update_noise_multiplier_needs_twice_the_count_std_above_z() -> None:
 # -- 5. recipe refusals ---------------------------------------------------------------------------
 def tiny(**over: Any) -> dict[str, Any]:
     raw: dict[str, Any] = {
-        "name": "tiny", "seed": 0,
+        "name": "tiny",
+        "seed": 0,
         "data": {"dataset": "fashion_mnist", "max_train": 1000, "max_test": 200, "partition": {"kind": "iid", "n_clients": 5}},
         "model": {"name": "logreg"},
         "train": {"rounds": 2, "clients_per_round": 2, "workers": 1, "threads": 1, "local": {"epochs": 1, "batch_size": 50, "lr": 0.1}},
@@ -291,19 +294,34 @@ def test_the_design_recipe_reads() -> None:
         ({"privacy": cdp(noise_multiplier=0)}, r"privacy.noise_multiplier: Input should be greater than 0, got 0"),
         ({"privacy": cdp(noise_multiplier=-1.0)}, r"privacy.noise_multiplier: Input should be greater than 0, got -1.0"),
         ({"privacy": cdp(clip=0)}, r"privacy.clip: Input should be greater than 0, got 0"),
-        ({"privacy": cdp(adaptive={"target_quantile": 1.0, "clipped_count_stddev": 5})},
-         r"privacy.adaptive.target_quantile: Input should be less than 1, got 1.0"),
-        ({"privacy": cdp(adaptive={"target_quantile": 0, "clipped_count_stddev": 5})},
-         r"privacy.adaptive.target_quantile: Input should be greater than 0, got 0"),
-        ({"privacy": cdp(adaptive={"clip_lr": 0, "clipped_count_stddev": 5})}, r"privacy.adaptive.clip_lr: Input should be greater than 0, got 0"),
-        ({"privacy": cdp(adaptive={"clipped_count_stddev": -0.1})},
-         r"privacy.adaptive.clipped_count_stddev: Input should be greater than or equal to 0, got -0.1"),
-        ({"privacy": cdp(adaptive={"clipped_count_stddev": 0.4})},
-         r"privacy.adaptive.clipped_count_stddev: must be > privacy.noise_multiplier / 2 = 0.5 .*got 0.4$"),
-        ({"privacy": cdp(adaptive={})},  # default m/20 = 0.1 with 2 clients per round
-         r"privacy.adaptive.clipped_count_stddev: must be > privacy.noise_multiplier / 2 = 0.5 .*got 0.1 \(the default"),
-        ({"privacy": cdp(), "selection": {"kind": "uniform", "replace": True}},
-         r"selection.kind: privacy.kind 'central_dp' is accounted for 'uniform' sampling without replacement"),
+        (
+            {"privacy": cdp(adaptive={"target_quantile": 1.0, "clipped_count_stddev": 5})},
+            r"privacy.adaptive.target_quantile: Input should be less than 1, got 1.0",
+        ),
+        (
+            {"privacy": cdp(adaptive={"target_quantile": 0, "clipped_count_stddev": 5})},
+            r"privacy.adaptive.target_quantile: Input should be greater than 0, got 0",
+        ),
+        (
+            {"privacy": cdp(adaptive={"clip_lr": 0, "clipped_count_stddev": 5})},
+            r"privacy.adaptive.clip_lr: Input should be greater than 0, got 0",
+        ),
+        (
+            {"privacy": cdp(adaptive={"clipped_count_stddev": -0.1})},
+            r"privacy.adaptive.clipped_count_stddev: Input should be greater than or equal to 0, got -0.1",
+        ),
+        (
+            {"privacy": cdp(adaptive={"clipped_count_stddev": 0.4})},
+            r"privacy.adaptive.clipped_count_stddev: must be > privacy.noise_multiplier / 2 = 0.5 .*got 0.4$",
+        ),
+        (
+            {"privacy": cdp(adaptive={})},  # default m/20 = 0.1 with 2 clients per round
+            r"privacy.adaptive.clipped_count_stddev: must be > privacy.noise_multiplier / 2 = 0.5 .*got 0.1 \(the default",
+        ),
+        (
+            {"privacy": cdp(), "selection": {"kind": "uniform", "replace": True}},
+            r"selection.kind: privacy.kind 'central_dp' is accounted for 'uniform' sampling without replacement",
+        ),
         ({"privacy": cdp(), "selection": {"kind": "data_size"}}, r"selection.kind: .*got 'data_size'"),
         ({"privacy": cdp(), "accountant": {"kind": "pld", "delta": 1e-5}}, r"accountant.kind: .*use 'rdp', got 'pld'"),
         ({"privacy": cdp(), "aggregation": {"kind": "importance"}}, r"aggregation.kind: .*got 'importance'"),
@@ -336,3 +354,41 @@ def test_smoke_run_reports_the_formal_central_epsilon(tmp_path: Path, adaptive: 
     assert [float(r["dp_clip"]) for r in metrics][0] == 1.0
     assert ("dp_unclipped_fraction" in metrics[0]) == (adaptive is not None)
     assert 0 <= float(metrics[-1]["test_acc"]) <= 1
+
+
+@pytest.mark.parametrize(("target", "sampling"), [(0.5, "fixed_size"), (2.0, "fixed_size"), (1.0, "poisson")])
+def test_target_epsilon_calibrates_the_smallest_z_that_meets_it(target: float, sampling: str) -> None:
+    """``calibrate_central_dp``: the run's ε at the returned z (dp-accounting, through the same
+    accountant a run uses) is at most the target, and 0.1 % less noise spends more than it."""
+    n, m, rounds, delta = 100, 10, 30, 1e-5
+    kw: dict[str, Any] = {"population_size": n, "sample_size": m, "rounds": rounds, "delta": delta, "sampling": sampling}
+    z = calibrate_central_dp(target, **kw)
+    assert central_dp_epsilon(z, **kw) <= target < central_dp_epsilon(z * 0.999, **kw)
+    if sampling == "fixed_size":
+        assert central_dp_epsilon(z, **kw) == pytest.approx(_direct_fixed_size(z, n, m, rounds, delta), rel=1e-9)
+
+
+def test_a_recipe_with_target_epsilon_builds_the_calibrated_plan_and_refuses_both() -> None:
+    raw: dict[str, Any] = {
+        "data": {"dataset": "fashion_mnist", "partition": {"kind": "iid", "n_clients": 100}},
+        "train": {"rounds": 30, "clients_per_round": 10},
+        "selection": {"kind": "uniform", "replace": False},
+        "aggregation": {"kind": "mean"},
+        "accountant": {"kind": "rdp", "delta": 1e-5},
+        "privacy": {"kind": "central_dp", "target_epsilon": 0.5, "clip": 1.0},
+    }
+    """The plan built from the recipe carries the calibrated z (its round event is the one of
+    ``calibrate_central_dp``'s z); giving both noise settings is one line; an unreachable target
+    is refused."""
+    from types import SimpleNamespace
+
+    from fedgame.core.plugins import BuildContext
+
+    cfg = parse_recipe(raw)
+    plan = CentralDP.from_config(cfg.privacy, BuildContext(run=cfg, data=SimpleNamespace(n_clients=100)))
+    z = calibrate_central_dp(0.5, population_size=100, sample_size=10, rounds=30, delta=1e-5, sampling="fixed_size")
+    assert plan.event == round_event(z, population_size=100, sample_size=10, sampling="fixed_size") and z > 1
+    with pytest.raises(RecipeError, match="give one of privacy.noise_multiplier and privacy.target_epsilon, not both"):
+        parse_recipe({**raw, "privacy": {**raw["privacy"], "noise_multiplier": 2.0}})
+    with pytest.raises(ValueError, match="cannot be met"):
+        calibrate_central_dp(1e-6, population_size=100, sample_size=10, rounds=30, delta=1e-5, sampling="fixed_size")

@@ -28,7 +28,17 @@ from fedgame.experiments.claims import COLUMNS, ORDERINGS, Decision, decide, hol
 from fedgame.pipeline.store import atomic_write_text
 from fedgame.pipeline.results import code_note, finished_runs
 
-__all__ = ["CLAIMS", "PAPER_TABLE2_FMNIST", "claims_markdown", "collect", "copy_configs", "orderings", "per_seed", "write_rows_csv", "write_table2"]
+__all__ = [
+    "CLAIMS",
+    "PAPER_TABLE2_FMNIST",
+    "claims_markdown",
+    "collect",
+    "copy_configs",
+    "orderings",
+    "per_seed",
+    "write_rows_csv",
+    "write_table2",
+]
 
 #: Table II of Yuan & Wang (Sec. VIII-C), Fashion-MNIST: τ → method → (IID, Non-IID),
 #: each (mean, std) in %.
@@ -59,8 +69,15 @@ PAPER_TABLE2_FMNIST: dict[float, dict[str, tuple[tuple[float, float], tuple[floa
 #: recipe name (before any "[grid]" suffix) → Table II column (``random_game``: the Random
 #: recipe run with ``incentive.baseline_rho: game`` under its own name, scripts/fedpcs_table2.sh)
 METHODS = {
-    "fedpcs": "FedPCS", "random": "Random", "random_game": "Random", "aocs": "AOCS", "fedcbs": "Fed-CBS",
-    "delta": "DELTA", "ablation_uniform": "FedPCS incentive + uniform draws", "ablation_fedavg_weights": "FedPCS + FedAvg weights",
+    "fedpcs": "FedPCS",
+    "random": "Random",
+    "random_game": "Random",
+    "aocs": "AOCS",
+    "fedcbs": "Fed-CBS",
+    "delta": "DELTA",
+    "ablation_uniform": "FedPCS incentive + uniform draws",
+    "ablation_fedavg_weights": "FedPCS + FedAvg weights",
+    "central_dp": "Central DP-FedAvg",
 }
 #: the paper's columns, in its order; other methods are extra rows after them
 PAPER_METHODS = ("Random", "AOCS", "Fed-CBS", "DELTA", "FedPCS")
@@ -111,10 +128,16 @@ def collect(root: Path) -> dict[tuple[str, float, str], list[dict[str, Any]]]:
             continue
         method, paper = found
         tau = round(cfg["train"]["clients_per_round"] / cfg["data"]["partition"]["n_clients"], 3)
-        cells[(method, tau, split)].append({
-            "seed": run.seed, "acc": run.acc, "cfg": cfg, "dir": run.dir, "paper": paper,
-            "max_agg_weight": _max_agg_weight(run.dir),
-        })
+        cells[(method, tau, split)].append(
+            {
+                "seed": run.seed,
+                "acc": run.acc,
+                "cfg": cfg,
+                "dir": run.dir,
+                "paper": paper,
+                "max_agg_weight": _max_agg_weight(run.dir),
+            }
+        )
     return cells
 
 
@@ -133,18 +156,34 @@ def write_table2(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
         paper = PAPER_TABLE2_FMNIST.get(tau, {}).get(column) if column is not None else None
         pm, ps = (paper[0] if split == "IID" else paper[1]) if paper else (float("nan"), float("nan"))
         cfg = runs[0]["cfg"]
-        rows.append({
-            "dataset": "Fashion-MNIST", "tau": tau, "method": method, "split": split,
-            "ours_mean": round(float(acc.mean()), 2), "ours_std": round(float(acc.std(ddof=1)) if acc.size > 1 else 0.0, 2),
-            "seeds": " ".join(str(r["seed"]) for r in sorted(runs, key=lambda r: r["seed"])),
-            "paper_mean": pm, "paper_std": ps, "ours_minus_paper": round(float(acc.mean()) - pm, 2),
-            "rounds": cfg["train"]["rounds"], "local": json.dumps(cfg["train"]["local"]), "budget": budget,
-            "max_agg_weight": round(float(np.mean([r["max_agg_weight"] for r in runs])), 4),
-        })
+        rows.append(
+            {
+                "dataset": "Fashion-MNIST",
+                "tau": tau,
+                "method": method,
+                "split": split,
+                "ours_mean": round(float(acc.mean()), 2),
+                "ours_std": round(float(acc.std(ddof=1)) if acc.size > 1 else 0.0, 2),
+                "seeds": " ".join(str(r["seed"]) for r in sorted(runs, key=lambda r: r["seed"])),
+                "paper_mean": pm,
+                "paper_std": ps,
+                "ours_minus_paper": round(float(acc.mean()) - pm, 2),
+                "rounds": cfg["train"]["rounds"],
+                "local": json.dumps(cfg["train"]["local"]),
+                "budget": budget,
+                "max_agg_weight": round(float(np.mean([r["max_agg_weight"] for r in runs])), 4),
+            }
+        )
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "table2.csv", rows, empty_header=["dataset"])
     write_orderings(dest / ORDERINGS, orderings(per_seed(cells)))
-    atomic_write_text(dest / "table2.md", _markdown(rows, budget, per_seed(cells), [r["cfg"] for runs in cells.values() for r in runs]) + "\n" + code_note(r["dir"] for runs in cells.values() for r in runs) + "\n")
+    atomic_write_text(
+        dest / "table2.md",
+        _markdown(rows, budget, per_seed(cells), [r["cfg"] for runs in cells.values() for r in runs])
+        + "\n"
+        + code_note(r["dir"] for runs in cells.values() for r in runs)
+        + "\n",
+    )
     _figures(cells, dest)
     copy_configs(cells.values(), dest)
     return rows
@@ -211,8 +250,14 @@ def _figures(cells: dict[tuple[str, float, str], list[dict[str, Any]]], dest: Pa
                     curves.append(pts)
                 xs = [p[0] for p in curves[0]]
                 ys = np.mean([[p[1] for p in c] for c in curves if len(c) == len(xs)], axis=0)
-                ax.plot(xs, ys * (100.0 if key == "test_acc" else 1.0), marker="o", ms=3, ls="-" if split == "IID" else "--",
-                        label=f"{method} {split}")
+                ax.plot(
+                    xs,
+                    ys * (100.0 if key == "test_acc" else 1.0),
+                    marker="o",
+                    ms=3,
+                    ls="-" if split == "IID" else "--",
+                    label=f"{method} {split}",
+                )
             ax.set_title(f"τ = {tau}", fontsize=9)
             ax.set_xlabel("round")
             ax.set_ylabel(ylabel)
@@ -292,10 +337,17 @@ def _privacy_sentence(cfgs: list[dict[str, Any]]) -> str:
     for cfg in cfgs:
         p = cfg.get("privacy") or {}
         seen[(str(p.get("kind")), str(p.get("mode", "")), float(p.get("clip", float("nan"))))] += 1
-    what = {"paper_params": "the local model's parameters clipped to norm W and noised (Prop. 1 / Eq. 46 read literally)",
-            "paper_update": "the local update clipped to norm W and noised"}
-    parts = [f"{kind} with {what.get(mode, f'mode {mode}')}, W = {clip:g} ({n} run{'s' * (n != 1)})"
-             for (kind, mode, clip), n in sorted(seen.items())]
+    what = {
+        "paper_params": "the local model's parameters clipped to norm W and noised (Prop. 1 / Eq. 46 read literally)",
+        "paper_update": "the local update clipped to norm W and noised",
+    }
+    parts = [
+        f"{kind} (the server clips each update to C = {clip:g} and noises their sum; user-level ε, every client alike) "
+        f"({n} run{'s' * (n != 1)})"
+        if kind == "central_dp"
+        else f"{kind} with {what.get(mode, f'mode {mode}')}, W = {clip:g} ({n} run{'s' * (n != 1)})"
+        for (kind, mode, clip), n in sorted(seen.items())
+    ]
     return "Upload noise: " + "; ".join(parts) + " (docs/fedpcs.md, 'The paper's regime')."
 
 
@@ -307,15 +359,15 @@ def _baseline_sentence(present: set[str]) -> str:
     if any(" (" not in m for m in base):
         out.append("rows without a suffix keep their clients' initial budgets ρ_i⁰, unpaid (`baseline_rho: initial`)")
     if any(m.endswith("(game ρ)") for m in base):
-        out.append("\"(game ρ)\" rows have their clients play the game against uniform sampling (`baseline_rho: game`)")
+        out.append('"(game ρ)" rows have their clients play the game against uniform sampling (`baseline_rho: game`)')
     if any(m.endswith("(ρ_L)") for m in base):
-        out.append("\"(ρ_L)\" rows sit at ρ_L (`baseline_rho: low`)")
-    return ("Baselines: " + "; ".join(out) + " (docs/fedpcs.md, 'Baseline budgets and the sampling ablations')."
-            if out else "")
+        out.append('"(ρ_L)" rows sit at ρ_L (`baseline_rho: low`)')
+    return "Baselines: " + "; ".join(out) + " (docs/fedpcs.md, 'Baseline budgets and the sampling ablations')." if out else ""
 
 
-def _markdown(rows: list[dict[str, Any]], budget: str, values: dict[tuple[str, float, str], dict[int, float]],
-              cfgs: list[dict[str, Any]]) -> str:
+def _markdown(
+    rows: list[dict[str, Any]], budget: str, values: dict[tuple[str, float, str], dict[int, float]], cfgs: list[dict[str, Any]]
+) -> str:
     present = {r["method"] for r in rows}
     methods = [m for m in PAPER_METHODS if m in present] + sorted(present - set(PAPER_METHODS))
     taus = sorted({r["tau"] for r in rows})
@@ -345,14 +397,26 @@ def _markdown(rows: list[dict[str, Any]], budget: str, values: dict[tuple[str, f
         out.append(f"| {tau} | " + " | ".join(cells) + " |")
     if rows:
         r0 = rows[0]
-        out += ["", f"Each cell: {r0['rounds']} rounds, local training {r0['local']}; seeds per cell listed in table2.csv; "
-                "the configs are in configs/.", "",
-                _privacy_sentence(cfgs), "", *[b for b in (_baseline_sentence(present),) if b],
-                "Extra rows (the sampling ablations, no paper numbers): FedPCS's incentive with uniform draws, "
-                "and x ∝ ρ with FedAvg weights θ_i/Σ_S θ instead of Eq. (4); table2.csv's max_agg_weight is the largest "
-                "aggregation weight an upload got (mean over seeds).", "",
-                "![Fig. 4](fig4_rho_correlation.png)", "", "![Fig. 6](fig6_server_cost.png)", "", "![Fig. 9, test accuracy](fig9_accuracy.png)", "",
-                "![Fig. 9, training loss](fig9_loss.png)"]
+        out += [
+            "",
+            f"Each cell: {r0['rounds']} rounds, local training {r0['local']}; seeds per cell listed in table2.csv; "
+            "the configs are in configs/.",
+            "",
+            _privacy_sentence(cfgs),
+            "",
+            *[b for b in (_baseline_sentence(present),) if b],
+            "Extra rows (the sampling ablations, no paper numbers): FedPCS's incentive with uniform draws, "
+            "and x ∝ ρ with FedAvg weights θ_i/Σ_S θ instead of Eq. (4); table2.csv's max_agg_weight is the largest "
+            "aggregation weight an upload got (mean over seeds).",
+            "",
+            "![Fig. 4](fig4_rho_correlation.png)",
+            "",
+            "![Fig. 6](fig6_server_cost.png)",
+            "",
+            "![Fig. 9, test accuracy](fig9_accuracy.png)",
+            "",
+            "![Fig. 9, training loss](fig9_loss.png)",
+        ]
         out += [""] + claims_markdown(orderings(values))
     return "\n".join(out) + "\n"
 
@@ -407,16 +471,22 @@ def claims_markdown(decided: list[tuple[dict[str, Any], Decision]]) -> list[str]
     then the rule in words for each family."""
     if not decided:
         return []
-    head = ["| τ | split | A | B | " + " | ".join(("A − B (points)", *COLUMNS[1:])) + " | what it measures |",
-            "|---|---|---|---|" + "---|" * len(COLUMNS) + "---|"]
+    head = [
+        "| τ | split | A | B | " + " | ".join(("A − B (points)", *COLUMNS[1:])) + " | what it measures |",
+        "|---|---|---|---|" + "---|" * len(COLUMNS) + "---|",
+    ]
     out = ["## Orderings, decided from the per-seed accuracies (A above B)"]
-    for family, title, where in (("paper", "The paper's claims", "family (the paper's claims)"),
-                                 ("decomposition", "What FedPCS's parts add (ours, not the paper's)", "family (the decomposition)")):
+    for family, title, where in (
+        ("paper", "The paper's claims", "family (the paper's claims)"),
+        ("decomposition", "What FedPCS's parts add (ours, not the paper's)", "family (the decomposition)"),
+    ):
         rows = [(lab, d) for lab, d in decided if lab["family"] == family]
         if not rows:
             continue
         out += ["", f"### {title}", "", *head]
-        out += [f"| {lab['tau']} | {lab['split']} | {lab['a']} | {lab['b']} | " + " | ".join(d.cells()) + f" | {lab['what']} |"
-                for lab, d in rows]
+        out += [
+            f"| {lab['tau']} | {lab['split']} | {lab['a']} | {lab['b']} | " + " | ".join(d.cells()) + f" | {lab['what']} |"
+            for lab, d in rows
+        ]
         out += ["", rule_note([d for _, d in rows], where=where)]
     return out

@@ -35,8 +35,9 @@ No page here says "holds" of anything but a verdict of
 :func:`~fedgame.experiments.claims.decide`: means alone, or means and standard deviations, decide
 nothing.
 
-Runs are recognised by their recipe name (``phs_privacy_aware``, ``phs_unbiased``,
-``phs_biased``, before any ``[grid]`` suffix) on a ``similarity`` partition.
+Runs are recognised by their recipe name (``phs_privacy_aware``, ``phs_unbiased``, ``phs_biased``,
+and ``phs_central_dp``, the central DP-FedAvg row beside them, before any ``[grid]`` suffix) on a
+``similarity`` partition.
 """
 
 from __future__ import annotations
@@ -101,10 +102,13 @@ PAPER_TABLES: dict[str, tuple[str, dict[str, dict[float, float]], str]] = {
 }
 
 #: recipe name (before any "[grid]" suffix) → mechanism code
-MECHANISMS = {"phs_privacy_aware": "P", "phs_unbiased": "U", "phs_biased": "B"}
-LABELS = {"P": "Privacy-aware", "U": "Unbiased", "B": "Biased"}
-ORDER = ("P", "U", "B")
-COLOURS = {"P": "tab:blue", "U": "tab:orange", "B": "tab:green"}
+MECHANISMS = {"phs_privacy_aware": "P", "phs_unbiased": "U", "phs_biased": "B", "phs_central_dp": "C"}
+LABELS = {"P": "Privacy-aware", "U": "Unbiased", "B": "Biased", "C": "Central DP-FedAvg"}
+ORDER = ("P", "U", "B", "C")
+#: the paper's three mechanisms; C (central DP-FedAvg, recipes/phs/central_dp.yaml) is the field's
+#: standard baseline beside them, not in the paper: a row where it has runs, in no claim
+PAPER_MECHANISMS = ("P", "U", "B")
+COLOURS = {"P": "tab:blue", "U": "tab:orange", "B": "tab:green", "C": "tab:red"}
 SPENT_KEYS = ("eps_pld_over_budget_mean", "eps_pld_over_budget_max", "eps_rdp_over_budget_mean", "eps_rdp_over_budget_max")
 
 Cells = dict[tuple[str, float, str], list[dict[str, Any]]]
@@ -194,8 +198,10 @@ def per_seed(cells: Mapping[K, list[dict[str, Any]]]) -> dict[K, dict[int, float
             if not math.isfinite(acc):
                 continue
             if seed in values:
-                raise ValueError(f"runs: two runs of cell {key} with seed {seed} ({where[seed]} and {r['dir']}); "
-                                 "give a folder holding one run per cell and seed")
+                raise ValueError(
+                    f"runs: two runs of cell {key} with seed {seed} ({where[seed]} and {r['dir']}); "
+                    "give a folder holding one run per cell and seed"
+                )
             values[seed], where[seed] = acc, Path(r["dir"])
         if values:
             out[key] = values
@@ -259,7 +265,7 @@ def fig5_orderings(values: dict[tuple[str, int], dict[int, float]]) -> Decided:
 
 
 def tight_ordering(values: Mapping[str, dict[int, float]], s: float | int) -> Decided:
-    """"Tight calibration above the paper's" from the per-seed accuracies ``values`` (recipe name
+    """ "Tight calibration above the paper's" from the per-seed accuracies ``values`` (recipe name
     → ``{seed: accuracy in %}``), decided by :func:`~fedgame.experiments.claims.decide` (paired
     by seed: both recipes share partition, budgets, schedule and initialisation per seed); empty
     unless both calibrations have runs. One ordering on the page: no Holm adjustment. Labels: s,
@@ -283,21 +289,34 @@ def write_table4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
         cfg = runs[0]["cfg"]
         phs = [_read_json(r["dir"] / "phs.json") for r in runs]
         row: dict[str, Any] = {
-            "dataset": dataset, "mechanism": mech, "mechanism_name": LABELS[mech], "s": _num(s),
-            "n_seeds": len(runs), "seeds": " ".join(str(r["seed"]) for r in runs),
-            "ours_mean": round(acc_mean, 2), "ours_std": round(acc_std, 2),
+            "dataset": dataset,
+            "mechanism": mech,
+            "mechanism_name": LABELS[mech],
+            "s": _num(s),
+            "n_seeds": len(runs),
+            "seeds": " ".join(str(r["seed"]) for r in runs),
+            "ours_mean": round(acc_mean, 2),
+            "ours_std": round(acc_std, 2),
             "paper_table": PAPER_TABLES[dataset][0] if dataset in PAPER_TABLES else "",
-            "paper": paper, "ours_minus_paper": round(acc_mean - paper, 2),
+            "paper": paper,
+            "ours_minus_paper": round(acc_mean - paper, 2),
         }
         for key in SPENT_KEYS:  # mean over seeds of the per-run mean / max over clients
             row[key] = round(mean_std([_float(r["summary"].get(key)) for r in runs])[0], 4)
         row["l1_from_p_u"] = round(mean_std([_float(p.get("l1_from_p_u")) for p in phs if p])[0], 4)
         row["eta"] = _float(phs[0].get("eta")) if phs[0] else math.nan
         row["wall_time_mean"] = round(mean_std([_float(r["summary"].get("wall_time")) for r in runs])[0], 1)
+        if mech == "C":  # user-level, every client alike: the run's ε, and its δ
+            row["user_level_epsilon"] = round(mean_std([_float(r["summary"].get("epsilon_max")) for r in runs])[0], 4)
+            row["delta"] = _float(cfg["accountant"]["delta"])
         row["rounds"] = cfg["train"]["rounds"]
         row["local"] = json.dumps(cfg["train"]["local"])
         row["budget"] = budget
         rows.append(row)
+    if any(r["mechanism"] == "C" for r in rows):  # one header: the central row's columns on every row
+        for r in rows:
+            r.setdefault("user_level_epsilon", math.nan)
+            r.setdefault("delta", math.nan)
     decided = table_orderings(per_seed(cells))
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "table4.csv", rows, empty_header=["dataset", "mechanism", "s"])
@@ -321,12 +340,22 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     for (mech, batch), runs in sorted(cells.items(), key=lambda kv: (ORDER.index(kv[0][0]), kv[0][1])):
         mean, std = mean_std([r["acc"] for r in runs])
         cfg = runs[0]["cfg"]
-        rows.append({
-            "mechanism": mech, "batch_size": batch, "n_seeds": len(runs), "seeds": " ".join(str(r["seed"]) for r in runs),
-            "mean": round(mean, 2), "std": round(std, 2), "mechanism_name": LABELS[mech],
-            "dataset": _dataset(runs[0]), "s": _num(_similarity(runs[0])), "rounds": cfg["train"]["rounds"],
-            "local_steps": cfg["train"]["local"].get("steps"), "budget": budget,
-        })
+        rows.append(
+            {
+                "mechanism": mech,
+                "batch_size": batch,
+                "n_seeds": len(runs),
+                "seeds": " ".join(str(r["seed"]) for r in runs),
+                "mean": round(mean, 2),
+                "std": round(std, 2),
+                "mechanism_name": LABELS[mech],
+                "dataset": _dataset(runs[0]),
+                "s": _num(_similarity(runs[0])),
+                "rounds": cfg["train"]["rounds"],
+                "local_steps": cfg["train"]["local"].get("steps"),
+                "budget": budget,
+            }
+        )
     decided = fig5_orderings(per_seed(cells))
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "fig5.csv", rows, empty_header=["mechanism", "batch_size", "n_seeds", "seeds", "mean", "std"])
@@ -362,8 +391,13 @@ def write_tight(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
         if not runs:
             continue
         mean, std = mean_std([r["acc"] for r in runs])
-        row: dict[str, Any] = {"calibration": label, "seeds": " ".join(str(r["seed"]) for r in runs), "n_seeds": len(runs),
-                               "acc_mean": round(mean, 2), "acc_std": round(std, 2)}
+        row: dict[str, Any] = {
+            "calibration": label,
+            "seeds": " ".join(str(r["seed"]) for r in runs),
+            "n_seeds": len(runs),
+            "acc_mean": round(mean, 2),
+            "acc_std": round(std, 2),
+        }
         for key in TIGHT_KEYS:
             row[key] = round(mean_std([_float(r["summary"].get(key)) for r in runs])[0], 3)
         row["s"] = _num(_similarity(runs[0]))
@@ -383,14 +417,19 @@ def write_tight(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
         "|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['calibration']} | {r['seeds']} | {r['acc_mean']:.2f} ± {r['acc_std']:.2f} | "
-                     f"{r['eps_pld_over_budget_mean']:.3f} | {r['eps_pld_over_budget_max']:.3f} | {r['eps_paper_over_budget_mean']:.3f} |")
+        lines.append(
+            f"| {r['calibration']} | {r['seeds']} | {r['acc_mean']:.2f} ± {r['acc_std']:.2f} | "
+            f"{r['eps_pld_over_budget_mean']:.3f} | {r['eps_pld_over_budget_max']:.3f} | {r['eps_paper_over_budget_mean']:.3f} |"
+        )
     decided = tight_ordering(per_seed(cells), rows[0]["s"])
     write_orderings(dest / ORDERINGS, decided)
     for _, d in decided:
-        lines += ["", f"Tight calibration above the paper's (A = tight, B = paper): "
-                  f"{d.line(unit=' points', verdict=False)}: **{d.verdict}**.", "",
-                  rule_note([d], where="page")]
+        lines += [
+            "",
+            f"Tight calibration above the paper's (A = tight, B = paper): {d.line(unit=' points', verdict=False)}: **{d.verdict}**.",
+            "",
+            rule_note([d], where="page"),
+        ]
     lines += ["", _code(cells)]
     atomic_write_text(dest / "tight_vs_paper.md", "\n".join(lines) + "\n")
     copy_configs(cells.values(), dest)
@@ -415,8 +454,6 @@ def _num(s: float) -> float | int:
     return int(s) if float(s).is_integer() else float(s)
 
 
-
-
 def _read_json(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -437,9 +474,9 @@ def _markdown(rows: list[dict[str, Any]], budget: str, figures: list[tuple[str, 
         number, _, name = PAPER_TABLES.get(dataset, ("?", {}, dataset))
         head = "| mechanism | " + " | ".join(_s_head(s) for s in cols) + " |"
         rule = "|---|" + "---|" * len(cols)
-        out += [f"# PHS Table {number}, {name} — ours / paper (test accuracy %, mean ± std over seeds; budget: {budget})",
-                "", head, rule]
-        for m in ORDER:
+        out += [f"# PHS Table {number}, {name} — ours / paper (test accuracy %, mean ± std over seeds; budget: {budget})", "", head, rule]
+        shown = [m for m in ORDER if m in PAPER_MECHANISMS or any(k[0] == m for k in by)]
+        for m in shown:
             cells = []
             for s in cols:
                 r = by.get((m, s))
@@ -447,11 +484,10 @@ def _markdown(rows: list[dict[str, Any]], budget: str, figures: list[tuple[str, 
                 ours = "—" if r is None or not np.isfinite(r["ours_mean"]) else f"{r['ours_mean']:.2f}±{r['ours_std']:.2f}"
                 cells.append(f"{ours} / " + ("—" if math.isnan(paper) else f"{paper:.2f}%"))
             out.append(f"| {LABELS[m]} | " + " | ".join(cells) + " |")
-        out += ["", *_table_claims([(lab, d) for lab, d in decided if lab["dataset"] == dataset], dataset,
-                                   [d for _, d in decided]), ""]
-        out += ["## ε really spent (PLD), mean/max over clients as a fraction of ε_k (each averaged over seeds)",
-                "", head, rule]
-        for m in ORDER:
+        out += ["", *_table_claims([(lab, d) for lab, d in decided if lab["dataset"] == dataset], dataset, [d for _, d in decided]), ""]
+        out += _central_note([r for r in rows if r["dataset"] == dataset and r["mechanism"] == "C"])
+        out += ["## ε really spent (PLD), mean/max over clients as a fraction of ε_k (each averaged over seeds)", "", head, rule]
+        for m in PAPER_MECHANISMS:
             cells = []
             for s in cols:
                 r = by.get((m, s))
@@ -463,18 +499,41 @@ def _markdown(rows: list[dict[str, Any]], budget: str, figures: list[tuple[str, 
         out.append("")
     if rows:
         r0 = rows[0]
-        out += [f"Each cell: {r0['rounds']} rounds, local training {r0['local']}; seeds per cell, the RDP "
-                "fractions and ‖p^s − p^u‖₁ are in table4.csv; the configs are in configs/.", ""]
+        out += [
+            f"Each cell: {r0['rounds']} rounds, local training {r0['local']}; seeds per cell, the RDP "
+            "fractions and ‖p^s − p^u‖₁ are in table4.csv; the configs are in configs/.",
+            "",
+        ]
     out += [f"![{title}]({name})\n" for title, name in figures]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _central_note(rows: list[dict[str, Any]]) -> list[str]:
+    """The central-DP row's privacy, read from its runs: its ε is user-level (one client's whole
+    data), the same for every client, where the mechanisms' ε_k bound each client's examples."""
+    if not rows:
+        return []
+    eps = sorted({r["user_level_epsilon"] for r in rows})
+    said = ", ".join(f"{e:.3g}" for e in eps)
+    return [
+        f"Central DP-FedAvg (not in the paper; the field's standard baseline): the server clips each update and "
+        f"noises their sum, every client charged every round; user-level ε = {said} at δ = {rows[0]['delta']:g} for "
+        "every client (a bound on each client's whole data, stronger than the example-level ε_k the three mechanisms "
+        "give each client), calibrated by privacy.target_epsilon to the mean of the budgets ε_k ~ U(0, 1). It is in "
+        "none of the orderings above.",
+        "",
+    ]
 
 
 def _counts(decisions: Iterable[Decision]) -> str:
     """``3 hold, 1 fails, 1 not decided``: how many orderings got each verdict."""
     ds = list(decisions)
     words = {"holds": "hold", "fails": "fail"}
-    parts = [f"{n} {words.get(v, v) if n != 1 else v}" for v in ("holds", "fails", "not decided", "not decided (one seed)")
-             if (n := sum(d.verdict == v for d in ds))]
+    parts = [
+        f"{n} {words.get(v, v) if n != 1 else v}"
+        for v in ("holds", "fails", "not decided", "not decided (one seed)")
+        if (n := sum(d.verdict == v for d in ds))
+    ]
     return ", ".join(parts)
 
 
@@ -489,15 +548,23 @@ def _table_claims(decided: Decided, dataset: str, family: list[Decision]) -> lis
     per_s = {lab["s"]: [d for lab2, d in decided if lab2["s"] == lab["s"]] for lab, _ in decided}
     parts = ", ".join(f"{_s_head(float(s))}: {all_hold(ds)}" for s, ds in per_s.items())
     paper = " (the paper has both at every s)" if dataset in PAPER_TABLES else ""
-    out = [f"{head}: {all_hold(d for _, d in decided)}**{paper}; per s: {parts}. Of its {len(decided)} orderings: "
-           f"{_counts(d for _, d in decided)}.", "",
-           "| s | A | B | " + " | ".join(("A − B (points)", *COLUMNS[1:])) + " | paper's A − B |",
-           "|---|---|---|" + "---|" * len(COLUMNS) + "---|"]
+    out = [
+        f"{head}: {all_hold(d for _, d in decided)}**{paper}; per s: {parts}. Of its {len(decided)} orderings: "
+        f"{_counts(d for _, d in decided)}.",
+        "",
+        "| s | A | B | " + " | ".join(("A − B (points)", *COLUMNS[1:])) + " | paper's A − B |",
+        "|---|---|---|" + "---|" * len(COLUMNS) + "---|",
+    ]
     for lab, d in decided:
         s = float(lab["s"])
         paper_gap = paper_value(dataset, lab["a"], s) - paper_value(dataset, lab["b"], s)
-        out.append(f"| {_num(s)} | {LABELS[lab['a']]} | {LABELS[lab['b']]} | " + " | ".join(d.cells()) + " | "
-                   + ("—" if math.isnan(paper_gap) else f"{paper_gap:+.2f}") + " |")
+        out.append(
+            f"| {_num(s)} | {LABELS[lab['a']]} | {LABELS[lab['b']]} | "
+            + " | ".join(d.cells())
+            + " | "
+            + ("—" if math.isnan(paper_gap) else f"{paper_gap:+.2f}")
+            + " |"
+        )
     return out + ["", rule_note(family, where="page")]
 
 
@@ -513,8 +580,7 @@ def fig5_ordering(decided: Decided) -> str:
     :func:`fig5_orderings` decided (after Holm) with :func:`~fedgame.experiments.claims.all_hold`,
     overall and per B: ``P above U and B at every B: **fails**; per B: B = 32: holds, ...``.
     Not decided where no B has P and U or B beside it."""
-    return _fig5_claim(decided, FIG5_ABOVE, "P above U and B at every B", "batch_a", "B", "B = ",
-                       "no B with P and U or B beside it")
+    return _fig5_claim(decided, FIG5_ABOVE, "P above U and B at every B", "batch_a", "B", "B = ", "no B with P and U or B beside it")
 
 
 def fig5_rises(decided: Decided) -> str:
@@ -534,8 +600,7 @@ def _fig5_claim(decided: Decided, claim: str, head: str, key: str, per: str, pre
     for lab, d in mine:
         groups.setdefault(lab[key], []).append(d)
     parts = ", ".join(f"{prefix}{v}: {all_hold(ds)}" for v, ds in groups.items())
-    return (f"{head}: **{all_hold(d for _, d in mine)}**; per {per}: {parts} "
-            f"(of its {len(mine)} orderings: {_counts(d for _, d in mine)}).")
+    return f"{head}: **{all_hold(d for _, d in mine)}**; per {per}: {parts} (of its {len(mine)} orderings: {_counts(d for _, d in mine)})."
 
 
 def _fig5_markdown(rows: list[dict[str, Any]], budget: str, drawn: bool, decided: Decided) -> str:
@@ -547,9 +612,12 @@ def _fig5_markdown(rows: list[dict[str, Any]], budget: str, drawn: bool, decided
     name = PAPER_TABLES.get(r0["dataset"], ("", {}, r0["dataset"]))[2]
     batches = sorted({r["batch_size"] for r in rows})
     by = {(r["mechanism"], r["batch_size"]): r for r in rows}
-    out = [f"# PHS Fig. 5, {name}, s = {r0['s']} — test accuracy (%) vs local batch size B "
-           f"(mean ± std over seeds; budget: {budget})", "",
-           "| mechanism | " + " | ".join(f"B = {b}" for b in batches) + " |", "|---|" + "---|" * len(batches)]
+    out = [
+        f"# PHS Fig. 5, {name}, s = {r0['s']} — test accuracy (%) vs local batch size B (mean ± std over seeds; budget: {budget})",
+        "",
+        "| mechanism | " + " | ".join(f"B = {b}" for b in batches) + " |",
+        "|---|" + "---|" * len(batches),
+    ]
     for m in ORDER:
         if not any(k[0] == m for k in by):
             continue
@@ -560,17 +628,24 @@ def _fig5_markdown(rows: list[dict[str, Any]], budget: str, drawn: bool, decided
         out.append(f"| {LABELS[m]} | " + " | ".join(cells) + " |")
     out += ["", fig5_ordering(decided), "", fig5_rises(decided), ""]
     if decided:
-        out += ["## Orderings, decided from the per-seed accuracies (A above B)", "",
-                "P: privacy-aware, U: unbiased, B: biased; B = the local batch size.", "",
-                "| claim | ordering (A > B) | " + " | ".join(("A − B (points)", *COLUMNS[1:])) + " |",
-                "|---|---|" + "---|" * len(COLUMNS)]
+        out += [
+            "## Orderings, decided from the per-seed accuracies (A above B)",
+            "",
+            "P: privacy-aware, U: unbiased, B: biased; B = the local batch size.",
+            "",
+            "| claim | ordering (A > B) | " + " | ".join(("A − B (points)", *COLUMNS[1:])) + " |",
+            "|---|---|" + "---|" * len(COLUMNS),
+        ]
         out += [f"| {lab['claim']} | {_ordering_name(lab)} | " + " | ".join(d.cells()) + " |" for lab, d in decided]
         out += ["", rule_note([d for _, d in decided], where="page"), ""]
-    out += [f"Each cell: final test accuracy, mean ± std over the seeds in brackets (list in fig5.csv); "
-            f"{r0['rounds']} rounds, {r0['local_steps']} local steps. The paper's Fig. 5 (Sec. VI-D) is CIFAR-10 by "
-            "our reading (its text does not name the dataset) and claims accuracy rises with B and P is above U and B "
-            "at every B; "
-            "the configs are in configs/.", ""]
+    out += [
+        f"Each cell: final test accuracy, mean ± std over the seeds in brackets (list in fig5.csv); "
+        f"{r0['rounds']} rounds, {r0['local_steps']} local steps. The paper's Fig. 5 (Sec. VI-D) is CIFAR-10 by "
+        "our reading (its text does not name the dataset) and claims accuracy rises with B and P is above U and B "
+        "at every B; "
+        "the configs are in configs/.",
+        "",
+    ]
     if drawn:
         out.append("![Fig. 5](fig5_batch.png)")
     return "\n".join(out).rstrip("\n") + "\n"
@@ -709,7 +784,7 @@ def _privacy_spent(plt: Any, cells: Cells, path: Path) -> bool:
     """Per client: budget ε_k vs ε spent by PLD and by the paper's forward map, one run per
     mechanism (clients that took at least one step)."""
     dataset = next((k[2] for k in sorted(cells) if k[0] == "P"), None)
-    found = [(m, _pick(cells, m, "privacy.csv", dataset)) for m in ORDER]
+    found = [(m, _pick(cells, m, "privacy.csv", dataset)) for m in PAPER_MECHANISMS]
     picks = [(m, r) for m, r in found if r is not None]
     if not picks:
         return False
@@ -757,8 +832,16 @@ def _fig5(rows: list[dict[str, Any]], path: Path) -> bool:
             continue
         x = np.array([r["batch_size"] for r in pts], dtype=np.float64) * 2.0 ** (0.04 * (i - 1))
         seeds = sorted({r["n_seeds"] for r in pts})
-        ax.errorbar(x, [r["mean"] for r in pts], yerr=[r["std"] for r in pts], marker="o", ms=4, capsize=3,
-                    color=COLOURS[m], label=f"{LABELS[m]} ({'/'.join(map(str, seeds))} seeds)")
+        ax.errorbar(
+            x,
+            [r["mean"] for r in pts],
+            yerr=[r["std"] for r in pts],
+            marker="o",
+            ms=4,
+            capsize=3,
+            color=COLOURS[m],
+            label=f"{LABELS[m]} ({'/'.join(map(str, seeds))} seeds)",
+        )
         drawn = True
     if drawn:
         r0 = rows[0]

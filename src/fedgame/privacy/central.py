@@ -61,6 +61,7 @@ __all__ = [
     "AdaptiveClip",
     "CentralDP",
     "CentralGaussian",
+    "calibrate_central_dp",
     "Release",
     "Sampling",
     "central_dp_epsilon",
@@ -116,9 +117,7 @@ class AdaptiveClip:
         """σ_b: the given one, else m/20."""
         return float(expected_clients) / 20.0 if self.clipped_count_stddev is None else float(self.clipped_count_stddev)
 
-    def noised_fraction(
-        self, unclipped: Tensor, expected_clients: int, gen: torch.Generator, *, draws: int | None = None
-    ) -> Tensor:
+    def noised_fraction(self, unclipped: Tensor, expected_clients: int, gen: torch.Generator, *, draws: int | None = None) -> Tensor:
         """b̄ = (Σ_i (b_i − ½) + N(0, σ_b²)) / m + ½ of the bits ``unclipped`` (the last axis is
         the clients); ``draws`` independent noise draws at once (a ``(draws,)`` tensor), else one
         (a scalar tensor). float64, on the CPU generator ``gen``."""
@@ -207,8 +206,10 @@ class CentralGaussian:
 
     def __repr__(self) -> str:
         ad = "" if self.adaptive is None else f", adaptive={self.adaptive}"
-        return (f"CentralGaussian(z={self.noise_multiplier:g}, z_update={self.update_noise_multiplier:g}, clip={self.clip:g}, "
-                f"m={self.expected_clients}{ad})")
+        return (
+            f"CentralGaussian(z={self.noise_multiplier:g}, z_update={self.update_noise_multiplier:g}, clip={self.clip:g}, "
+            f"m={self.expected_clients}{ad})"
+        )
 
 
 # -- accounting ------------------------------------------------------------------------------
@@ -246,6 +247,47 @@ def central_dp_epsilon(
     acc = make_accountant(accountant, n_clients=1)
     acc.record(0, round_event(noise_multiplier, population_size=population_size, sample_size=sample_size, sampling=sampling), rounds)
     return float(acc.epsilon(0, delta))
+
+
+def calibrate_central_dp(
+    target_epsilon: float,
+    *,
+    population_size: int,
+    sample_size: int,
+    rounds: int,
+    delta: float,
+    sampling: Sampling = "poisson",
+    accountant: str = "rdp",
+) -> float:
+    """The smallest noise multiplier z (to 4 significant digits, rounded up) whose
+    :func:`central_dp_epsilon` over ``rounds`` rounds is at most ``target_epsilon``: bisection on
+    log z over [1e-2, 1e4] (ε falls as z grows). Refused in one line when even z = 1e4 spends
+    more."""
+    eps = _positive("privacy.target_epsilon", target_epsilon)
+
+    def spent(z: float) -> float:
+        return central_dp_epsilon(
+            z,
+            population_size=population_size,
+            sample_size=sample_size,
+            rounds=rounds,
+            delta=delta,
+            sampling=sampling,
+            accountant=accountant,
+        )
+
+    lo, hi = math.log(1e-2), math.log(1e4)
+    if spent(math.exp(hi)) > eps:
+        raise ValueError(
+            f"privacy.target_epsilon: {eps:g} cannot be met over {rounds} rounds at δ = {delta:g} even with noise_multiplier 1e4"
+        )
+    if spent(math.exp(lo)) <= eps:
+        return 1e-2
+    while hi - lo > 1e-5:  # log z to 1e-5: z to a relative 1e-5
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if spent(math.exp(mid)) <= eps else (mid, hi)
+    z = float(f"{math.exp(hi):.4g}")
+    return z if spent(z) <= eps else float(f"{math.exp(hi) * 1.0001:.4g}")
 
 
 # -- the server update -----------------------------------------------------------------------
@@ -319,7 +361,6 @@ class CentralDP(ClientPrivacy):
     false}``) or every client every round (``full``). The clients add no noise and record no
     event; the server's release is charged to every client each round."""
 
-    name = "central_dp"
     accounting = "formal"
     releases_empty_rounds = True
 
@@ -332,8 +373,20 @@ class CentralDP(ClientPrivacy):
 
         kind: Literal["central_dp"] = "central_dp"
         noise_multiplier: float = Field(1.0, gt=0, le=1e6, description="z: noise std on the clipped sum / clip (> 0)")
+        target_epsilon: float | None = Field(
+            None,
+            gt=0,
+            le=1e4,
+            description="calibrate z instead: the smallest z whose ε over the run's rounds at accountant.delta is at most this",
+        )
         clip: float = Field(1.0, gt=0, le=1e6, description="L2 clip norm of each client's update (initial clip when adaptive)")
         adaptive: AdaptiveClipCfg | None = None
+
+        @model_validator(mode="after")
+        def _one_noise(self) -> Any:
+            if self.target_epsilon is not None and "noise_multiplier" in self.model_fields_set:
+                raise ValueError("give one of privacy.noise_multiplier and privacy.target_epsilon, not both")
+            return self
 
         def check_run(self, run: Any) -> None:
             sel = run.selection
@@ -361,7 +414,7 @@ class CentralDP(ClientPrivacy):
                     f"(user-level: a larger δ allows publishing one client's data in the clear), got {run.accountant.delta:g}"
                 )
             m = run.train.clients_per_round if fixed else n
-            if self.adaptive is not None and m is not None:
+            if self.adaptive is not None and m is not None and self.target_epsilon is None:
                 sigma = AdaptiveClip(**self.adaptive.model_dump()).count_stddev(int(m))
                 if not 2.0 * sigma > self.noise_multiplier:
                     said = " (the default: clients per round / 20)" if self.adaptive.clipped_count_stddev is None else ""
@@ -383,8 +436,31 @@ class CentralDP(ClientPrivacy):
         fixed = _fixed_size(run)
         m = int(run.train.clients_per_round) if fixed else n
         adaptive = None if c.adaptive is None else AdaptiveClip(**c.adaptive.model_dump())
-        return cls(n_clients=n, clients_per_round=m, noise_multiplier=c.noise_multiplier, clip=c.clip, adaptive=adaptive,
-                   sampling="fixed_size" if fixed else "poisson")
+        sampling: Sampling = "fixed_size" if fixed else "poisson"
+        z = c.noise_multiplier
+        if c.target_epsilon is not None:
+            z = calibrate_central_dp(
+                c.target_epsilon,
+                population_size=n,
+                sample_size=m,
+                rounds=int(run.train.rounds),
+                delta=float(run.accountant.delta),
+                sampling=sampling,
+                accountant=str(run.accountant.kind),
+            )
+            if adaptive is not None and not 2.0 * adaptive.count_stddev(m) > z:
+                raise ValueError(
+                    f"privacy.adaptive.clipped_count_stddev: must be > z / 2 = {z / 2:g} for the z = {z:g} that privacy.target_epsilon "
+                    f"{c.target_epsilon:g} calibrates to, got {adaptive.count_stddev(m):g}"
+                )
+        return cls(
+            n_clients=n,
+            clients_per_round=m,
+            noise_multiplier=z,
+            clip=c.clip,
+            adaptive=adaptive,
+            sampling=sampling,
+        )
 
     def __init__(
         self,
@@ -398,7 +474,9 @@ class CentralDP(ClientPrivacy):
     ) -> None:
         self.n_clients = int(n_clients)
         self.sampling: Sampling = sampling
-        self.mechanism = CentralGaussian(noise_multiplier=noise_multiplier, clip=clip, expected_clients=clients_per_round, adaptive=adaptive)
+        self.mechanism = CentralGaussian(
+            noise_multiplier=noise_multiplier, clip=clip, expected_clients=clients_per_round, adaptive=adaptive
+        )
         self.event = round_event(noise_multiplier, population_size=self.n_clients, sample_size=clients_per_round, sampling=sampling)
 
     def events(self, client: int, t: int, n_examples: int, steps: int) -> list[tuple[PrivacyEvent, int]]:
