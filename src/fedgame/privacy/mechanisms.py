@@ -19,6 +19,7 @@ from typing import Literal, Self
 import torch
 from torch import Tensor
 
+from fedgame.core.validate import check_positive
 from fedgame.privacy.analysis.gaussian import analytic_gaussian_std, classic_gaussian_std
 from fedgame.privacy.analysis.zcdp import gaussian_std_for_zcdp
 from fedgame.privacy.events import PrivacyEvent
@@ -26,19 +27,11 @@ from fedgame.privacy.events import PrivacyEvent
 __all__ = ["GaussianMechanism", "NoPrivacy", "clip_by_l2", "per_example_clip_factors"]
 
 
-def _check_positive(name: str, value: float, *, allow_inf: bool = False) -> float:
-    v = float(value)
-    if not (v > 0 and (allow_inf or math.isfinite(v))):
-        allowed = "> 0" if allow_inf else "> 0 and finite"
-        raise ValueError(f"{name}: must be {allowed}, got {value}")
-    return v
-
-
 def clip_by_l2(v: Tensor, max_norm: float) -> Tensor:
     """v · C / max(‖v‖₂, C): the L2 projection of the whole (flattened) tensor onto the ball of
     radius C (FedPCS / QI-DPFL clip_W, JDP-FL M3 line 1). A tensor with ‖v‖₂ ≤ C is returned
     bit-identical; a longer one has norm C up to rounding. The norm is computed in float64."""
-    c = _check_positive("max_norm", max_norm, allow_inf=True)
+    c = check_positive("max_norm", max_norm, allow_inf=True, show="str", not_a_number=None)
     if math.isinf(c):
         return v
     norm = float(torch.linalg.vector_norm(v, dtype=torch.float64))
@@ -53,7 +46,7 @@ def per_example_clip_factors(norms: Tensor, max_grad_norm: float) -> Tensor:
     """Per-example scale factors C / max(‖g_i‖, C) for DP-SGD clipping (Abadi et al. 2016;
     PHS Algorithm 1 line 15: g / max(1, ‖g‖/C)). Exactly 1 for ‖g_i‖ ≤ C (no ε-bias, so such
     gradients are untouched), and never divides by zero."""
-    c = _check_positive("max_grad_norm", max_grad_norm)
+    c = check_positive("max_grad_norm", max_grad_norm, say_finite=True, show="str", not_a_number=None)
     return c / torch.clamp(norms, min=c)
 
 
@@ -68,14 +61,16 @@ class GaussianMechanism:
     def __init__(
         self, *, clip: float, noise_std: float, sensitivity: float | None = None, on: Literal["update", "params"] = "update"
     ) -> None:
-        self.clip = _check_positive("clip", clip, allow_inf=True)
+        self.clip = check_positive("clip", clip, allow_inf=True, show="str", not_a_number=None)
         sd = float(noise_std)
         if not (sd >= 0 and math.isfinite(sd)):
             raise ValueError(f"noise_std: must be >= 0 and finite, got {noise_std}")
         if on not in ("update", "params"):
             raise ValueError(f"on: must be 'update' or 'params', got {on!r}")
         self.noise_std = sd
-        self.sensitivity = None if sensitivity is None else _check_positive("sensitivity", sensitivity)
+        self.sensitivity = (
+            None if sensitivity is None else check_positive("sensitivity", sensitivity, say_finite=True, show="str", not_a_number=None)
+        )
         #: what a client's upload applies the mechanism to: its displacement w_i − w(t)
         #: (``"update"``), or its local model's whole parameter vector w_i (``"params"``: NbAFL,
         #: FedPCS Prop. 1 read literally, ‖w_i(t)‖ ≤ W; the server still receives w̃_i − w(t))
@@ -138,7 +133,7 @@ class GaussianMechanism:
             sensitivity = self.sensitivity
         if sensitivity is None:
             raise ValueError("sensitivity: required (this mechanism was not built by a calibrator)")
-        s = _check_positive("sensitivity", sensitivity)
+        s = check_positive("sensitivity", sensitivity, say_finite=True, show="str", not_a_number=None)
         return PrivacyEvent.gaussian(noise_multiplier=self.noise_std / s)
 
     def __repr__(self) -> str:

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
-from fedgame.robust._checks import check_int
+from fedgame.core.validate import check_int
 
 __all__ = ["AttackMode", "DIRTY_LABEL_TARGETS", "ONE_CLASS_SOURCES", "dirty_label", "choose_adversary"]
 

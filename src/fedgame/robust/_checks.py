@@ -1,17 +1,16 @@
-"""Input validation shared by the robust rules: every error names the field, the allowed range
-and the value given."""
+"""Tensor checks shared by the robust rules: every error names the field, the allowed range and
+the value given. Only what needs torch lives here; the scalar and array validators (``check_int``,
+``check_weights``, ``check_positive``) are in :mod:`fedgame.core.validate`, which may not import
+torch."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["check_vectors", "check_weights", "check_int", "check_epsilon", "stack"]
+__all__ = ["check_vectors", "stack"]
 
 
 def check_vectors(updates: Sequence[Tensor] | Tensor, *, name: str = "updates", min_count: int = 1) -> list[Tensor]:
@@ -44,40 +43,3 @@ def check_vectors(updates: Sequence[Tensor] | Tensor, *, name: str = "updates", 
 def stack(vecs: Sequence[Tensor]) -> Tensor:
     """The vectors as rows of an (m, P) float64 tensor (the rules compute in float64)."""
     return torch.stack([v.to(torch.float64) for v in vecs])
-
-
-def check_weights(weights: Any, m: int, *, name: str = "sizes") -> np.ndarray:
-    """One positive finite weight per vector (data sizes d_j), as float64."""
-    try:
-        w = np.asarray(weights, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: must be a 1-D array of numbers, got {weights!r}") from None
-    if w.ndim != 1 or w.size != m:
-        raise ValueError(f"{name}: must hold one value per client (m = {m}), got shape {w.shape}")
-    bad = np.flatnonzero(~(np.isfinite(w) & (w > 0)))
-    if bad.size:
-        i = int(bad[0])
-        raise ValueError(f"{name}[{i}]: must be > 0 and finite, got {float(w[i])!r}")
-    return w
-
-
-def check_int(name: str, value: Any, lo: int, hi: int | None = None) -> int:
-    """An integer in [lo, hi] (hi = None: no upper bound)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name}: must be an integer, got {value!r}")
-    v = int(value)
-    if v < lo or (hi is not None and v > hi):
-        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise ValueError(f"{name}: must be an integer {rng}, got {v}")
-    return v
-
-
-def check_epsilon(epsilon: Any, *, name: str = "epsilon", allow_inf: bool = True) -> float:
-    """ε > 0 (``inf`` allowed: the exponential mechanism's argmax limit)."""
-    try:
-        e = float(epsilon)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: must be a number > 0, got {epsilon!r}") from None
-    if not (e > 0 and (allow_inf or math.isfinite(e))):
-        raise ValueError(f"{name}: must be > 0{'' if allow_inf else ' and finite'}, got {epsilon!r}")
-    return e

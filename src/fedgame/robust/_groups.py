@@ -34,7 +34,8 @@ import torch
 from numpy.typing import ArrayLike
 from torch import Tensor
 
-from fedgame.robust._checks import check_epsilon, check_int, check_vectors, check_weights
+from fedgame.core.validate import check_int, check_positive, check_weights
+from fedgame.robust._checks import check_vectors
 
 __all__ = [
     "ScoreFn",
@@ -101,7 +102,7 @@ def exponential_probabilities(scores: ArrayLike, *, epsilon: float, sensitivity:
     groups' odds are exp(ε_E (m−1)(y_a − y_b)/2) (e.g. m = 2, y = (1, 0), ε = 1 →
     (0.622459, 0.377541))."""
     y = _scores(scores)
-    e = check_epsilon(epsilon)
+    e = check_positive("epsilon", epsilon, allow_inf=True, show="repr", not_a_number="must be a number > 0")
     dy = float(sensitivity)
     if isinstance(sensitivity, bool) or not (dy > 0 and math.isfinite(dy)):
         raise ValueError(f"sensitivity: must be > 0 and finite, got {sensitivity!r}")
@@ -152,7 +153,9 @@ def random_groups(m: int, group_size: int, rng: np.random.Generator) -> np.ndarr
 def _check_groups(groups: ArrayLike, m: int) -> np.ndarray:
     g = np.asarray(groups)
     if g.ndim != 2 or g.shape[0] == 0 or g.shape[1] == 0 or not np.issubdtype(g.dtype, np.integer):
-        raise ValueError(f"groups: must be a non-empty 2-D integer array (one row of member positions per group), got shape {g.shape}, dtype {g.dtype}")
+        raise ValueError(
+            f"groups: must be a non-empty 2-D integer array (one row of member positions per group), got shape {g.shape}, dtype {g.dtype}"
+        )
     if g.min() < 0 or g.max() >= m:
         raise ValueError(f"groups: every member must be a position in [0, {m}), got values in [{g.min()}, {g.max()}]")
     srt = np.sort(g, axis=1)
@@ -261,14 +264,13 @@ def _select(
     rng: np.random.Generator,
     sensitivity: ScoreSensitivity | float,
 ) -> GroupSelection:
-    e = check_epsilon(epsilon)
+    e = check_positive("epsilon", epsilon, allow_inf=True, show="repr", not_a_number="must be a number > 0")
     dy = score_sensitivity(groups.shape[1], sensitivity)
     y = _evaluate(score, groups.shape[0], group_agg, totals, vecs[0].dtype)
     p = exponential_probabilities(y, epsilon=e, sensitivity=dy)
     k = draw_group(p, rng)
     return GroupSelection(
-        m=len(vecs),
-        groups=groups, scores=y, probs=p, epsilon=e, sensitivity=dy, chosen=k, agg=group_agg(k), total=float(totals[k])
+        m=len(vecs), groups=groups, scores=y, probs=p, epsilon=e, sensitivity=dy, chosen=k, agg=group_agg(k), total=float(totals[k])
     )
 
 
@@ -337,8 +339,10 @@ def random_group_aggregate(
     (``"paper"``) or 1. The partition and the draw both use ``rng`` (partition first). To score
     groups yourself, call :func:`random_groups` then :func:`select_group` with the scores."""
     if not callable(score):
-        raise TypeError("score: must be the server's callable on a group's average (the partition is drawn here); "
-                        "to pass scores, call random_groups then select_group")
+        raise TypeError(
+            "score: must be the server's callable on a group's average (the partition is drawn here); "
+            "to pass scores, call random_groups then select_group"
+        )
     vecs = check_vectors(uploads, name="uploads")
     groups = random_groups(len(vecs), group_size, rng)
     return select_group(vecs, sizes, groups, score, epsilon=epsilon, rng=rng, sensitivity=sensitivity)

@@ -33,7 +33,8 @@ from torch import Tensor
 
 from fedgame.core.registry import Registry
 from fedgame.core.server_update import RoundContext, ServerUpdate, Updates
-from fedgame.robust._checks import check_int, check_vectors, check_weights, stack
+from fedgame.core.validate import check_int, check_weights
+from fedgame.robust._checks import check_vectors, stack
 
 __all__ = [
     "Rule",

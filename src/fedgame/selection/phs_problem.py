@@ -45,6 +45,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import brentq, minimize
 
+from fedgame.core.validate import as_vector
+
 if TYPE_CHECKING:
     import cvxpy as cp
 
@@ -77,18 +79,6 @@ _FLOOR = 1e-18
 
 
 # -- validation ------------------------------------------------------------------------------
-def _vector(name: str, value: ArrayLike) -> FloatArray:
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: must be a 1-D array of real numbers, got {value!r}") from None
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{name}: must be a non-empty 1-D array, got shape {arr.shape}")
-    if np.any(np.isnan(arr)):
-        raise ValueError(f"{name}: must be numbers, got nan at index {int(np.argmax(np.isnan(arr)))}")
-    return arr
-
-
 def _first_bad(name: str, arr: FloatArray, good: NDArray[np.bool_], allowed: str) -> None:
     if not np.all(good):
         i = int(np.argmin(good))
@@ -107,8 +97,8 @@ def _check_eta(eta: float) -> float:
 
 def _check_pu_w(pu: ArrayLike, w: ArrayLike) -> tuple[FloatArray, FloatArray]:
     """p^u: a strictly positive distribution (Prop. 2 needs p^u_k > 0); w: finite, ≥ 0, same shape."""
-    u = _vector("pu", pu)
-    ww = _vector("w", w)
+    u = as_vector("pu", pu)
+    ww = as_vector("w", w)
     if ww.shape != u.shape:
         raise ValueError(f"w: must have the shape of pu {u.shape}, got {ww.shape}")
     _first_bad("pu", u, np.isfinite(u) & (u > 0), "> 0 (p^u_k = |M_k|/Σ|M_i|)")
@@ -258,8 +248,16 @@ class P1Solution:
     converged: bool = True
 
 
-def _finish(p: FloatArray, pu: FloatArray, w: FloatArray, eta: float, method: str, t0: float,
-            tau: tuple[float, float] | None = None, converged: bool = False) -> P1Solution:
+def _finish(
+    p: FloatArray,
+    pu: FloatArray,
+    w: FloatArray,
+    eta: float,
+    method: str,
+    t0: float,
+    tau: tuple[float, float] | None = None,
+    converged: bool = False,
+) -> P1Solution:
     seconds = time.perf_counter() - t0
     res, tau_lo, tau_hi = _fit_tau(p, pu, w, eta)
     if tau is not None:
@@ -359,9 +357,7 @@ def solve_p1_structured(pu: ArrayLike, w: ArrayLike, eta: float) -> P1Solution:
     u, ww, e = _validate(pu, w, eta)
     if np.any(ww <= 0):
         i = int(np.argmin(ww > 0))
-        raise ValueError(
-            f"w: the structured solver needs every w_k > 0 (public data, w = 0: use method='cvxpy'), got 0 at index {i}"
-        )
+        raise ValueError(f"w: the structured solver needs every w_k > 0 (public data, w = 0: use method='cvxpy'), got 0 at index {i}")
     p, tau_lo, tau_hi = _structured(u, ww, e)
     return _finish(p, u, ww, e, "structured", t0, (tau_lo, tau_hi))
 
@@ -443,12 +439,22 @@ def p1_slsqp(pu: ArrayLike, w: ArrayLike, eta: float, *, max_n: int = 200) -> Fl
 
     eye = np.eye(n)
     cons = [
-        {"type": "eq", "fun": lambda x: np.array([x[:n].sum() - x[n:].sum()]),
-         "jac": lambda x: np.concatenate((np.ones(n), -np.ones(n)))[None, :]},
+        {
+            "type": "eq",
+            "fun": lambda x: np.array([x[:n].sum() - x[n:].sum()]),
+            "jac": lambda x: np.concatenate((np.ones(n), -np.ones(n)))[None, :],
+        },
         {"type": "ineq", "fun": lambda x: u + x[:n] - x[n:], "jac": lambda x: np.hstack((eye, -eye))},
     ]
-    res = minimize(fun, np.zeros(2 * n), jac=True, method="SLSQP", bounds=[(0.0, None)] * (2 * n),
-                   constraints=cons, options={"ftol": 1e-15, "maxiter": 2000})
+    res = minimize(
+        fun,
+        np.zeros(2 * n),
+        jac=True,
+        method="SLSQP",
+        bounds=[(0.0, None)] * (2 * n),
+        constraints=cons,
+        options={"ftol": 1e-15, "maxiter": 2000},
+    )
     p = np.maximum(u + res.x[:n] - res.x[n:], 0.0)
     return np.asarray(p / p.sum(), dtype=np.float64)
 

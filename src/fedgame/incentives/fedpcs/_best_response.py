@@ -16,6 +16,12 @@ from typing import Literal, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fedgame.core.validate import (
+    as_clients,
+    as_rounds,
+    check_horizon,
+    check_population,
+)
 from fedgame.incentives.fedpcs import _kernels, _solvers
 from fedgame.incentives.fedpcs._dynamics import (
     Evaluation,
@@ -24,12 +30,6 @@ from fedgame.incentives.fedpcs._dynamics import (
     _uniform_p,
     evaluate,
     with_inclusion,
-)
-from fedgame.incentives._validation import (
-    as_clients,
-    as_rounds,
-    check_horizon,
-    check_population,
 )
 
 __all__ = ["BestResponse", "Engine", "Solver", "best_response"]
@@ -77,9 +77,9 @@ def default_engine() -> Engine:
     return "compiled" if _kernels.COMPILED else "streamed"
 
 
-def _on_threads(solve: Callable[..., _Out], a0: FloatArray, rho0: FloatArray,
-                varphi: FloatArray, *args: object, threads: int | None,
-                **kwargs: object) -> _Out:
+def _on_threads(
+    solve: Callable[..., _Out], a0: FloatArray, rho0: FloatArray, varphi: FloatArray, *args: object, threads: int | None, **kwargs: object
+) -> _Out:
     """``solve(a0, rho0, varphi, *args, **kwargs)`` for m independent problems (the columns
     of ``a0``), split over ``threads`` threads (None: every core; at most one per
     :data:`_PER_THREAD` problems, :data:`_PER_THREAD_COMPILED` for the compiled engine). Each
@@ -102,9 +102,14 @@ def _on_threads(solve: Callable[..., _Out], a0: FloatArray, rho0: FloatArray,
     if compiled:
         out = _compiled_outputs(solve, a0.shape)
         with ThreadPoolExecutor(max_workers=n) as pool:
-            list(pool.map(lambda j: contexts[j].run(
-                solve, a0[:, j::n], rho0[j::n], varphi[j::n], *args,
-                out=tuple(o[..., j::n] for o in out), **kwargs), range(n)))
+            list(
+                pool.map(
+                    lambda j: contexts[j].run(
+                        solve, a0[:, j::n], rho0[j::n], varphi[j::n], *args, out=tuple(o[..., j::n] for o in out), **kwargs
+                    ),
+                    range(n),
+                )
+            )
         return out if solve is _newton_compiled else out[0]  # type: ignore[return-value]
     parts = [np.arange(j, m, n) for j in range(n)]
 
@@ -159,8 +164,9 @@ def _kkt(a: FloatArray, grad: FloatArray) -> FloatArray:
     return kkt
 
 
-def _riccati_step(a: FloatArray, ev: Evaluation, phi: FloatArray, varphi: FloatArray,
-                  gJ: FloatArray, bound: NDArray[np.bool_], ws: Workspace) -> FloatArray:
+def _riccati_step(
+    a: FloatArray, ev: Evaluation, phi: FloatArray, varphi: FloatArray, gJ: FloatArray, bound: NDArray[np.bool_], ws: Workspace
+) -> FloatArray:
     """Projected-Newton step for J = −U (T, m): the exact Newton step on the free variables
     and a curvature-scaled projected-gradient step on the ε-active ones (``bound``).
 
@@ -198,9 +204,19 @@ def _riccati_step(a: FloatArray, ev: Evaluation, phi: FloatArray, varphi: FloatA
     return d
 
 
-def _newton_stream(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
-                   R: FloatArray, N: int, K: int, *, tol: float = 1e-11, max_iter: int = 200,
-                   window: int = _STREAM) -> tuple[FloatArray, FloatArray, FloatArray]:
+def _newton_stream(
+    a0: FloatArray,
+    rho0: FloatArray,
+    varphi: FloatArray,
+    phi: FloatArray,
+    R: FloatArray,
+    N: int,
+    K: int,
+    *,
+    tol: float = 1e-11,
+    max_iter: int = 200,
+    window: int = _STREAM,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Projected Newton from ``a0`` (T, m) for m independent problems; (α, U, KKT residual).
 
     Each problem maximises a client's utility U (Eq. 19) under the dynamics of Eq. 20 over
@@ -247,12 +263,12 @@ class _Game:
     N: int
     K: int
 
-    def evaluate(self, a: FloatArray, rho0: FloatArray, varphi: FloatArray, ws: Workspace, *,
-                 second: bool = False, need_grad: bool = True) -> Evaluation:
+    def evaluate(
+        self, a: FloatArray, rho0: FloatArray, varphi: FloatArray, ws: Workspace, *, second: bool = False, need_grad: bool = True
+    ) -> Evaluation:
         """:func:`evaluate` (utility of Eq. 19, its adjoint gradient, optionally the second-order
         terms) of the problems with decisions ``a`` (T, n) and types ``rho0``, ``varphi``."""
-        return evaluate(a, rho0, varphi, self.phi, self.R, self.N, self.K, second=second,
-                        need_grad=need_grad, ws=ws)
+        return evaluate(a, rho0, varphi, self.phi, self.R, self.N, self.K, second=second, need_grad=need_grad, ws=ws)
 
 
 @dataclass
@@ -296,8 +312,7 @@ class _NewtonWindow:
         problems while it is at most 90 % full. False once every problem has stopped."""
         while True:
             n_done = int(self.done.sum())
-            if n_done and (n_done >= 0.1 * self.idx.size
-                           or (self.nxt < self.m and n_done >= 0.1 * self.size)):
+            if n_done and (n_done >= 0.1 * self.idx.size or (self.nxt < self.m and n_done >= 0.1 * self.size)):
                 self._keep(~self.done)
             if self.idx.size <= 0.9 * self.size and self.nxt < self.m:
                 self._admit()
@@ -327,8 +342,7 @@ class _NewtonWindow:
         self.out_U[self.idx[stop]] = U[stop]
         self.out_k[self.idx[stop]] = r[stop]
 
-    def retire_converged(self, U: FloatArray, r: FloatArray, tol: float,
-                         max_iter: int) -> NDArray[np.bool_]:
+    def retire_converged(self, U: FloatArray, r: FloatArray, tol: float, max_iter: int) -> NDArray[np.bool_]:
         """Stop the problems whose KKT residual ``r`` is at most ``tol`` or that have taken
         more than ``max_iter`` steps, storing their results (``U`` at the current α); returns
         which problems have stopped, these and the earlier ones."""
@@ -395,8 +409,7 @@ def _search_direction(it: _Iterate, phi: FloatArray, ws: _NewtonWorkspaces) -> _
     return _Direction(gJ, bound, d, pred)
 
 
-def _line_search(it: _Iterate, direction: _Direction, game: _Game,
-                 ws: _NewtonWorkspaces) -> NDArray[np.bool_]:
+def _line_search(it: _Iterate, direction: _Direction, game: _Game, ws: _NewtonWorkspaces) -> NDArray[np.bool_]:
     """Armijo backtracking along the projection arc α(s) = clip(α + s d, 0, 1): the step
     length starts at the largest s ≤ 1 that moves no free variable by more than 1, and is
     halved (at most 50 times) for each problem until :func:`_try_step` accepts it. Moves
@@ -424,9 +437,17 @@ def _line_search(it: _Iterate, direction: _Direction, game: _Game,
     return accepted
 
 
-def _try_step(it: _Iterate, direction: _Direction, s: FloatArray,
-              searching: NDArray[np.intp], J0: FloatArray, noise: FloatArray, first: bool,
-              game: _Game, ws: _NewtonWorkspaces) -> tuple[FloatArray, NDArray[np.bool_]]:
+def _try_step(
+    it: _Iterate,
+    direction: _Direction,
+    s: FloatArray,
+    searching: NDArray[np.intp],
+    J0: FloatArray,
+    noise: FloatArray,
+    first: bool,
+    game: _Game,
+    ws: _NewtonWorkspaces,
+) -> tuple[FloatArray, NDArray[np.bool_]]:
     """The trial points α(s) of the problems still ``searching`` and which of them pass the
     Armijo test for projected steps, J(α) − J(α(s)) ≥ 10⁻⁴ (s·pred + ∇J·(α − α(s)) on the
     active set). At the ``first`` trial, a problem whose U is at its rounding floor (the
@@ -441,8 +462,7 @@ def _try_step(it: _Iterate, direction: _Direction, s: FloatArray,
     trial = np.multiply(ds, s[searching], out=ws.misc.get("trial", T, ns))
     trial += As
     np.clip(trial, 0.0, 1.0, out=trial)
-    Jt = -game.evaluate(trial, it.rho0[searching], it.varphi[searching], ws.ls,
-                        need_grad=False).U
+    Jt = -game.evaluate(trial, it.rho0[searching], it.varphi[searching], ws.ls, need_grad=False).U
     dec = J0[searching] - Jt
     moved = np.subtract(As, trial, out=ws.misc.get("moved", T, ns))
     moved *= direction.gJ if whole else direction.gJ[:, searching]
@@ -458,10 +478,21 @@ def _try_step(it: _Iterate, direction: _Direction, s: FloatArray,
     return trial, ok
 
 
-def _sweep_stream(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
-                  R: FloatArray, N: int, K: int, *, damping: float, iters: int,
-                  tol: float = 1e-10, stall_window: int = 250,
-                  window: int = _STREAM) -> FloatArray:
+def _sweep_stream(
+    a0: FloatArray,
+    rho0: FloatArray,
+    varphi: FloatArray,
+    phi: FloatArray,
+    R: FloatArray,
+    N: int,
+    K: int,
+    *,
+    damping: float,
+    iters: int,
+    tol: float = 1e-10,
+    stall_window: int = 250,
+    window: int = _STREAM,
+) -> FloatArray:
     """Damped sweeps of Theorem 1, α ← (1−ω)α + ω clip(λ(t+1)(ρ^t − φ(t)) / (2(1−ϕ)P^t), 0, 1)
     (Eqs. 21, 51; undamped it can cycle), at most ``iters`` per problem: the iteration of
     ``_solvers.damped_sweep``, problem by problem, streamed like :func:`_newton_stream`.
@@ -533,8 +564,7 @@ def _sweep_stream(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: Flo
     return out
 
 
-def _compiled_outputs(solve: Callable[..., object], shape: tuple[int, int]
-                      ) -> tuple[FloatArray, ...]:
+def _compiled_outputs(solve: Callable[..., object], shape: tuple[int, int]) -> tuple[FloatArray, ...]:
     """Empty outputs of a compiled solve for problems ``shape`` = (T, m): α, U, r_KKT of
     :func:`_newton_compiled`, α of :func:`_sweep_compiled`."""
     if solve is _newton_compiled:
@@ -542,10 +572,19 @@ def _compiled_outputs(solve: Callable[..., object], shape: tuple[int, int]
     return (np.empty(shape),)
 
 
-def _newton_compiled(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
-                     R: FloatArray, N: int, K: int, *, tol: float = 1e-11, max_iter: int = 200,
-                     out: tuple[FloatArray, ...] | None = None
-                     ) -> tuple[FloatArray, FloatArray, FloatArray]:
+def _newton_compiled(
+    a0: FloatArray,
+    rho0: FloatArray,
+    varphi: FloatArray,
+    phi: FloatArray,
+    R: FloatArray,
+    N: int,
+    K: int,
+    *,
+    tol: float = 1e-11,
+    max_iter: int = 200,
+    out: tuple[FloatArray, ...] | None = None,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     """:func:`_newton_stream`'s iteration by the compiled kernel ``_kernels.newton`` (each
     problem solved to the end in a lane of its own, up to 32 side by side, instead of a window
     of row operations); the same α, U and KKT residual to rounding (log1p and expm1 are
@@ -557,15 +596,39 @@ def _newton_compiled(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: 
     pu = _uniform_p(N, K)
     newton = _kernels.newton
     assert newton is not None, "the compiled engine needs Numba"
-    newton(a0, np.ascontiguousarray(rho0, dtype=float), np.ascontiguousarray(varphi, dtype=float),
-           phi, R, N, K, -1.0 if pu is None else pu, tol, max_iter, out_a, out_U, out_k)
+    newton(
+        a0,
+        np.ascontiguousarray(rho0, dtype=float),
+        np.ascontiguousarray(varphi, dtype=float),
+        phi,
+        R,
+        N,
+        K,
+        -1.0 if pu is None else pu,
+        tol,
+        max_iter,
+        out_a,
+        out_U,
+        out_k,
+    )
     return out_a, out_U, out_k
 
 
-def _sweep_compiled(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
-                    R: FloatArray, N: int, K: int, *, damping: float, iters: int,
-                    tol: float = 1e-10, stall_window: int = 250,
-                    out: tuple[FloatArray, ...] | None = None) -> FloatArray:
+def _sweep_compiled(
+    a0: FloatArray,
+    rho0: FloatArray,
+    varphi: FloatArray,
+    phi: FloatArray,
+    R: FloatArray,
+    N: int,
+    K: int,
+    *,
+    damping: float,
+    iters: int,
+    tol: float = 1e-10,
+    stall_window: int = 250,
+    out: tuple[FloatArray, ...] | None = None,
+) -> FloatArray:
     """:func:`_sweep_stream`'s damped sweeps by the compiled kernel ``_kernels.sweep`` (lanes,
     as :func:`_newton_compiled`; ``out``: a 1-tuple of the array or view to write α into).
     Equal to rounding while a sweep converges; a sweep that cycles is chaotic, so its iterate
@@ -575,8 +638,21 @@ def _sweep_compiled(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: F
     pu = _uniform_p(N, K)
     sweep = _kernels.sweep
     assert sweep is not None, "the compiled engine needs Numba"
-    sweep(a0, np.ascontiguousarray(rho0, dtype=float), np.ascontiguousarray(varphi, dtype=float),
-          phi, R, N, K, -1.0 if pu is None else pu, damping, iters, tol, stall_window, alpha)
+    sweep(
+        a0,
+        np.ascontiguousarray(rho0, dtype=float),
+        np.ascontiguousarray(varphi, dtype=float),
+        phi,
+        R,
+        N,
+        K,
+        -1.0 if pu is None else pu,
+        damping,
+        iters,
+        tol,
+        stall_window,
+        alpha,
+    )
     return alpha
 
 
@@ -613,15 +689,23 @@ class _Raw:
 
 
 def _random_starts(rng: np.random.Generator | int | None, n_starts: int, T: int) -> FloatArray:
-    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(
-        0 if rng is None else rng)
+    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(0 if rng is None else rng)
     return gen.uniform(0.0, 1.0, size=(n_starts, T))
 
 
-def _run(engine: Solver, a0: FloatArray, rho0: FloatArray, varphi: FloatArray,
-         phi: FloatArray, R: FloatArray, N: int, K: int, chunk: int,
-         kind: Engine = "reference", threads: int | None = 1
-         ) -> tuple[FloatArray, FloatArray, FloatArray]:
+def _run(
+    engine: Solver,
+    a0: FloatArray,
+    rho0: FloatArray,
+    varphi: FloatArray,
+    phi: FloatArray,
+    R: FloatArray,
+    N: int,
+    K: int,
+    chunk: int,
+    kind: Engine = "reference",
+    threads: int | None = 1,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     T, m = a0.shape
     if engine == "lbfgsb":
         return _solvers.lbfgsb(a0, rho0, varphi, phi, R, N, K, chunk=chunk)
@@ -631,10 +715,8 @@ def _run(engine: Solver, a0: FloatArray, rho0: FloatArray, varphi: FloatArray,
     step = max(1, _BATCH_CELLS // (T + 1))
     if m <= step:
         return _solvers.newton(a0, rho0, varphi, phi, R, N, K)
-    parts = [_solvers.newton(a0[:, i:i + step], rho0[i:i + step], varphi[i:i + step],
-                             phi, R, N, K) for i in range(0, m, step)]
-    return (np.concatenate([p[0] for p in parts], axis=1), np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]))
+    parts = [_solvers.newton(a0[:, i : i + step], rho0[i : i + step], varphi[i : i + step], phi, R, N, K) for i in range(0, m, step)]
+    return (np.concatenate([p[0] for p in parts], axis=1), np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]))
 
 
 @dataclass(frozen=True)
@@ -659,14 +741,29 @@ def best_per_owner(U: FloatArray, owner: NDArray[np.intp], m: int) -> NDArray[np
     return out
 
 
-def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatArray, N: int,
-                K: int, *, starts: FloatArray | None, warm: FloatArray | None,
-                sweep_restarts: int, sweep_iters: int, sweep_damping: float,
-                solver: Solver, chunk: int, include_corners: bool = True,
-                polish_above: float = 1e-8, extra: tuple[FloatArray, NDArray[np.intp]] | None
-                = None, keep_all: bool = False, engine: Engine | None = None,
-                corners_solved: tuple[FloatArray, FloatArray, FloatArray] | None = None,
-                threads: int | None = None) -> tuple[_Raw, Candidates | None]:
+def solve_types(
+    rho0: FloatArray,
+    varphi: FloatArray,
+    phi: FloatArray,
+    R: FloatArray,
+    N: int,
+    K: int,
+    *,
+    starts: FloatArray | None,
+    warm: FloatArray | None,
+    sweep_restarts: int,
+    sweep_iters: int,
+    sweep_damping: float,
+    solver: Solver,
+    chunk: int,
+    include_corners: bool = True,
+    polish_above: float = 1e-8,
+    extra: tuple[FloatArray, NDArray[np.intp]] | None = None,
+    keep_all: bool = False,
+    engine: Engine | None = None,
+    corners_solved: tuple[FloatArray, FloatArray, FloatArray] | None = None,
+    threads: int | None = None,
+) -> tuple[_Raw, Candidates | None]:
     """Multi-start solve for m client types (no validation, no de-duplication).
 
     Starts: α ≡ 0, α ≡ 1, α ≡ 0.5 (``include_corners``), the damped sweeps of Eq. (21) started
@@ -700,13 +797,12 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
         k = s0.shape[1] // m
         if engine != "reference":
             sweep = _sweep_compiled if engine == "compiled" else _sweep_stream
-            swept = _on_threads(sweep, s0, np.tile(rho0, k), np.tile(varphi, k), phi,
-                                R, N, K, damping=sweep_damping, iters=sweep_iters,
-                                threads=threads)
+            swept = _on_threads(
+                sweep, s0, np.tile(rho0, k), np.tile(varphi, k), phi, R, N, K, damping=sweep_damping, iters=sweep_iters, threads=threads
+            )
         else:
-            swept = _solvers.damped_sweep(s0, np.tile(rho0, k), np.tile(varphi, k), phi, R, N,
-                                          K, damping=sweep_damping, iters=sweep_iters)
-        inits += [swept[:, j * m:(j + 1) * m] for j in range(k)]
+            swept = _solvers.damped_sweep(s0, np.tile(rho0, k), np.tile(varphi, k), phi, R, N, K, damping=sweep_damping, iters=sweep_iters)
+        inits += [swept[:, j * m : (j + 1) * m] for j in range(k)]
     inits += rand
     n_inits = len(inits)
     owner = np.tile(np.arange(m), n_inits)
@@ -716,14 +812,12 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
         owner = np.concatenate([owner, np.asarray(extra[1], dtype=np.intp)])
     a0 = np.concatenate(parts, axis=1)
     skip = 3 * m if include_corners and corners_solved is not None else 0
-    a, U, kkt = _run(solver, a0[:, skip:], rho0[owner[skip:]], varphi[owner[skip:]], phi, R,
-                     N, K, chunk, engine, threads)
+    a, U, kkt = _run(solver, a0[:, skip:], rho0[owner[skip:]], varphi[owner[skip:]], phi, R, N, K, chunk, engine, threads)
     if skip:
         a = np.concatenate([corners_solved[0], a], axis=1)  # type: ignore[index]
         U = np.concatenate([corners_solved[1], U])  # type: ignore[index]
         kkt = np.concatenate([corners_solved[2], kkt])  # type: ignore[index]
-    unpolished = (a[:, :3 * m].copy(), U[:3 * m].copy(), kkt[:3 * m].copy()) \
-        if include_corners and keep_all else None
+    unpolished = (a[:, : 3 * m].copy(), U[: 3 * m].copy(), kkt[: 3 * m].copy()) if include_corners and keep_all else None
     best = best_per_owner(U, owner, m)
     a_best, U_best, kkt_best = a[:, best], U[best], kkt[best]
     # safety net: a winner whose solve stalled above the tolerance is polished by per-client
@@ -733,8 +827,10 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
         a2, U2, k2 = _solvers.lbfgsb(a_best[:, bad], rho0[bad], varphi[bad], phi, R, N, K)
         if solver == "newton":
             newton: Callable[..., tuple[FloatArray, FloatArray, FloatArray]] = {
-                "compiled": _newton_compiled, "streamed": _newton_stream,
-                "reference": _solvers.newton}[engine]  # type: ignore[assignment]
+                "compiled": _newton_compiled,
+                "streamed": _newton_stream,
+                "reference": _solvers.newton,
+            }[engine]  # type: ignore[assignment]
             a2, U2, k2 = newton(a2, rho0[bad], varphi[bad], phi, R, N, K)
         better = (U2 >= U_best[bad] - 1e-12 * (1.0 + np.abs(U_best[bad]))) & (k2 < kkt_best[bad])
         idx = bad[better]
@@ -745,8 +841,7 @@ def solve_types(rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatA
     return raw, (Candidates(a, U, kkt, owner, unpolished) if keep_all else None)
 
 
-def unique_types(rho0: FloatArray, varphi: FloatArray
-                 ) -> tuple[FloatArray, FloatArray, NDArray[np.intp], NDArray[np.intp]]:
+def unique_types(rho0: FloatArray, varphi: FloatArray) -> tuple[FloatArray, FloatArray, NDArray[np.intp], NDArray[np.intp]]:
     """Distinct (ρ^0, ϕ) rows: (ρ^0_u, ϕ_u, index of first occurrence, inverse map)."""
     rows = np.column_stack([rho0, varphi])
     _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
@@ -755,13 +850,25 @@ def unique_types(rho0: FloatArray, varphi: FloatArray
 
 
 @with_inclusion
-def best_response(rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLike, N: int,
-                  K: int, *, alpha_init: ArrayLike | None = None, n_starts: int = 8,
-                  rng: np.random.Generator | int | None = None, solver: Solver = "newton",
-                  kkt_tol: float = 1e-7, sweep_restarts: int = 3, sweep_iters: int = 2000,
-                  sweep_damping: float = 0.05, chunk_size: int = 1,
-                  inclusion: Inclusion | None = None,  # consumed by @with_inclusion
-                  ) -> BestResponse:
+def best_response(
+    rho0: ArrayLike,
+    varphi: ArrayLike,
+    phi: ArrayLike,
+    R: ArrayLike,
+    N: int,
+    K: int,
+    *,
+    alpha_init: ArrayLike | None = None,
+    n_starts: int = 8,
+    rng: np.random.Generator | int | None = None,
+    solver: Solver = "newton",
+    kkt_tol: float = 1e-7,
+    sweep_restarts: int = 3,
+    sweep_iters: int = 2000,
+    sweep_damping: float = 0.05,
+    chunk_size: int = 1,
+    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+) -> BestResponse:
     """Each client's optimal correction factors given φ(0..T) and R_0..R_T (Theorem 1).
 
     Maximises U_i(α_i) = Σ_t P_i^t g_i^t (Eqs. 14-15, 19-20) over α_i ∈ [0, 1]^T, α_i^T = 0,
@@ -803,25 +910,44 @@ def best_response(rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLi
         w = np.asarray(alpha_init, dtype=float)
         w = np.broadcast_to(w, (n, w.shape[-1])) if w.ndim == 1 else w
         if w.ndim != 2 or w.shape[0] != n or w.shape[1] not in (T, T + 1):
-            raise ValueError(
-                f"alpha_init: expected shape ({n}, {T}) or ({n}, {T + 1}), got {np.shape(alpha_init)}"
-            )
+            raise ValueError(f"alpha_init: expected shape ({n}, {T}) or ({n}, {T + 1}), got {np.shape(alpha_init)}")
         if not np.all((w >= 0) & (w <= 1)):
             raise ValueError("alpha_init: values must be in [0, 1]")
         warm_full = w[:, :T]
     u_r0, u_vp, first, inverse = unique_types(r0, vp)
     warm = None if warm_full is None else np.ascontiguousarray(warm_full[first].T)
-    raw, _ = solve_types(u_r0, u_vp, phi_arr, R_arr, N, K,
-                         starts=_random_starts(rng, n_starts, T) if n_starts else None,
-                         warm=warm, sweep_restarts=sweep_restarts, sweep_iters=sweep_iters,
-                         sweep_damping=sweep_damping, solver=solver, chunk=chunk_size)
-    return assemble(raw, u_r0, u_vp, inverse, phi_arr, R_arr, N, K, kkt_tol=kkt_tol,
-                    squeeze=np.ndim(rho0) == 0 and np.ndim(varphi) == 0)
+    raw, _ = solve_types(
+        u_r0,
+        u_vp,
+        phi_arr,
+        R_arr,
+        N,
+        K,
+        starts=_random_starts(rng, n_starts, T) if n_starts else None,
+        warm=warm,
+        sweep_restarts=sweep_restarts,
+        sweep_iters=sweep_iters,
+        sweep_damping=sweep_damping,
+        solver=solver,
+        chunk=chunk_size,
+    )
+    return assemble(raw, u_r0, u_vp, inverse, phi_arr, R_arr, N, K, kkt_tol=kkt_tol, squeeze=np.ndim(rho0) == 0 and np.ndim(varphi) == 0)
 
 
-def assemble(raw: _Raw, u_r0: FloatArray, u_vp: FloatArray, inverse: NDArray[np.intp],
-             phi: FloatArray, R: FloatArray, N: int, K: int, *, kkt_tol: float,
-             squeeze: bool = False, warn: bool = True) -> BestResponse:
+def assemble(
+    raw: _Raw,
+    u_r0: FloatArray,
+    u_vp: FloatArray,
+    inverse: NDArray[np.intp],
+    phi: FloatArray,
+    R: FloatArray,
+    N: int,
+    K: int,
+    *,
+    kkt_tol: float,
+    squeeze: bool = False,
+    warn: bool = True,
+) -> BestResponse:
     """Map unique-type solutions back to clients and evaluate them once more."""
     ev = evaluate(raw.a, u_r0, u_vp, phi, R, N, K)
     kkt = np.abs(np.clip(raw.a + ev.grad, 0.0, 1.0) - raw.a).max(axis=0)
@@ -834,10 +960,17 @@ def assemble(raw: _Raw, u_r0: FloatArray, u_vp: FloatArray, inverse: NDArray[np.
     if warn and not converged:
         bad = int(np.argmax(k))
         warnings.warn(
-            f"best_response: KKT residual {k[bad]:.3g} > kkt_tol = {kkt_tol:g} "
-            f"(client {bad}); the returned α may not be optimal", RuntimeWarning, stacklevel=3)
+            f"best_response: KKT residual {k[bad]:.3g} > kkt_tol = {kkt_tol:g} (client {bad}); the returned α may not be optimal",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     if squeeze:
-        return BestResponse(_frozen(alpha[0]), _frozen(rho[0]), float(U[0]),  # type: ignore[arg-type]
-                            float(k[0]), converged, raw.n_starts)  # type: ignore[arg-type]
-    return BestResponse(_frozen(alpha), _frozen(rho), _frozen(U), _frozen(k), converged,
-                        raw.n_starts)
+        return BestResponse(  # one client: U and the KKT residual as plain floats, not (N,) arrays
+            _frozen(alpha[0]),
+            _frozen(rho[0]),
+            float(U[0]),  # type: ignore[arg-type]
+            float(k[0]),  # type: ignore[arg-type]
+            converged,
+            raw.n_starts,
+        )
+    return BestResponse(_frozen(alpha), _frozen(rho), _frozen(U), _frozen(k), converged, raw.n_starts)

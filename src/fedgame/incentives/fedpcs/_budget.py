@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import minimize_scalar
 
-from fedgame.incentives._validation import (
+from fedgame.core.validate import (
     as_rounds,
     check_horizon,
     check_positive,
@@ -38,8 +38,7 @@ def _check_n(N: object) -> int:
     return int(N)
 
 
-def budget_binding_cost(R: float, G: float, H: float, v: float, gamma: float,
-                        budget: float) -> float:
+def budget_binding_cost(R: float, G: float, H: float, v: float, gamma: float, budget: float) -> float:
     """C(R) = B [v/(G R + H)² + (1−γ) R]: the cost K [v/ρ + (1−γ) R ρ] with the budget
     binding, K = B/ρ, ρ = G R + H (the reading of Theorem 7 used here)."""
     rho = G * R + H
@@ -55,9 +54,7 @@ def adaptive_k(budget: float, rho_star: float, N: int, *, strict: bool = True) -
     N = _check_n(N)
     if B < r:
         if strict:
-            raise ValueError(
-                f"budget: must be >= rho* = {r:.6g} (the budget of one sampled client), "
-                f"got {B:.6g}")
+            raise ValueError(f"budget: must be >= rho* = {r:.6g} (the budget of one sampled client), got {B:.6g}")
         return 1
     k = math.floor(B / r)
     while k > 1 and k * r > B:  # guard against rounding up in B / r
@@ -82,9 +79,19 @@ class Theorem7Result:
     capped: bool = False
 
 
-def theorem7(G: float, H: float, v: float, gamma: float, budget: float, N: int, *,
-             R_max: float = 100.0, rho_max: float | None = None, rho_min: float | None = None,
-             strict: bool = True) -> Theorem7Result:
+def theorem7(
+    G: float,
+    H: float,
+    v: float,
+    gamma: float,
+    budget: float,
+    N: int,
+    *,
+    R_max: float = 100.0,
+    rho_max: float | None = None,
+    rho_min: float | None = None,
+    strict: bool = True,
+) -> Theorem7Result:
     """Theorem 7 (homogeneous clients, read with the budget binding, K = B_t/ρ):
 
         ρ_t* = (2 G v / (1−γ))^{1/3},  R_t* = (ρ_t* − H)/G,  K_t* = B_t/ρ_t*     (40)-(41)
@@ -131,12 +138,12 @@ def theorem7(G: float, H: float, v: float, gamma: float, budget: float, N: int, 
         if G <= 0 or hi <= lo:
             R = lo
         else:
+
             def f(x: float) -> float:
                 r = G * x + H
                 return v / r + (1.0 - gm) * x * r
 
-            res = minimize_scalar(f, bounds=(lo, hi), method="bounded",
-                                  options={"xatol": 1e-12})
+            res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-12})
             cands = [lo, hi, float(res.x)]
             R = cands[int(np.argmin([f(c) for c in cands]))]
         return Theorem7Result(G * R + H, R, N, k_cont, 1.0, corner, True, capped)
@@ -169,10 +176,18 @@ class AdaptiveSchedule:
     v: FloatArray
 
 
-def adaptive_schedule(G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike, gamma: float,
-                      budget: ArrayLike, *, R_max: float = 100.0,
-                      rho_max: float | None = None,
-                      rho_min: float | None = None) -> AdaptiveSchedule:
+def adaptive_schedule(
+    G: ArrayLike,
+    H: ArrayLike,
+    P: ArrayLike,
+    v: ArrayLike,
+    gamma: float,
+    budget: ArrayLike,
+    *,
+    R_max: float = 100.0,
+    rho_max: float | None = None,
+    rho_min: float | None = None,
+) -> AdaptiveSchedule:
     """Theorem 7 for heterogeneous clients (Algorithm 3): per round the population averages
     G^t = Σ_i P_i^t G_i^t / Σ_i P_i^t, H^t likewise, v^t = mean_i v_i^t, then
     :func:`theorem7` with B_t; R_0 := R_1 (R_0 moves no budget). ``G, H, P`` (n, T+1) from
@@ -186,13 +201,21 @@ def adaptive_schedule(G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike, ga
     B = as_rounds("budget", budget, T, lower=0.0, strict=True)
     w = p / p.sum(axis=0)
     Gt, Ht = (w * g).sum(axis=0), (w * h).sum(axis=0)
-    out = [theorem7(float(Gt[t]), float(Ht[t]), float(vv[t]), gamma, float(B[t]), n,
-                    R_max=R_max, rho_max=rho_max, rho_min=rho_min) for t in range(T1)]
+    out = [
+        theorem7(float(Gt[t]), float(Ht[t]), float(vv[t]), gamma, float(B[t]), n, R_max=R_max, rho_max=rho_max, rho_min=rho_min)
+        for t in range(T1)
+    ]
     R = np.array([o.R_star for o in out])
     if T1 > 1:
         R[0] = R[1]
     return AdaptiveSchedule(
-        reward=R, K=np.array([o.K for o in out], dtype=np.int64),
-        tau=np.array([o.tau for o in out]), rho_star=np.array([o.rho_star for o in out]),
-        corner=np.array([o.corner for o in out]), slack=np.array([o.slack for o in out]),
-        G=Gt, H=Ht, v=vv)
+        reward=R,
+        K=np.array([o.K for o in out], dtype=np.int64),
+        tau=np.array([o.tau for o in out]),
+        rho_star=np.array([o.rho_star for o in out]),
+        corner=np.array([o.corner for o in out]),
+        slack=np.array([o.slack for o in out]),
+        G=Gt,
+        H=Ht,
+        v=vv,
+    )

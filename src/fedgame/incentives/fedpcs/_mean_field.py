@@ -28,6 +28,13 @@ from typing import Literal, TypedDict, Unpack, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fedgame.core.validate import (
+    as_clients,
+    as_rounds,
+    check_horizon,
+    check_population,
+    check_positive,
+)
 from fedgame.incentives.fedpcs import _kernels
 from fedgame.incentives.fedpcs._best_response import (
     Candidates,
@@ -39,18 +46,9 @@ from fedgame.incentives.fedpcs._best_response import (
     solve_types,
     unique_types,
 )
-from fedgame.incentives.fedpcs._dynamics import (Inclusion, _trajectory_tm, evaluate,
-                                                 with_inclusion)
-from fedgame.incentives._validation import (
-    as_clients,
-    as_rounds,
-    check_horizon,
-    check_population,
-    check_positive,
-)
+from fedgame.incentives.fedpcs._dynamics import Inclusion, _trajectory_tm, evaluate, with_inclusion
 
-__all__ = ["PAPER_MF_TOL", "Acceleration", "MeanFieldResult", "MeanFieldSolverOptions",
-           "Restarts", "Update", "mean_field"]
+__all__ = ["PAPER_MF_TOL", "Acceleration", "MeanFieldResult", "MeanFieldSolverOptions", "Restarts", "Update", "mean_field"]
 
 FloatArray = NDArray[np.float64]
 Restarts = Literal["final", "every", "none"]
@@ -150,29 +148,22 @@ class MeanFieldSolverOptions:
     def __post_init__(self) -> None:
         """Reject settings the iteration cannot run with, naming the field."""
         check_positive("tol", self.tol)
-        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int) \
-                or self.max_iter < 1:
+        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int) or self.max_iter < 1:
             raise ValueError(f"max_iter: must be an integer >= 1, got {self.max_iter!r}")
         if not 0.0 < self.beta_min <= self.beta <= 1.0:
-            raise ValueError(f"beta: must satisfy 0 < beta_min <= beta <= 1, got "
-                             f"beta={self.beta!r}, beta_min={self.beta_min!r}")
+            raise ValueError(f"beta: must satisfy 0 < beta_min <= beta <= 1, got beta={self.beta!r}, beta_min={self.beta_min!r}")
         if self.restarts not in ("final", "every", "none"):
-            raise ValueError(f"restarts: must be 'final', 'every' or 'none', got "
-                             f"{self.restarts!r}")
+            raise ValueError(f"restarts: must be 'final', 'every' or 'none', got {self.restarts!r}")
         if self.update not in ("picard", "consistent"):
             raise ValueError(f"update: must be 'picard' or 'consistent', got {self.update!r}")
         if self.acceleration not in (None, "anderson"):
-            raise ValueError(f"acceleration: must be None or 'anderson', got "
-                             f"{self.acceleration!r}")
-        if isinstance(self.anderson_memory, bool) or not isinstance(self.anderson_memory, int) \
-                or self.anderson_memory < 1:
-            raise ValueError(f"anderson_memory: must be an integer >= 1, got "
-                             f"{self.anderson_memory!r}")
-        if self.threads is not None and (isinstance(self.threads, bool)
-                                         or not isinstance(self.threads, int)
-                                         or not 1 <= self.threads <= 256):
-            raise ValueError(f"threads: must be None or an integer in [1, 256], got "
-                             f"{self.threads!r}")
+            raise ValueError(f"acceleration: must be None or 'anderson', got {self.acceleration!r}")
+        if isinstance(self.anderson_memory, bool) or not isinstance(self.anderson_memory, int) or self.anderson_memory < 1:
+            raise ValueError(f"anderson_memory: must be an integer >= 1, got {self.anderson_memory!r}")
+        if self.threads is not None and (
+            isinstance(self.threads, bool) or not isinstance(self.threads, int) or not 1 <= self.threads <= 256
+        ):
+            raise ValueError(f"threads: must be None or an integer in [1, 256], got {self.threads!r}")
 
 
 _DEFAULT_OPTIONS = MeanFieldSolverOptions()
@@ -200,14 +191,12 @@ class _OptionKeywords(TypedDict, total=False):
     threads: int | None
 
 
-def _resolve_options(options: MeanFieldSolverOptions | None,
-                     keywords: _OptionKeywords) -> MeanFieldSolverOptions:
+def _resolve_options(options: MeanFieldSolverOptions | None, keywords: _OptionKeywords) -> MeanFieldSolverOptions:
     """``options`` (default: all defaults) with each option given as a keyword of
     :func:`mean_field` replacing that field, so that calls written before the options object
     (``mean_field(..., tol=..., beta=...)``) solve exactly as before."""
     if options is not None and not isinstance(options, MeanFieldSolverOptions):
-        raise TypeError(f"options: expected MeanFieldSolverOptions, got "
-                        f"{type(options).__name__}")
+        raise TypeError(f"options: expected MeanFieldSolverOptions, got {type(options).__name__}")
     base = _DEFAULT_OPTIONS if options is None else options
     return dataclasses.replace(base, **keywords) if keywords else base
 
@@ -261,10 +250,12 @@ def _key_hash(a: FloatArray, same: float) -> FloatArray:
     return h
 
 
-def _first_distinct(owner: NDArray[np.intp], h: FloatArray,
-                    keys: Callable[[NDArray[np.intp]], FloatArray],
-                    equal: Callable[[NDArray[np.intp], NDArray[np.intp]], NDArray[np.bool_]]
-                    | None = None) -> NDArray[np.intp]:
+def _first_distinct(
+    owner: NDArray[np.intp],
+    h: FloatArray,
+    keys: Callable[[NDArray[np.intp]], FloatArray],
+    equal: Callable[[NDArray[np.intp], NDArray[np.intp]], NDArray[np.bool_]] | None = None,
+) -> NDArray[np.intp]:
     """Sorted positions of the first occurrence of each distinct (owner, key) pair: what
     ``np.unique(column_stack([owner, key.T]), axis=0, return_index=True)`` gives, without
     sorting P rows of T + 1 fields. ``h``: :func:`_key_hash` of the keys; ``keys(idx)``:
@@ -285,7 +276,7 @@ def _first_distinct(owner: NDArray[np.intp], h: FloatArray,
         same[pairs] = equal(o[pairs], o[pairs + 1])
     else:
         for b in range(0, pairs.size, _PAIR_BLOCK):
-            q = pairs[b:b + _PAIR_BLOCK]
+            q = pairs[b : b + _PAIR_BLOCK]
             same[q] = np.all(keys(o[q]) == keys(o[q + 1]), axis=0)
     if np.any(group & ~same):  # a hash collision: the exact, slow way
         _, first = np.unique(np.column_stack([owner, keys(pos).T]), axis=0, return_index=True)
@@ -353,9 +344,7 @@ class _Archive:
             same_keys(first_cols, c.a, ok, order[i], order[k], self.same, out)
             return out
 
-        first = _first_distinct(owner, h[order],
-                                lambda q: np.round(columns(order[q]) / self.same),
-                                None if same_keys is None else equal)
+        first = _first_distinct(owner, h[order], lambda q: np.round(columns(order[q]) / self.same), None if same_keys is None else equal)
         idx, owner = order[first], owner[first]
         start = np.r_[0, np.flatnonzero(owner[1:] != owner[:-1]) + 1]
         rank = np.arange(owner.size) - np.repeat(start, np.diff(np.r_[start, owner.size]))
@@ -380,12 +369,20 @@ def _tracked(cand: Candidates, previous: FloatArray) -> _Raw:
 
 
 @with_inclusion
-def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int, *,
-               options: MeanFieldSolverOptions | None = None,
-               phi_init: ArrayLike | None = None, alpha_init: ArrayLike | None = None,
-               rng: np.random.Generator | int | None = None,
-               inclusion: Inclusion | None = None,  # consumed by @with_inclusion
-               **option_keywords: Unpack[_OptionKeywords]) -> MeanFieldResult:
+def mean_field(
+    rho0: ArrayLike,
+    varphi: ArrayLike,
+    R: ArrayLike,
+    K: int,
+    T: int,
+    *,
+    options: MeanFieldSolverOptions | None = None,
+    phi_init: ArrayLike | None = None,
+    alpha_init: ArrayLike | None = None,
+    rng: np.random.Generator | int | None = None,
+    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+    **option_keywords: Unpack[_OptionKeywords],
+) -> MeanFieldResult:
     """Mean-field equilibrium of the client game under rewards ``R``: the fixed point
     φ(t) = mean_i ρ_i^t of Def. 2 / Eq. (18), each client playing its best response to φ
     (Theorem 1), found by a damped fixed-point iteration (Algorithm 1 with damping, φ(0)
@@ -435,26 +432,53 @@ def mean_field(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int,
     improved for 20 iterations, with ``converged=False``. The complete multi-start is not
     repeated when φ has moved by less than 1e-2 (max-norm) since it last ran: its local
     optima are followed to the new φ by the warm starts."""
-    return _solve(rho0, varphi, R, K, T, options=_resolve_options(options, option_keywords),
-                  phi_init=phi_init, alpha_init=alpha_init, rng=rng, engine=default_engine())
+    return _solve(
+        rho0,
+        varphi,
+        R,
+        K,
+        T,
+        options=_resolve_options(options, option_keywords),
+        phi_init=phi_init,
+        alpha_init=alpha_init,
+        rng=rng,
+        engine=default_engine(),
+    )
 
 
 @with_inclusion
-def _mean_field_reference(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int, *,
-                          options: MeanFieldSolverOptions | None = None,
-                          phi_init: ArrayLike | None = None,
-                          alpha_init: ArrayLike | None = None,
-                          rng: np.random.Generator | int | None = None,
-                          inclusion: Inclusion | None = None,  # consumed by @with_inclusion
-                          **option_keywords: Unpack[_OptionKeywords]) -> MeanFieldResult:
+def _mean_field_reference(
+    rho0: ArrayLike,
+    varphi: ArrayLike,
+    R: ArrayLike,
+    K: int,
+    T: int,
+    *,
+    options: MeanFieldSolverOptions | None = None,
+    phi_init: ArrayLike | None = None,
+    alpha_init: ArrayLike | None = None,
+    rng: np.random.Generator | int | None = None,
+    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+    **option_keywords: Unpack[_OptionKeywords],
+) -> MeanFieldResult:
     """:func:`mean_field` as it was before the streamed engines: the same damped fixed-point
     iteration, with every best response solved by the chunked ``_solvers.newton`` and the
     batched ``_solvers.damped_sweep`` (and, with ``vectorize=False``, client by client), and
     the corner starts of a complete multi-start solved again even when the verification has
     just solved them at the same φ. An independent implementation for the equality tests;
     same arguments and result as :func:`mean_field`."""
-    return _solve(rho0, varphi, R, K, T, options=_resolve_options(options, option_keywords),
-                  phi_init=phi_init, alpha_init=alpha_init, rng=rng, engine="reference")
+    return _solve(
+        rho0,
+        varphi,
+        R,
+        K,
+        T,
+        options=_resolve_options(options, option_keywords),
+        phi_init=phi_init,
+        alpha_init=alpha_init,
+        rng=rng,
+        engine="reference",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,10 +486,19 @@ def _mean_field_reference(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: i
 # --------------------------------------------------------------------------------------------
 
 
-def _solve(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int, *,
-           options: MeanFieldSolverOptions, phi_init: ArrayLike | None,
-           alpha_init: ArrayLike | None, rng: np.random.Generator | int | None,
-           engine: Engine) -> MeanFieldResult:
+def _solve(
+    rho0: ArrayLike,
+    varphi: ArrayLike,
+    R: ArrayLike,
+    K: int,
+    T: int,
+    *,
+    options: MeanFieldSolverOptions,
+    phi_init: ArrayLike | None,
+    alpha_init: ArrayLike | None,
+    rng: np.random.Generator | int | None,
+    engine: Engine,
+) -> MeanFieldResult:
     """The damped fixed-point iteration behind :func:`mean_field` and
     :func:`_mean_field_reference` (rules in :func:`mean_field`): Algorithm 1's loop — best
     responses to φ_m (Theorem 1), their mean Φ (Eq. 18), the residual, the next φ — with the
@@ -473,8 +506,7 @@ def _solve(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int, *,
     types = _client_types(rho0, varphi, R, K, T)
     phi = _initial_phi(types, phi_init)
     starts = _random_starts(rng, options.n_starts, types.T) if options.n_starts else None
-    responses = _ClientResponses(types, options, starts, engine,
-                                 _initial_archive(types, alpha_init))
+    responses = _ClientResponses(types, options, starts, engine, _initial_archive(types, alpha_init))
     damping = _Damping.start(options)
     anderson = _Anderson(options.anderson_memory) if options.acceleration == "anderson" else None
     trace = _Trace()
@@ -503,8 +535,7 @@ def _solve(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int, *,
         target = _consistent_mean(types, raw) if options.update == "consistent" else Phi
         phi = _next_phi(phi, target, damping.beta, anderson, grew, types.mean0)
     assert raw is not None
-    return _result(types, responses, raw, phi, res, trace, damping.beta, converged,
-                   options.kkt_tol)
+    return _result(types, responses, raw, phi, res, trace, damping.beta, converged, options.kkt_tol)
 
 
 # --------------------------------------------------------------------------------------------
@@ -535,8 +566,7 @@ class _Types:
         return int(self.rho0.size)
 
 
-def _client_types(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int,
-                  T: int) -> _Types:
+def _client_types(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int) -> _Types:
     """Validate the problem (each message names its field) and group the clients into
     types of equal (ρ^0, ϕ)."""
     r0, vp = as_clients(rho0, varphi)
@@ -569,8 +599,7 @@ def _initial_archive(types: _Types, alpha_init: ArrayLike | None) -> _Archive:
         N, T = types.N, types.T
         w = np.asarray(alpha_init, dtype=float)
         if w.ndim != 2 or w.shape[0] != N or w.shape[1] not in (T, T + 1):
-            raise ValueError(f"alpha_init: expected shape ({N}, {T}) or ({N}, {T + 1}), "
-                             f"got {w.shape}")
+            raise ValueError(f"alpha_init: expected shape ({N}, {T}) or ({N}, {T + 1}), got {w.shape}")
         if not np.all((w >= 0) & (w <= 1)):
             raise ValueError("alpha_init: values must be in [0, 1]")
         archive.a = np.ascontiguousarray(w[types.first, :T].T)
@@ -599,8 +628,9 @@ class _ClientResponses:
     their basin because they switch back and forth at a tie (:func:`mean_field`, 'Ties');
     ``best_U``: the best utility found in the last solve, for the regret of pinned types."""
 
-    def __init__(self, types: _Types, options: MeanFieldSolverOptions,
-                 starts: FloatArray | None, engine: Engine, archive: _Archive) -> None:
+    def __init__(
+        self, types: _Types, options: MeanFieldSolverOptions, starts: FloatArray | None, engine: Engine, archive: _Archive
+    ) -> None:
         """No type pinned or switched yet. ``starts``: the random starts of the complete
         multi-start, drawn once from the seed and reused by every complete solve."""
         self.types, self.options, self.starts, self.engine = types, options, starts, engine
@@ -613,8 +643,7 @@ class _ClientResponses:
         self.recent: list[NDArray[np.bool_]] = []  # switches of the last iterations
         self.selected: list[FloatArray] = []  # α chosen at each iteration (for the tie detection)
         # the φ of the last batched solve and its corner solutions, when it had corner starts
-        self._corners: tuple[FloatArray, tuple[FloatArray, FloatArray, FloatArray]] | None \
-            = None
+        self._corners: tuple[FloatArray, tuple[FloatArray, FloatArray, FloatArray]] | None = None
 
     def solve(self, phi: FloatArray, mode: _Mode) -> _Raw:
         """Best responses (T, m) to ``phi`` from the starts of ``mode``; pinned types keep
@@ -628,23 +657,41 @@ class _ClientResponses:
         self.archive.replace(cand, keep=raw.a)
         return raw
 
-    def _solve_types(self, rho0: FloatArray, varphi: FloatArray, phi: FloatArray, mode: _Mode,
-                     extra: tuple[FloatArray, NDArray[np.intp]] | None,
-                     corners_solved: tuple[FloatArray, FloatArray, FloatArray] | None = None
-                     ) -> tuple[_Raw, Candidates]:
+    def _solve_types(
+        self,
+        rho0: FloatArray,
+        varphi: FloatArray,
+        phi: FloatArray,
+        mode: _Mode,
+        extra: tuple[FloatArray, NDArray[np.intp]] | None,
+        corners_solved: tuple[FloatArray, FloatArray, FloatArray] | None = None,
+    ) -> tuple[_Raw, Candidates]:
         """One batched multi-start solve (``solve_types``) for the given types: the random
         starts and damped sweeps only in mode "full", the corners unless mode is "warm" and
         the archive has entries, the archived optima ``extra`` always."""
         o, t = self.options, self.types
         full = mode == "full"
-        raw, cand = solve_types(rho0, varphi, phi, t.R, t.N, t.K,
-                                starts=self.starts if full else None, warm=None,
-                                sweep_restarts=o.sweep_restarts if full else 0,
-                                sweep_iters=o.sweep_iters, sweep_damping=o.sweep_damping,
-                                solver=o.solver, chunk=1,
-                                include_corners=mode != "warm" or self.archive.extra is None,
-                                extra=extra, keep_all=True, engine=self.engine,
-                                corners_solved=corners_solved, threads=o.threads)
+        raw, cand = solve_types(
+            rho0,
+            varphi,
+            phi,
+            t.R,
+            t.N,
+            t.K,
+            starts=self.starts if full else None,
+            warm=None,
+            sweep_restarts=o.sweep_restarts if full else 0,
+            sweep_iters=o.sweep_iters,
+            sweep_damping=o.sweep_damping,
+            solver=o.solver,
+            chunk=1,
+            include_corners=mode != "warm" or self.archive.extra is None,
+            extra=extra,
+            keep_all=True,
+            engine=self.engine,
+            corners_solved=corners_solved,
+            threads=o.threads,
+        )
         assert cand is not None
         return raw, cand
 
@@ -654,8 +701,7 @@ class _ClientResponses:
         engine; the numbers are the same)."""
         t = self.types
         again = None
-        if (self.engine != "reference" and mode == "full" and self._corners is not None
-                and np.array_equal(self._corners[0], phi)):
+        if self.engine != "reference" and mode == "full" and self._corners is not None and np.array_equal(self._corners[0], phi):
             again = self._corners[1]
         raw, cand = self._solve_types(t.rho0, t.varphi, phi, mode, self.archive.extra, again)
         self._corners = None if cand.corners is None else (phi.copy(), cand.corners)
@@ -667,18 +713,22 @@ class _ClientResponses:
         raws, cands = [], []
         for j in range(t.m):
             sel = self.archive.owner == j
-            ex = (self.archive.a[:, sel], np.zeros(int(sel.sum()), dtype=np.intp)) \
-                if sel.any() else None
-            raw_j, c_j = self._solve_types(t.rho0[j:j + 1], t.varphi[j:j + 1], phi, mode, ex)
+            ex = (self.archive.a[:, sel], np.zeros(int(sel.sum()), dtype=np.intp)) if sel.any() else None
+            raw_j, c_j = self._solve_types(t.rho0[j : j + 1], t.varphi[j : j + 1], phi, mode, ex)
             raws.append(raw_j)
             cands.append(Candidates(c_j.a, c_j.U, c_j.kkt, np.full(c_j.U.size, j)))
-        cand = Candidates(np.concatenate([c.a for c in cands], axis=1),
-                          np.concatenate([c.U for c in cands]),
-                          np.concatenate([c.kkt for c in cands]),
-                          np.concatenate([c.owner for c in cands]))
-        raw = _Raw(np.concatenate([r.a for r in raws], axis=1),
-                   np.concatenate([r.U for r in raws]),
-                   np.concatenate([r.kkt for r in raws]), raws[0].n_starts)
+        cand = Candidates(
+            np.concatenate([c.a for c in cands], axis=1),
+            np.concatenate([c.U for c in cands]),
+            np.concatenate([c.kkt for c in cands]),
+            np.concatenate([c.owner for c in cands]),
+        )
+        raw = _Raw(
+            np.concatenate([r.a for r in raws], axis=1),
+            np.concatenate([r.U for r in raws]),
+            np.concatenate([r.kkt for r in raws]),
+            raws[0].n_starts,
+        )
         return raw, cand
 
     def _follow_basins(self, raw: _Raw, cand: Candidates) -> _Raw:
@@ -740,8 +790,7 @@ def _consistent_mean(types: _Types, raw: _Raw) -> FloatArray:
     return out
 
 
-def _apply_map(responses: _ClientResponses, phi: FloatArray,
-               mode: _Mode) -> tuple[_Raw, FloatArray, float]:
+def _apply_map(responses: _ClientResponses, phi: FloatArray, mode: _Mode) -> tuple[_Raw, FloatArray, float]:
     """One evaluation of the mean-field map at φ_m: the best responses to φ_m (Theorem 1),
     their mean Φ (Eqs. 18, 20) and the residual r_m = max_t |Φ(t) − φ_m(t)| (Algorithm 1's
     ε, taken unsigned and over all rounds)."""
@@ -755,8 +804,7 @@ def _apply_map(responses: _ClientResponses, phi: FloatArray,
 # --------------------------------------------------------------------------------------------
 
 
-def _choose_mode(restarts: Restarts, milestones: list[float], history: list[float],
-                 stalled: bool) -> _Mode:
+def _choose_mode(restarts: Restarts, milestones: list[float], history: list[float], stalled: bool) -> _Mode:
     """The starts of this iteration's best responses: the complete multi-start every time
     with ``restarts="every"``; else the warm starts, widened to the corner starts once the
     residual has passed one of the ``milestones`` (1e-2, 1e-4 above ``tol``; each passed one
@@ -798,8 +846,7 @@ class _Trace:
         self.history.append(res)
 
 
-def _verify(responses: _ClientResponses, phi: FloatArray, options: MeanFieldSolverOptions,
-            trace: _Trace) -> tuple[_Raw, FloatArray, float]:
+def _verify(responses: _ClientResponses, phi: FloatArray, options: MeanFieldSolverOptions, trace: _Trace) -> tuple[_Raw, FloatArray, float]:
     """Check a φ whose residual reached ``tol`` with wider searches at the same φ: first the
     cheap corner starts, then the complete multi-start — unless ``restarts="none"`` or it
     already ran at a φ within 1e-2 (max-norm), whose basins the warm starts have followed
@@ -807,8 +854,7 @@ def _verify(responses: _ClientResponses, phi: FloatArray, options: MeanFieldSolv
     ``tol`` and the iteration goes on from it; hence the returned α is a best response to
     the returned φ over every start tried."""
     raw, Phi, res = _apply_map(responses, phi, "corners")
-    if res <= options.tol and options.restarts != "none" and (
-            trace.phi_full is None or np.max(np.abs(phi - trace.phi_full)) > _FULL_REUSE):
+    if res <= options.tol and options.restarts != "none" and (trace.phi_full is None or np.max(np.abs(phi - trace.phi_full)) > _FULL_REUSE):
         raw, Phi, res = _apply_map(responses, phi, "full")
         trace.full_solves += 1
         trace.phi_full = phi.copy()
@@ -841,8 +887,7 @@ class _Damping:
     @classmethod
     def start(cls, options: MeanFieldSolverOptions) -> _Damping:
         """The damping state before the first iteration."""
-        return cls(beta0=options.beta, beta_min=options.beta_min,
-                   consistent=options.update == "consistent", beta=options.beta)
+        return cls(beta0=options.beta, beta_min=options.beta_min, consistent=options.update == "consistent", beta=options.beta)
 
     def restart(self, n_done: int) -> None:
         """New basins changed the map: restart the damping afresh (β back to ``beta0``,
@@ -875,11 +920,9 @@ class _Damping:
                 self.beta, self.grow = max(self.beta / 2.0, self.beta_min), 0
         else:
             self.grow = 0
-        self.stalled = (len(history) - self.last_stall >= 4
-                        and history[-1] > (0.9 if self.consistent else 1.0) * history[-4])
+        self.stalled = len(history) - self.last_stall >= 4 and history[-1] > (0.9 if self.consistent else 1.0) * history[-4]
         if self.stalled:
-            self.beta, self.grow, self.last_stall = (max(self.beta / 2.0, self.beta_min), 0,
-                                                     len(history))
+            self.beta, self.grow, self.last_stall = (max(self.beta / 2.0, self.beta_min), 0, len(history))
         return grew
 
 
@@ -895,8 +938,7 @@ class _Anderson:
         self.xs: list[FloatArray] = []  # iterates φ_k
         self.gs: list[FloatArray] = []  # map values at them
 
-    def step(self, phi: FloatArray, target: FloatArray, beta: float, restart: bool,
-             mean0: float) -> FloatArray | None:
+    def step(self, phi: FloatArray, target: FloatArray, beta: float, restart: bool, mean0: float) -> FloatArray | None:
         """Add the pair (φ_m, ``target``) and return the mixed next φ (φ(0) = ``mean0``),
         or None while the memory holds one pair or the mixed φ is not finite and positive.
         ``restart``: the map jumped (a client switched basin): forget the older pairs."""
@@ -904,7 +946,7 @@ class _Anderson:
             self.xs, self.gs = [], []
         self.xs.append(phi.copy())
         self.gs.append(target.copy())
-        del self.xs[:-(self.memory + 1)], self.gs[:-(self.memory + 1)]
+        del self.xs[: -(self.memory + 1)], self.gs[: -(self.memory + 1)]
         if len(self.xs) < 2:
             return None
         X = np.array(self.xs)[:, 1:]
@@ -917,8 +959,7 @@ class _Anderson:
         return None
 
 
-def _next_phi(phi: FloatArray, target: FloatArray, beta: float, anderson: _Anderson | None,
-              grew: bool, mean0: float) -> FloatArray:
+def _next_phi(phi: FloatArray, target: FloatArray, beta: float, anderson: _Anderson | None, grew: bool, mean0: float) -> FloatArray:
     """φ_{m+1} = (1 − β) φ_m + β·``target`` (β = 1: Algorithm 1's φ = φ_m^est), or the
     Anderson step where that applies; φ(0) stays mean ρ^0 (Eq. 18 at t = 0)."""
     step = (1.0 - beta) * phi + beta * target
@@ -935,9 +976,17 @@ def _next_phi(phi: FloatArray, target: FloatArray, beta: float, anderson: _Ander
 # --------------------------------------------------------------------------------------------
 
 
-def _result(types: _Types, responses: _ClientResponses, raw: _Raw, phi: FloatArray,
-            res: float, trace: _Trace, beta: float, converged: bool,
-            kkt_tol: float) -> MeanFieldResult:
+def _result(
+    types: _Types,
+    responses: _ClientResponses,
+    raw: _Raw,
+    phi: FloatArray,
+    res: float,
+    trace: _Trace,
+    beta: float,
+    converged: bool,
+    kkt_tol: float,
+) -> MeanFieldResult:
     """The answer for the N clients from the per-type one: trajectories (Eq. 20) and
     utilities (Eq. 19) of the final best responses under the final φ, each client's KKT
     residual (the projected-gradient first-order condition of its problem on α ∈ [0, 1]),
@@ -946,14 +995,22 @@ def _result(types: _Types, responses: _ClientResponses, raw: _Raw, phi: FloatArr
     ev = evaluate(raw.a, types.rho0, types.varphi, phi, types.R, types.N, types.K)
     kkt = np.abs(np.clip(raw.a + ev.grad, 0.0, 1.0) - raw.a).max(axis=0)
     alpha_u = np.zeros((types.m, types.T + 1))
-    alpha_u[:, :types.T] = raw.a.T
+    alpha_u[:, : types.T] = raw.a.T
     inverse = types.inverse
     kk = kkt[inverse]
     return MeanFieldResult(
-        phi=_ro(phi), alpha=_ro(alpha_u[inverse]), rho=_ro(ev.rho.T[inverse]),
-        utility=_ro(ev.U[inverse]), kkt_residual=_ro(kk), residual=float(res),
-        iterations=trace.iterations, full_solves=trace.full_solves,
-        history=tuple(trace.history), phi_history=_ro(np.array(trace.phis)),
-        beta=float(beta), converged=bool(converged and np.all(kk <= kkt_tol)),
+        phi=_ro(phi),
+        alpha=_ro(alpha_u[inverse]),
+        rho=_ro(ev.rho.T[inverse]),
+        utility=_ro(ev.U[inverse]),
+        kkt_residual=_ro(kk),
+        residual=float(res),
+        iterations=trace.iterations,
+        full_solves=trace.full_solves,
+        history=tuple(trace.history),
+        phi_history=_ro(np.array(trace.phis)),
+        beta=float(beta),
+        converged=bool(converged and np.all(kk <= kkt_tol)),
         regret=_ro(np.maximum(responses.best_U - raw.U, 0.0)[inverse]),
-        pinned=np.flatnonzero(responses.pinned[inverse]))
+        pinned=np.flatnonzero(responses.pinned[inverse]),
+    )

@@ -26,6 +26,14 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import minimize_scalar
 
 from fedgame.core.processes import fork_is_safe
+from fedgame.core.validate import (
+    as_clients,
+    as_rounds,
+    check_horizon,
+    check_population,
+    check_positive,
+    check_unit_open,
+)
 from fedgame.incentives.fedpcs._best_response import cores
 from fedgame.incentives.fedpcs._dynamics import (
     _INCLUSION,
@@ -43,14 +51,6 @@ from fedgame.incentives.fedpcs._mean_field import (
     Restarts,
     Update,
     mean_field,
-)
-from fedgame.incentives._validation import (
-    as_clients,
-    as_rounds,
-    check_horizon,
-    check_population,
-    check_positive,
-    check_unit_open,
 )
 
 __all__ = [
@@ -91,8 +91,7 @@ def _ro(x: ArrayLike) -> FloatArray:
 # --------------------------------------------------------------------------------------------
 
 
-def accuracy_weights(T: int, *, gamma: float = 0.5, sizes: ArrayLike | None = None,
-                     acc_scale: float = 1.0) -> FloatArray:
+def accuracy_weights(T: int, *, gamma: float = 0.5, sizes: ArrayLike | None = None, acc_scale: float = 1.0) -> FloatArray:
     """v^t = γ κ θ_i² / ((t+1) |D_i|²), t = 0..T (Eq. 13 with t → t+1: 1/t is undefined at t = 0).
 
     θ_i/|D_i| = 1/Σ_j |D_j| for every client, so v^t is the same for all clients:
@@ -112,10 +111,17 @@ def accuracy_weights(T: int, *, gamma: float = 0.5, sizes: ArrayLike | None = No
 
 
 @with_inclusion
-def server_cost(rho: ArrayLike, R: ArrayLike, N: int, K: int, v: ArrayLike, *,
-                gamma: float = 0.5, phi: ArrayLike | None = None,
-                inclusion: Inclusion | None = None,  # consumed by @with_inclusion
-                ) -> FloatArray:
+def server_cost(
+    rho: ArrayLike,
+    R: ArrayLike,
+    N: int,
+    K: int,
+    v: ArrayLike,
+    *,
+    gamma: float = 0.5,
+    phi: ArrayLike | None = None,
+    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+) -> FloatArray:
     """Expected server cost of each round (Eq. 13 with t → t+1, in expectation over the sampler):
     U_t = Σ_i P_i^t [v_i^t / ρ_i^t + (1−γ) R_t ρ_i^t], P_i^t = 1 − (1 − ρ_i^t/(N φ(t)))^K.
 
@@ -148,10 +154,18 @@ class AffineResponse:
 
 
 @with_inclusion
-def affine_response(alpha: ArrayLike, rho: ArrayLike, phi: ArrayLike, R: ArrayLike,
-                    varphi: ArrayLike, N: int, K: int, *, bound_tol: float = 1e-9,
-                    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
-                    ) -> AffineResponse:
+def affine_response(
+    alpha: ArrayLike,
+    rho: ArrayLike,
+    phi: ArrayLike,
+    R: ArrayLike,
+    varphi: ArrayLike,
+    N: int,
+    K: int,
+    *,
+    bound_tol: float = 1e-9,
+    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+) -> AffineResponse:
     """Lemma 2 coefficients from the current iterate (FedPCS Lemma 2, Appendix D):
 
         α_i^{t−1} = I R_t + J,  I = (ρ^{t−1} − φ(t−1)) Q^t / (2(1−ϕ)P^{t−1}),
@@ -196,37 +210,30 @@ def affine_response(alpha: ArrayLike, rho: ArrayLike, phi: ArrayLike, R: ArrayLi
 # --------------------------------------------------------------------------------------------
 
 
-def surrogate_cost(R: float, G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike,
-                   gamma: float) -> float:
+def surrogate_cost(R: float, G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike, gamma: float) -> float:
     """Ũ_t(R) = Σ_i P_i [v_i / (G_i R + H_i) + (1−γ) R (G_i R + H_i)] (Eq. 59, with t → t+1
     and in expectation over the sampler, as :func:`server_cost`)."""
     rho = np.asarray(G, float) * R + np.asarray(H, float)
-    return float(np.sum(np.asarray(P, float) * (np.asarray(v, float) / rho
-                                                + (1.0 - gamma) * R * rho)))
+    return float(np.sum(np.asarray(P, float) * (np.asarray(v, float) / rho + (1.0 - gamma) * R * rho)))
 
 
-def surrogate_cost_derivative(R: float, G: ArrayLike, H: ArrayLike, P: ArrayLike,
-                              v: ArrayLike, gamma: float) -> float:
+def surrogate_cost_derivative(R: float, G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike, gamma: float) -> float:
     """dŨ_t/dR = Σ_i P_i [(1−γ)(2 G_i R + H_i) − v_i G_i / (G_i R + H_i)²] (Eq. 60)."""
     g, h = np.asarray(G, float), np.asarray(H, float)
     rho = g * R + h
-    return float(np.sum(np.asarray(P, float) * ((1.0 - gamma) * (2.0 * g * R + h)
-                                                - np.asarray(v, float) * g / rho**2)))
+    return float(np.sum(np.asarray(P, float) * ((1.0 - gamma) * (2.0 * g * R + h) - np.asarray(v, float) * g / rho**2)))
 
 
-def surrogate_cost_second_derivative(R: float, G: ArrayLike, H: ArrayLike, P: ArrayLike,
-                                     v: ArrayLike, gamma: float) -> float:
+def surrogate_cost_second_derivative(R: float, G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike, gamma: float) -> float:
     """d²Ũ_t/dR² = Σ_i P_i [2(1−γ)G_i + 2 v_i G_i² / (G_i R + H_i)³] ≥ 0 (Eq. 61 with the
     exponent corrected from 2 to 3: the surrogate is convex, not "strictly concave" as
     Theorem 2 says while showing d²U/dR² > 0)."""
     g, h = np.asarray(G, float), np.asarray(H, float)
     rho = g * R + h
-    return float(np.sum(np.asarray(P, float) * (2.0 * (1.0 - gamma) * g
-                                                + 2.0 * np.asarray(v, float) * g**2 / rho**3)))
+    return float(np.sum(np.asarray(P, float) * (2.0 * (1.0 - gamma) * g + 2.0 * np.asarray(v, float) * g**2 / rho**3)))
 
 
-def reward_fixed_point(R: float, G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike,
-                       gamma: float) -> float:
+def reward_fixed_point(R: float, G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike, gamma: float) -> float:
     """Right-hand side of the fixed-point form (22):
     [Σ_i P_i (v_i G_i/(G_i R + H_i)² − (1−γ) H_i)] / (2(1−γ) Σ_i P_i G_i);
     an interior minimiser R* of Ũ_t satisfies R* = reward_fixed_point(R*, ...)."""
@@ -235,8 +242,9 @@ def reward_fixed_point(R: float, G: ArrayLike, H: ArrayLike, P: ArrayLike, v: Ar
     return float(num / (2.0 * (1.0 - gamma) * np.sum(p * g)))
 
 
-def reward_interval(G: ArrayLike, H: ArrayLike, *, rho_min: float = 0.01,
-                    rho_max: float = 12.0, R_max: float = 100.0) -> tuple[float, float]:
+def reward_interval(
+    G: ArrayLike, H: ArrayLike, *, rho_min: float = 0.01, rho_max: float = 12.0, R_max: float = 100.0
+) -> tuple[float, float]:
     """Feasible rewards {R ∈ [0, R_max] : G_i R + H_i ∈ [ρ_L, ρ_H] ∀i} as (lo, hi)
     (R_hi = min(R_max, min_{G_i > 0} (ρ_H − H_i)/G_i)); lo > hi if empty."""
     g, h = np.asarray(G, float), np.asarray(H, float)
@@ -265,9 +273,18 @@ class RewardSolution:
     degenerate: bool
 
 
-def optimal_reward(G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike, gamma: float, *,
-                   rho_min: float = 0.01, rho_max: float = 12.0, R_max: float = 100.0,
-                   xatol: float = 1e-12) -> RewardSolution:
+def optimal_reward(
+    G: ArrayLike,
+    H: ArrayLike,
+    P: ArrayLike,
+    v: ArrayLike,
+    gamma: float,
+    *,
+    rho_min: float = 0.01,
+    rho_max: float = 12.0,
+    R_max: float = 100.0,
+    xatol: float = 1e-12,
+) -> RewardSolution:
     """R_t* = argmin Ũ_t(R) over the feasible interval (:func:`reward_interval`) with
     ``minimize_scalar(method="bounded")``; the end points are compared too, so a minimiser
     on a bound is returned exactly on it. ``G, H, P, v`` are the round's per-client arrays."""
@@ -288,8 +305,7 @@ def optimal_reward(G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike, gamma
 
     cands = [lo, hi]
     if hi > lo:
-        res = minimize_scalar(f, bounds=(lo, hi), method="bounded",
-                              options={"xatol": xatol})
+        res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": xatol})
         x = float(res.x)
         # Brent's bounded search stops at a relative x-tolerance of ~1.5e-8; polish with
         # safeguarded Newton steps on dŨ/dR (Ũ is convex, G ≥ 0) inside the sign bracket
@@ -316,8 +332,7 @@ def optimal_reward(G: ArrayLike, H: ArrayLike, P: ArrayLike, v: ArrayLike, gamma
     if R not in (lo, hi) and (df(lo) >= 0 or df(hi) <= 0):
         R = lo if df(lo) >= 0 else hi  # monotone on the interval: the minimiser is an end
     where = "lower" if R == lo else "upper" if R == hi else ""
-    return RewardSolution(R, lo, hi, surrogate_cost_derivative(R, g, h, p, vv, gm), where,
-                          False)
+    return RewardSolution(R, lo, hi, surrogate_cost_derivative(R, g, h, p, vv, gm), where, False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -353,15 +368,29 @@ class StackelbergResult:
 
 
 @with_inclusion
-def stackelberg_lemma2(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *, v: ArrayLike,
-                gamma: float = 0.5, R_init: float = 1.0, rho_min: float = 0.01,
-                rho_max: float = 12.0, R_max: float = 100.0, beta_R: float = 0.5,
-                tol: float = 1e-6, max_outer: int = 100, mf_tol: float = 1e-7,
-                restarts: Restarts = "final", update: Update = "consistent", n_starts: int = 8,
-                rng: np.random.Generator | int | None = None,
-                acceleration: Literal["anderson"] | None = "anderson",
-                inclusion: Inclusion | None = None,  # consumed by @with_inclusion
-                ) -> StackelbergResult:
+def stackelberg_lemma2(
+    rho0: ArrayLike,
+    varphi: ArrayLike,
+    K: int,
+    T: int,
+    *,
+    v: ArrayLike,
+    gamma: float = 0.5,
+    R_init: float = 1.0,
+    rho_min: float = 0.01,
+    rho_max: float = 12.0,
+    R_max: float = 100.0,
+    beta_R: float = 0.5,
+    tol: float = 1e-6,
+    max_outer: int = 100,
+    mf_tol: float = 1e-7,
+    restarts: Restarts = "final",
+    update: Update = "consistent",
+    n_starts: int = 8,
+    rng: np.random.Generator | int | None = None,
+    acceleration: Literal["anderson"] | None = "anderson",
+    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+) -> StackelbergResult:
     """The paper's Stackelberg solve on the Lemma-2 surrogate (the structure of Algorithm 1):
     R ≡ ``R_init``; repeat {mean-field fixed point given R (:func:`mean_field`); Lemma-2 G, H;
     R_new,t = argmin Ũ_t (t ≥ 1), R_new,0 = R_new,1; R ← (1−β_R) R + β_R R_new} until
@@ -396,17 +425,15 @@ def stackelberg_lemma2(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *, v:
     if acceleration not in (None, "anderson"):
         raise ValueError(f"acceleration: must be None or 'anderson', got {acceleration!r}")
     for it in range(1, max_outer + 1):
-        inner = MeanFieldSolverOptions(tol=mf_tol, restarts=restarts if verify else "none",
-                                       update=update, n_starts=n_starts)
-        mf = mean_field(r0, vp, R, K, T, options=inner, rng=rng,
-                        phi_init=None if mf is None else mf.phi,
-                        alpha_init=None if mf is None else mf.alpha)
+        inner = MeanFieldSolverOptions(tol=mf_tol, restarts=restarts if verify else "none", update=update, n_starts=n_starts)
+        mf = mean_field(
+            r0, vp, R, K, T, options=inner, rng=rng, phi_init=None if mf is None else mf.phi, alpha_init=None if mf is None else mf.alpha
+        )
         aff = affine_response(mf.alpha, mf.rho, mf.phi, R, vp, N, K)
         R_new = R.copy()
         side = np.zeros(T + 1, dtype="<U5")
         for t in range(1, T + 1):
-            sol = optimal_reward(aff.G[:, t], aff.H[:, t], aff.P[:, t], vv[:, t], gm,
-                                 rho_min=rho_min, rho_max=rho_max, R_max=R_max)
+            sol = optimal_reward(aff.G[:, t], aff.H[:, t], aff.P[:, t], vv[:, t], gm, rho_min=rho_min, rho_max=rho_max, R_max=R_max)
             R_new[t], side[t] = sol.reward, sol.at_bound
         R_new[0], side[0] = R_new[1], side[1]
         res = float(np.max(np.abs(R_new - R) / np.maximum(1.0, R)))
@@ -447,15 +474,13 @@ def stackelberg_lemma2(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *, v:
     if not converged:
         # the last iteration moved R after its mean-field solve: report the clients'
         # equilibrium (and so the cost) under the R returned, not under the previous one
-        final = MeanFieldSolverOptions(tol=mf_tol, restarts=restarts, update=update,
-                                       n_starts=n_starts)
-        mf = mean_field(r0, vp, R, K, T, options=final, rng=rng, phi_init=mf.phi,
-                        alpha_init=mf.alpha)
+        final = MeanFieldSolverOptions(tol=mf_tol, restarts=restarts, update=update, n_starts=n_starts)
+        mf = mean_field(r0, vp, R, K, T, options=final, rng=rng, phi_init=mf.phi, alpha_init=mf.alpha)
         aff = affine_response(mf.alpha, mf.rho, mf.phi, R, vp, N, K)
     cost = server_cost(mf.rho, R, N, K, vv, gamma=gm, phi=mf.phi)
-    return StackelbergResult(_ro(R), mf, aff.G, aff.H, _ro(cost), res, it,
-                             bool(converged and mf.converged), "lemma2",
-                             float(cost[1:].sum()), it)
+    return StackelbergResult(
+        _ro(R), mf, aff.G, aff.H, _ro(cost), res, it, bool(converged and mf.converged), "lemma2", float(cost[1:].sum()), it
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -485,11 +510,11 @@ def _weights(v: ArrayLike, N: int, T: int) -> FloatArray:
     try:
         out = np.broadcast_to(arr, (N, T + 1))
     except ValueError:
-        raise ValueError(f"v: expected a number, T+1 = {T + 1} values or an (N, T+1) = "
-                         f"({N}, {T + 1}) array, got shape {arr.shape}") from None
+        raise ValueError(
+            f"v: expected a number, T+1 = {T + 1} values or an (N, T+1) = ({N}, {T + 1}) array, got shape {arr.shape}"
+        ) from None
     if not np.all(np.isfinite(out) & (out > 0)):
-        raise ValueError(f"v: every accuracy weight must be finite and > 0, got min "
-                         f"{float(np.min(out)):.6g}")
+        raise ValueError(f"v: every accuracy weight must be finite and > 0, got min {float(np.min(out)):.6g}")
     return out
 
 
@@ -520,13 +545,23 @@ class EquilibriumCost:
 
 
 @with_inclusion
-def equilibrium_cost(R: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
-                     v: ArrayLike, gamma: float = 0.5, mf_tol: float = 1e-7,
-                     n_starts: int = 8, rng: np.random.Generator | int | None = 0,
-                     restarts: Restarts = "final", phi_init: ArrayLike | None = None,
-                     alpha_init: ArrayLike | None = None,
-                     inclusion: Inclusion | None = None,  # consumed by @with_inclusion
-                     ) -> EquilibriumCost:
+def equilibrium_cost(
+    R: ArrayLike,
+    rho0: ArrayLike,
+    varphi: ArrayLike,
+    K: int,
+    T: int,
+    *,
+    v: ArrayLike,
+    gamma: float = 0.5,
+    mf_tol: float = 1e-7,
+    n_starts: int = 8,
+    rng: np.random.Generator | int | None = 0,
+    restarts: Restarts = "final",
+    phi_init: ArrayLike | None = None,
+    alpha_init: ArrayLike | None = None,
+    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+) -> EquilibriumCost:
     """U_t(R_t, ρ*[R]) for every round: solve the clients' mean field under the whole
     schedule ``R`` (a number or T+1 values ≥ 0; :func:`mean_field`) and price its
     budgets with :func:`server_cost`. This is the function :func:`stackelberg_true_cost`
@@ -540,10 +575,17 @@ def equilibrium_cost(R: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, K: int, T
     gm = check_unit_open("gamma", gamma)
     Rv = as_rounds("R", R, T, lower=0.0)
     vv = _weights(v, N, T)
-    mf = mean_field(r0, vp, Rv, K, T,
-                    options=MeanFieldSolverOptions(tol=mf_tol, restarts=restarts,
-                                                   n_starts=n_starts),
-                    rng=_seed(rng), phi_init=phi_init, alpha_init=alpha_init)
+    mf = mean_field(
+        r0,
+        vp,
+        Rv,
+        K,
+        T,
+        options=MeanFieldSolverOptions(tol=mf_tol, restarts=restarts, n_starts=n_starts),
+        rng=_seed(rng),
+        phi_init=phi_init,
+        alpha_init=alpha_init,
+    )
     cost = server_cost(mf.rho, Rv, N, K, vv, gamma=gm, phi=mf.phi)
     return EquilibriumCost(_ro(Rv), _ro(cost), float(cost[1:].sum()), mf, _is_equilibrium(mf))
 
@@ -569,29 +611,35 @@ class _Pricing:
     seed: int
     inclusion: str
 
-    def price(self, x: FloatArray, start: tuple[FloatArray, FloatArray] | None,
-              threads: int | None = None) -> tuple[float, MeanFieldResult]:
+    def price(
+        self, x: FloatArray, start: tuple[FloatArray, FloatArray] | None, threads: int | None = None
+    ) -> tuple[float, MeanFieldResult]:
         """J(x) = Σ_{t≥1} U_t at the clients' mean field under R = (x_1, x_1..x_T): from
         scratch with the complete multi-start (``start`` None; +∞ unless a pure-strategy
         equilibrium), or warm-started from ``start`` = (φ, α) of a nearby solution with
         ``restarts="none"``."""
         R = _TrueCost.schedule(x)
-        options = MeanFieldSolverOptions(tol=self.mf_tol,
-                                         restarts="final" if start is None else "none",
-                                         n_starts=self.n_starts, threads=threads)
+        options = MeanFieldSolverOptions(
+            tol=self.mf_tol, restarts="final" if start is None else "none", n_starts=self.n_starts, threads=threads
+        )
         with inclusion_rule(cast(Inclusion, self.inclusion)):
-            mf = mean_field(self.r0, self.vp, R, self.K, self.T, options=options,
-                            rng=self.seed, phi_init=None if start is None else start[0],
-                            alpha_init=None if start is None else start[1])
-            cost = server_cost(mf.rho, R, self.r0.size, self.K, self.vv, gamma=self.gamma,
-                               phi=mf.phi)
+            mf = mean_field(
+                self.r0,
+                self.vp,
+                R,
+                self.K,
+                self.T,
+                options=options,
+                rng=self.seed,
+                phi_init=None if start is None else start[0],
+                alpha_init=None if start is None else start[1],
+            )
+            cost = server_cost(mf.rho, R, self.r0.size, self.K, self.vv, gamma=self.gamma, phi=mf.phi)
         ok = start is not None or _is_equilibrium(mf)
         return (float(cost[1:].sum()) if ok else np.inf), mf
 
 
-def _price_in_worker(pricing: _Pricing, x: FloatArray,
-                     start: tuple[FloatArray, FloatArray] | None
-                     ) -> tuple[float, MeanFieldResult]:
+def _price_in_worker(pricing: _Pricing, x: FloatArray, start: tuple[FloatArray, FloatArray] | None) -> tuple[float, MeanFieldResult]:
     """:meth:`_Pricing.price` in a worker process, one thread (the workers share the cores)."""
     return pricing.price(x, start, threads=1)
 
@@ -611,14 +659,25 @@ class _TrueCost:
     is the same deterministic function of its inputs wherever it runs, so the answer does
     not depend on ``workers``."""
 
-    def __init__(self, r0: FloatArray, vp: FloatArray, K: int, T: int, vv: FloatArray,
-                 gamma: float, mf_tol: float, n_starts: int, seed: int, R_max: float,
-                 fd_step: float, workers: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        r0: FloatArray,
+        vp: FloatArray,
+        K: int,
+        T: int,
+        vv: FloatArray,
+        gamma: float,
+        mf_tol: float,
+        n_starts: int,
+        seed: int,
+        R_max: float,
+        fd_step: float,
+        workers: int = 1,
+    ) -> None:
         self.args = (r0, vp, K, T)
-        self.vv, self.gamma, self.mf_tol, self.n_starts, self.seed = (vv, gamma, mf_tol,
-                                                                      n_starts, seed)
-        self.pricing = _Pricing(r0, vp, K, T, vv, gamma, mf_tol, n_starts, seed,
-                                _INCLUSION.get())
+        self.vv, self.gamma, self.mf_tol, self.n_starts, self.seed = (vv, gamma, mf_tol, n_starts, seed)
+        self.pricing = _Pricing(r0, vp, K, T, vv, gamma, mf_tol, n_starts, seed, _INCLUSION.get())
         self.R_max, self.fd_step = R_max, fd_step
         self.memo: dict[bytes, tuple[float, MeanFieldResult]] = {}
         self.evaluations = 0
@@ -631,19 +690,16 @@ class _TrueCost:
     def schedule(x: FloatArray) -> FloatArray:
         return np.concatenate([[x[0]], x])
 
-    def _solve(self, x: FloatArray, start: MeanFieldResult | None
-               ) -> tuple[float, MeanFieldResult]:
+    def _solve(self, x: FloatArray, start: MeanFieldResult | None) -> tuple[float, MeanFieldResult]:
         self.evaluations += 1
         return self.pricing.price(x, None if start is None else (start.phi, start.alpha))
 
-    def _solve_many(self, xs: list[FloatArray], start: MeanFieldResult | None
-                    ) -> list[tuple[float, MeanFieldResult]]:
+    def _solve_many(self, xs: list[FloatArray], start: MeanFieldResult | None) -> list[tuple[float, MeanFieldResult]]:
         """:meth:`_solve` of each of ``xs`` (all from ``start``), on the worker processes."""
         if self.workers <= 1 or len(xs) <= 1:
             return [self._solve(x, start) for x in xs]
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.workers,
-                                             mp_context=multiprocessing.get_context("fork"))
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"))
         warm = None if start is None else (start.phi, start.alpha)
         self.evaluations += len(xs)
         futures = [self._pool.submit(_price_in_worker, self.pricing, x, warm) for x in xs]
@@ -653,8 +709,7 @@ class _TrueCost:
         """Price the schedules ``xs`` not yet in the memo, on the workers, so that the calls
         of J that follow (in their own order, which the record of the best point follows)
         find them there."""
-        todo = [x for x in dict.fromkeys(np.asarray(x, dtype=float).tobytes() for x in xs)
-                if x not in self.memo]
+        todo = [x for x in dict.fromkeys(np.asarray(x, dtype=float).tobytes() for x in xs) if x not in self.memo]
         if len(self.memo) + len(todo) > 4096:
             return
         arrays = [np.frombuffer(k) for k in todo]
@@ -707,8 +762,7 @@ class _TrueCost:
         return g
 
 
-def _projected_descent(J: _TrueCost, x: FloatArray, fx: float, R_max: float, max_iter: int
-                       ) -> tuple[FloatArray, float]:
+def _projected_descent(J: _TrueCost, x: FloatArray, fx: float, R_max: float, max_iter: int) -> tuple[FloatArray, float]:
     """Projected gradient descent on J over [0, R_max]^T: forward-difference gradients
     (:meth:`_TrueCost.gradient`), Barzilai-Borwein step lengths, Armijo backtracking on J
     itself. J is only piecewise smooth (a client switching basin makes it jump), so the
@@ -745,10 +799,15 @@ def _projected_descent(J: _TrueCost, x: FloatArray, fx: float, R_max: float, max
     return x, fx
 
 
-def _one_round_checks(f: Callable[[FloatArray], float], x: FloatArray, fx: float,
-                      R_max: float, steps: tuple[float, ...], floor: float,
-                      screen: Callable[[list[FloatArray], FloatArray], list[float]] | None
-                      = None) -> tuple[FloatArray, float, float]:
+def _one_round_checks(
+    f: Callable[[FloatArray], float],
+    x: FloatArray,
+    fx: float,
+    R_max: float,
+    steps: tuple[float, ...],
+    floor: float,
+    screen: Callable[[list[FloatArray], FloatArray], list[float]] | None = None,
+) -> tuple[FloatArray, float, float]:
     """One pass of one-round perturbations over t = 1..T: R_t ± s·max(R_t, ``floor``) for s
     in ``steps`` (largest first); the first step size that lowers J moves R_t to the better
     of its two signs, then the move is doubled while it keeps lowering J. Returns the new
@@ -772,8 +831,7 @@ def _one_round_checks(f: Callable[[FloatArray], float], x: FloatArray, fx: float
         scale = max(x[t], floor)
         best_y, best_f = x[t], fx
         for s in steps:
-            ys = [y for y in (float(np.clip(x[t] + sign * s * scale, 0.0, R_max))
-                              for sign in (1.0, -1.0)) if y != x[t]]
+            ys = [y for y in (float(np.clip(x[t] + sign * s * scale, 0.0, R_max)) for sign in (1.0, -1.0)) if y != x[t]]
             zs = [moved(t, y) for y in ys]
             estimates = screen(zs, x) if screen is not None and zs else [-np.inf] * len(zs)
             for y, z, estimate in zip(ys, zs, estimates, strict=True):
@@ -803,17 +861,32 @@ def _one_round_checks(f: Callable[[FloatArray], float], x: FloatArray, fx: float
 
 
 @with_inclusion
-def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
-                          v: ArrayLike, gamma: float = 0.5, rho_min: float = 0.01,
-                          rho_max: float = 12.0, R_max: float = 100.0, mf_tol: float = 1e-7,
-                          n_starts: int = 8, rng: np.random.Generator | int | None = None,
-                          R_start: ArrayLike | None = None, lemma2_start: bool = True,
-                          lemma2_max_outer: int = 30, scan_points: int = 24,
-                          fd_step: float = 1e-4, max_iter: int = 30, cost_tol: float = 1e-7,
-                          polish_steps: tuple[float, ...] = POLISH_STEPS,
-                          max_polish: int = 20, workers: int | None = None,
-                          inclusion: Inclusion | None = None,  # consumed by @with_inclusion
-                          ) -> StackelbergResult:
+def stackelberg_true_cost(
+    rho0: ArrayLike,
+    varphi: ArrayLike,
+    K: int,
+    T: int,
+    *,
+    v: ArrayLike,
+    gamma: float = 0.5,
+    rho_min: float = 0.01,
+    rho_max: float = 12.0,
+    R_max: float = 100.0,
+    mf_tol: float = 1e-7,
+    n_starts: int = 8,
+    rng: np.random.Generator | int | None = None,
+    R_start: ArrayLike | None = None,
+    lemma2_start: bool = True,
+    lemma2_max_outer: int = 30,
+    scan_points: int = 24,
+    fd_step: float = 1e-4,
+    max_iter: int = 30,
+    cost_tol: float = 1e-7,
+    polish_steps: tuple[float, ...] = POLISH_STEPS,
+    max_polish: int = 20,
+    workers: int | None = None,
+    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+) -> StackelbergResult:
     """The server's Stackelberg problem on the true cost (docs/fedpcs.md, 'The accuracy scale
     κ and the server's solve'): minimise J(R) = Σ_{t=1}^T U_t(R_t, ρ*[R]) (the server's cost
     of Eq. 13, Stage I of Eq. 16 taken over the whole schedule) over
@@ -860,23 +933,47 @@ def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
     N, K = check_population(r0.size, K)
     gm = check_unit_open("gamma", gamma)
     Rmax = check_positive("R_max", R_max)
-    steps = _check_search_settings(fd_step=fd_step, cost_tol=cost_tol, scan_points=scan_points,
-                                   max_iter=max_iter, max_polish=max_polish,
-                                   lemma2_max_outer=lemma2_max_outer, polish_steps=polish_steps)
+    steps = _check_search_settings(
+        fd_step=fd_step,
+        cost_tol=cost_tol,
+        scan_points=scan_points,
+        max_iter=max_iter,
+        max_polish=max_polish,
+        lemma2_max_outer=lemma2_max_outer,
+        polish_steps=polish_steps,
+    )
     vv = _weights(v, N, T)
     seed = _seed(rng)
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
-                                or not 1 <= workers <= 256):
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 256):
         raise ValueError(f"workers: must be None or an integer in [1, 256], got {workers!r}")
-    J = _TrueCost(r0, vp, K, T, vv, gm, mf_tol, n_starts, seed, Rmax, fd_step,
-                  cores() if workers is None else workers)
+    J = _TrueCost(
+        r0=r0,
+        vp=vp,
+        K=K,
+        T=T,
+        vv=vv,
+        gamma=gm,
+        mf_tol=mf_tol,
+        n_starts=n_starts,
+        seed=seed,
+        R_max=Rmax,
+        fd_step=fd_step,
+        workers=cores() if workers is None else workers,
+    )
     try:
-        x0, f0 = _best_start(J, scan_points=scan_points, lemma2_start=lemma2_start,
-                             lemma2_max_outer=lemma2_max_outer, rho_min=rho_min,
-                             rho_max=rho_max, R_start=R_start)
+        x0, f0 = _best_start(
+            J,
+            scan_points=scan_points,
+            lemma2_start=lemma2_start,
+            lemma2_max_outer=lemma2_max_outer,
+            rho_min=rho_min,
+            rho_max=rho_max,
+            R_start=R_start,
+        )
         if not np.isfinite(f0):
-            log.warning("true-cost solve: no start is a pure-strategy equilibrium of the "
-                        "clients; returning the best constant schedule unconverged")
+            log.warning(
+                "true-cost solve: no start is a pure-strategy equilibrium of the clients; returning the best constant schedule unconverged"
+            )
             max_iter, max_polish = 0, 0
         x, fx = _descend(J, x0, f0, max_iter)
         return _true_cost_result(J, _polish(J, x, fx, steps, max_polish, cost_tol))
@@ -884,27 +981,37 @@ def stackelberg_true_cost(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *,
         J.close()
 
 
-def _check_search_settings(*, fd_step: float, cost_tol: float, scan_points: int,
-                           max_iter: int, max_polish: int, lemma2_max_outer: int,
-                           polish_steps: tuple[float, ...]) -> tuple[float, ...]:
+def _check_search_settings(
+    *,
+    fd_step: float,
+    cost_tol: float,
+    scan_points: int,
+    max_iter: int,
+    max_polish: int,
+    lemma2_max_outer: int,
+    polish_steps: tuple[float, ...],
+) -> tuple[float, ...]:
     """Refuse search settings of :func:`stackelberg_true_cost` it cannot run with, naming the
     argument; returns the polish step sizes, largest first (the order
     :func:`_one_round_checks` tries them in)."""
     check_positive("fd_step", fd_step)
     check_positive("cost_tol", cost_tol)
-    for name, val, lo in (("scan_points", scan_points, 2), ("max_iter", max_iter, 0),
-                          ("max_polish", max_polish, 0), ("lemma2_max_outer", lemma2_max_outer, 1)):
+    for name, val, lo in (
+        ("scan_points", scan_points, 2),
+        ("max_iter", max_iter, 0),
+        ("max_polish", max_polish, 0),
+        ("lemma2_max_outer", lemma2_max_outer, 1),
+    ):
         if isinstance(val, bool) or not isinstance(val, numbers.Integral) or val < lo:
             raise ValueError(f"{name}: must be an integer >= {lo}, got {val!r}")
     if not polish_steps or any(not (0 < s) for s in polish_steps):
-        raise ValueError(f"polish_steps: must be a non-empty list of steps > 0, got "
-                         f"{polish_steps!r}")
+        raise ValueError(f"polish_steps: must be a non-empty list of steps > 0, got {polish_steps!r}")
     return tuple(sorted((float(s) for s in polish_steps), reverse=True))
 
 
-def _best_start(J: _TrueCost, *, scan_points: int, lemma2_start: bool, lemma2_max_outer: int,
-                rho_min: float, rho_max: float, R_start: ArrayLike | None
-                ) -> tuple[FloatArray, float]:
+def _best_start(
+    J: _TrueCost, *, scan_points: int, lemma2_start: bool, lemma2_max_outer: int, rho_min: float, rho_max: float, R_start: ArrayLike | None
+) -> tuple[FloatArray, float]:
     """Phase 1 of :func:`stackelberg_true_cost`: the cheapest of the start schedules — the best
     constant one (:func:`_best_constant`), the Lemma-2 outer loop's (:func:`_lemma2_rewards`;
     unless ``lemma2_start`` is False) and the caller's ``R_start`` (T+1 values, R_0 dropped,
@@ -919,8 +1026,7 @@ def _best_start(J: _TrueCost, *, scan_points: int, lemma2_start: bool, lemma2_ma
         x_s = np.clip(as_rounds("R_start", R_start, T, lower=0.0)[1:], 0.0, J.R_max)
         candidates.append((J(x_s), x_s))
     f0, x0 = min(candidates, key=lambda c: c[0])
-    log.info("true-cost solve: start J = %.10g (best constant R = %.6g: %.10g; %d "
-             "evaluations)", f0, c_best, f_best, J.evaluations)
+    log.info("true-cost solve: start J = %.10g (best constant R = %.6g: %.10g; %d evaluations)", f0, c_best, f_best, J.evaluations)
     return x0, f0
 
 
@@ -937,23 +1043,34 @@ def _best_constant(J: _TrueCost, scan_points: int) -> tuple[float, float]:
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
     c_best, f_best = grid[i], vals[i]
     if hi > lo:
-        res = minimize_scalar(lambda c: min(J(np.full(T, c)), 1e300), bounds=(lo, hi),
-                              method="bounded",
-                              options={"xatol": 1e-6 * max(1.0, c_best)})
+        res = minimize_scalar(
+            lambda c: min(J(np.full(T, c)), 1e300), bounds=(lo, hi), method="bounded", options={"xatol": 1e-6 * max(1.0, c_best)}
+        )
         if res.fun < f_best:
             c_best, f_best = float(res.x), float(res.fun)
     return c_best, f_best
 
 
-def _lemma2_rewards(J: _TrueCost, *, rho_min: float, rho_max: float,
-                    max_outer: int) -> FloatArray:
+def _lemma2_rewards(J: _TrueCost, *, rho_min: float, rho_max: float, max_outer: int) -> FloatArray:
     """R_1..R_T of the paper's outer loop on the Lemma-2 surrogate (Eq. 22,
     :func:`stackelberg_lemma2`, at most ``max_outer`` iterations) for the same clients,
     weights and seed as J, clipped to [0, R_max]: a start that J then prices."""
     r0, vp, K, T = J.args
-    st = stackelberg_lemma2(r0, vp, K, T, v=J.vv, gamma=J.gamma, rho_min=rho_min,
-                            rho_max=rho_max, R_max=J.R_max, mf_tol=J.mf_tol,
-                            n_starts=J.n_starts, rng=J.seed, max_outer=max_outer)
+    st = stackelberg_lemma2(
+        r0,
+        vp,
+        K,
+        T,
+        v=J.vv,
+        gamma=J.gamma,
+        rho_min=rho_min,
+        rho_max=rho_max,
+        R_max=J.R_max,
+        mf_tol=J.mf_tol,
+        n_starts=J.n_starts,
+        rng=J.seed,
+        max_outer=max_outer,
+    )
     x_l: FloatArray = np.clip(np.asarray(st.reward[1:], dtype=float), 0.0, J.R_max)
     return x_l
 
@@ -982,8 +1099,7 @@ class _Polished:
     certified: bool
 
 
-def _polish(J: _TrueCost, x: FloatArray, fx: float, steps: tuple[float, ...], max_polish: int,
-            cost_tol: float) -> _Polished:
+def _polish(J: _TrueCost, x: FloatArray, fx: float, steps: tuple[float, ...], max_polish: int, cost_tol: float) -> _Polished:
     """Phase 3 of :func:`stackelberg_true_cost`: passes of one-round checks
     (:func:`_one_round_checks`, floor 1 % of the mean reward, at least 1e-3), screened with
     warm-started equilibria (:meth:`_TrueCost.screen`) while they find decreases; once a
@@ -996,12 +1112,16 @@ def _polish(J: _TrueCost, x: FloatArray, fx: float, steps: tuple[float, ...], ma
     certified = False
     while passes < max_polish:
         floor = max(1e-2 * float(x.mean()), 1e-3)
-        x, fx, gain = _one_round_checks(J, x, fx, J.R_max, steps, floor,
-                                        screen=J.screen if screened else None)
+        x, fx, gain = _one_round_checks(J, x, fx, J.R_max, steps, floor, screen=J.screen if screened else None)
         passes += 1
-        log.info("true-cost solve: polish pass %d (%s) J = %.10g, largest one-round gain %.3g "
-                 "(%d evaluations)", passes, "screened" if screened else "full", fx, gain,
-                 J.evaluations)
+        log.info(
+            "true-cost solve: polish pass %d (%s) J = %.10g, largest one-round gain %.3g (%d evaluations)",
+            passes,
+            "screened" if screened else "full",
+            fx,
+            gain,
+            J.evaluations,
+        )
         if gain <= cost_tol:
             if not screened:
                 certified = True
@@ -1024,24 +1144,46 @@ def _true_cost_result(J: _TrueCost, polished: _Polished) -> StackelbergResult:
     cost = server_cost(mf.rho, R, N, K, J.vv, gamma=J.gamma, phi=mf.phi)
     aff = affine_response(mf.alpha, mf.rho, mf.phi, R, vp, N, K)
     return StackelbergResult(
-        reward=_ro(R), mean_field=mf, G=aff.G, H=aff.H, cost=_ro(cost),
-        reward_residual=float(polished.gain), outer_iterations=polished.passes,
+        reward=_ro(R),
+        mean_field=mf,
+        G=aff.G,
+        H=aff.H,
+        cost=_ro(cost),
+        reward_residual=float(polished.gain),
+        outer_iterations=polished.passes,
         converged=bool(polished.certified and np.isfinite(f) and mf.converged),
-        solver="true_cost", objective=float(cost[1:].sum()), evaluations=J.evaluations)
+        solver="true_cost",
+        objective=float(cost[1:].sum()),
+        evaluations=J.evaluations,
+    )
 
 
 @with_inclusion
-def stackelberg(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *, v: ArrayLike,
-                gamma: float = 0.5, server_solver: ServerSolver = "true_cost",
-                rho_min: float = 0.01, rho_max: float = 12.0, R_max: float = 100.0,
-                mf_tol: float = 1e-7, n_starts: int = 8,
-                rng: np.random.Generator | int | None = None, R_init: float = 1.0,
-                beta_R: float = 0.5, tol: float = 1e-6, max_outer: int = 100,
-                restarts: Restarts = "final", update: Update = "consistent",
-                acceleration: Literal["anderson"] | None = "anderson",
-                cost_tol: float = 1e-7,
-                inclusion: Inclusion | None = None,  # consumed by @with_inclusion
-                ) -> StackelbergResult:
+def stackelberg(
+    rho0: ArrayLike,
+    varphi: ArrayLike,
+    K: int,
+    T: int,
+    *,
+    v: ArrayLike,
+    gamma: float = 0.5,
+    server_solver: ServerSolver = "true_cost",
+    rho_min: float = 0.01,
+    rho_max: float = 12.0,
+    R_max: float = 100.0,
+    mf_tol: float = 1e-7,
+    n_starts: int = 8,
+    rng: np.random.Generator | int | None = None,
+    R_init: float = 1.0,
+    beta_R: float = 0.5,
+    tol: float = 1e-6,
+    max_outer: int = 100,
+    restarts: Restarts = "final",
+    update: Update = "consistent",
+    acceleration: Literal["anderson"] | None = "anderson",
+    cost_tol: float = 1e-7,
+    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+) -> StackelbergResult:
     """The two-stage Stackelberg equilibrium. ``server_solver="true_cost"`` (default;
     docs/fedpcs.md, 'The accuracy scale κ and the server's solve'):
     :func:`stackelberg_true_cost`, rewards minimising the true expected server cost
@@ -1049,13 +1191,41 @@ def stackelberg(rho0: ArrayLike, varphi: ArrayLike, K: int, T: int, *, v: ArrayL
     loop on the Lemma-2 surrogate, :func:`stackelberg_lemma2` (``R_init``, ``beta_R``,
     ``tol``, ``max_outer``, ``restarts``, ``update``, ``acceleration``)."""
     if server_solver == "true_cost":
-        return stackelberg_true_cost(rho0, varphi, K, T, v=v, gamma=gamma, rho_min=rho_min,
-                                     rho_max=rho_max, R_max=R_max, mf_tol=mf_tol,
-                                     n_starts=n_starts, rng=rng, cost_tol=cost_tol)
+        return stackelberg_true_cost(
+            rho0,
+            varphi,
+            K,
+            T,
+            v=v,
+            gamma=gamma,
+            rho_min=rho_min,
+            rho_max=rho_max,
+            R_max=R_max,
+            mf_tol=mf_tol,
+            n_starts=n_starts,
+            rng=rng,
+            cost_tol=cost_tol,
+        )
     if server_solver == "lemma2":
-        return stackelberg_lemma2(rho0, varphi, K, T, v=v, gamma=gamma, R_init=R_init,
-                                  rho_min=rho_min, rho_max=rho_max, R_max=R_max,
-                                  beta_R=beta_R, tol=tol, max_outer=max_outer, mf_tol=mf_tol,
-                                  restarts=restarts, update=update, n_starts=n_starts,
-                                  rng=rng, acceleration=acceleration)
+        return stackelberg_lemma2(
+            rho0,
+            varphi,
+            K,
+            T,
+            v=v,
+            gamma=gamma,
+            R_init=R_init,
+            rho_min=rho_min,
+            rho_max=rho_max,
+            R_max=R_max,
+            beta_R=beta_R,
+            tol=tol,
+            max_outer=max_outer,
+            mf_tol=mf_tol,
+            restarts=restarts,
+            update=update,
+            n_starts=n_starts,
+            rng=rng,
+            acceleration=acceleration,
+        )
     raise ValueError(f"server_solver: must be 'true_cost' or 'lemma2', got {server_solver!r}")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedgame.incentives._validation import check_positive
+from fedgame.core.validate import check_positive
 
 __all__ = [
     "SocialOptimum",
@@ -71,8 +71,9 @@ class SocialOptimum:
     welfare: float
 
 
-def social_optimum(R: ArrayLike, varphi: ArrayLike, *, bounded: bool = False,
-                   rho_min: float = 0.01, rho_max: float = 12.0) -> SocialOptimum:
+def social_optimum(
+    R: ArrayLike, varphi: ArrayLike, *, bounded: bool = False, rho_min: float = 0.01, rho_max: float = 12.0
+) -> SocialOptimum:
     """ρ_i^{t,opt} = R_t / (2ϕ_i), SW^opt = ¼ Σ_t R_t² Σ_i 1/ϕ_i (Eqs. 31-32). With
     ``bounded`` the budgets are clipped to [ρ_L, ρ_H] (exact: SW is separable and concave in
     each ρ_i^t)."""
@@ -81,8 +82,7 @@ def social_optimum(R: ArrayLike, varphi: ArrayLike, *, bounded: bool = False,
     rho = Rv[None, :] / (2.0 * v[:, None])
     if bounded:
         if not 0 < rho_min < rho_max:
-            raise ValueError(f"rho_min, rho_max: must satisfy 0 < rho_min < rho_max, got "
-                             f"{rho_min!r}, {rho_max!r}")
+            raise ValueError(f"rho_min, rho_max: must satisfy 0 < rho_min < rho_max, got {rho_min!r}, {rho_max!r}")
         rho = np.clip(rho, rho_min, rho_max)
         sw = float((rho * Rv - v[:, None] * rho**2).sum())
     else:
@@ -105,9 +105,9 @@ def welfare_privacy_worst(R: ArrayLike, varphi: ArrayLike, rho_max: float = 12.0
     return float(v.size * rh * Rv.sum() - Rv.size * rh**2 * v.sum())
 
 
-def price_of_anarchy(rho_eq: ArrayLike, R: ArrayLike, varphi: ArrayLike, *,
-                     bounded: bool = False, rho_min: float = 0.01,
-                     rho_max: float = 12.0) -> float:
+def price_of_anarchy(
+    rho_eq: ArrayLike, R: ArrayLike, varphi: ArrayLike, *, bounded: bool = False, rho_min: float = 0.01, rho_max: float = 12.0
+) -> float:
     """PoA = SW^opt / SW(ρ^eq) from an equilibrium trajectory (Def. 4); +inf when
     SW(ρ^eq) ≤ 0 (the paper has no participation constraint, so equilibrium welfare can be
     negative)."""
@@ -118,8 +118,7 @@ def price_of_anarchy(rho_eq: ArrayLike, R: ArrayLike, varphi: ArrayLike, *,
     return opt.welfare / sw_eq
 
 
-def poa_random_lower_bounds(R: ArrayLike, varphi: ArrayLike,
-                            rho_min: float = 0.01) -> tuple[float, float]:
+def poa_random_lower_bounds(R: ArrayLike, varphi: ArrayLike, rho_min: float = 0.01) -> tuple[float, float]:
     """Proposition 4 (valid when SW^rand > 0): PoA^rand = SW^opt/SW^rand ≥
     Σ_t R_t² Σ_i (1/ϕ_i) / (4 N ρ_L Σ_t R_t) ≥ Σ_t R_t Σ_i (1/ϕ_i) / (4 N ρ_L (T+1))
     (second step Cauchy–Schwarz). Returns both bounds."""
@@ -139,8 +138,7 @@ def paper_poa_privacy_aware(R: ArrayLike, varphi: ArrayLike, rho_max: float = 12
     return opt.welfare / welfare_privacy_worst(R, varphi, rho_max)
 
 
-def paper_theorem6_bound(R: ArrayLike, varphi: ArrayLike, rho_max: float = 12.0,
-                         R_max: float | None = None) -> float:
+def paper_theorem6_bound(R: ArrayLike, varphi: ArrayLike, rho_max: float = 12.0, R_max: float | None = None) -> float:
     """Theorem 6's claimed bound R_max Σ_i(1/ϕ_i) / (2(N − (T+1) Σ_i ϕ_i / (ρ_H Σ_t R_t))),
     R_max = max_t R_t by default. NOT a valid bound (step (a) of Eq. 37 assumes
     N Σ_t R_t ≤ (T+1) Σ_i ϕ_i); exposed only as the paper's expression."""

@@ -47,7 +47,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import curve_fit
 
-from fedgame.incentives._validation import check_positive, check_unit_open
+from fedgame.core.validate import check_positive, check_unit_open
 
 __all__ = [
     "AccuracyCurve",
@@ -191,9 +191,14 @@ def _keep_count(q: float, H: int) -> int:
     return max(1, min(H, math.ceil(round(q * H, 9))))
 
 
-def screen(label_counts: ArrayLike, *, reference: Reference = "pooled",
-           theta_th: float | None = None, keep_fraction: float | None = None,
-           min_kept: int = 2) -> ScreeningResult:
+def screen(
+    label_counts: ArrayLike,
+    *,
+    reference: Reference = "pooled",
+    theta_th: float | None = None,
+    keep_fraction: float | None = None,
+    min_kept: int = 2,
+) -> ScreeningResult:
     """Quality-aware screening (Sec. III-A, Alg. 1 lines 3-8).
 
     Give exactly one of ``theta_th`` (keep h iff θ_h ≤ θ_th — the text's rule, which excludes
@@ -221,9 +226,7 @@ def screen(label_counts: ArrayLike, *, reference: Reference = "pooled",
         kept = np.sort(order[:k]).astype(np.int64)
         th = float(emd[kept].max())
     if kept.size < min_kept:
-        raise ValueError(
-            f"screening kept N = {kept.size} client(s); the game needs at least {min_kept}"
-        )
+        raise ValueError(f"screening kept N = {kept.size} client(s); the game needs at least {min_kept}")
     return ScreeningResult(emd=_ro(emd), kept=_ro(kept, np.int64), theta_th=th, p_ref=_ro(p_ref))
 
 
@@ -249,8 +252,7 @@ def _reward(R: float, name: str = "R") -> float:
     return check_positive(name, R, strict=False)
 
 
-def client_utility(x: ArrayLike, others: ArrayLike, R: float, kappa: ArrayLike,
-                   fixed_cost: ArrayLike = 0.0) -> FloatArray:
+def client_utility(x: ArrayLike, others: ArrayLike, R: float, kappa: ArrayLike, fixed_cost: ArrayLike = 0.0) -> FloatArray:
     """U_i = R·x/(x + X) − κ_i x − K_i with X = Σ_{j≠i} ρ_j (Eqs. 16-17; the data, computation
     and communication costs of Eq. 17 do not depend on ρ and enter as the constant K_i); share 0
     at x = 0.
@@ -314,9 +316,9 @@ def participation_loop(kappa: ArrayLike, *, one_at_a_time: bool = False) -> tupl
             S = S[~bad]
 
 
-def equilibrium_slopes(kappa: ArrayLike, *,
-                       mode: Literal["participation", "paper"] = "participation"
-                       ) -> tuple[FloatArray, NDArray[np.bool_]]:
+def equilibrium_slopes(
+    kappa: ArrayLike, *, mode: Literal["participation", "paper"] = "participation"
+) -> tuple[FloatArray, NDArray[np.bool_]]:
     """Equilibrium slopes G_i (ρ_i* = G_i R) and the participation mask (Eq. 20 applied on the
     participation set S; a negative budget is infeasible).
 
@@ -374,8 +376,9 @@ class ClientEquilibrium:
         return float(self.rho.sum())
 
 
-def client_equilibrium(nu: ArrayLike, R: float, *, phi1: float = 1.0, fixed_cost: ArrayLike = 0.0,
-                       mode: Literal["participation", "paper"] = "participation") -> ClientEquilibrium:
+def client_equilibrium(
+    nu: ArrayLike, R: float, *, phi1: float = 1.0, fixed_cost: ArrayLike = 0.0, mode: Literal["participation", "paper"] = "participation"
+) -> ClientEquilibrium:
     """Unique Nash equilibrium of the clients' contest at reward R (Theorem 1 with a
     participation set).
 
@@ -408,8 +411,7 @@ def client_equilibrium(nu: ArrayLike, R: float, *, phi1: float = 1.0, fixed_cost
 _GOLD = (math.sqrt(5.0) - 1.0) / 2.0
 
 
-def deviation_gains(rho: ArrayLike, R: float, kappa: ArrayLike, fixed_cost: ArrayLike = 0.0, *,
-                    iterations: int = 120) -> FloatArray:
+def deviation_gains(rho: ArrayLike, R: float, kappa: ArrayLike, fixed_cost: ArrayLike = 0.0, *, iterations: int = 120) -> FloatArray:
     """Largest gain max_{x ∈ [0, R/κ_i]} U_i(x, ρ_−i) − U_i(ρ) of each client (Eq. 31 check).
 
     Direct bounded 1-D maximisation, vectorised over clients: golden-section search on
@@ -520,8 +522,7 @@ def theorem2_constant(slope: ArrayLike, sizes: ArrayLike, params: ServerParams) 
     n = on.sum(axis=0)
     with np.errstate(divide="ignore"):
         inv = np.where(on, 1.0 / (np.where(on, G, 1.0) * Dc**2), 0.0).sum(axis=0)
-    A = (params.acc_scale * 4.0 * params.dim * params.gamma * params.beta * params.clip**2
-         / (params.rounds**2 * params.lam**2 * n**2) * inv)
+    A = params.acc_scale * 4.0 * params.dim * params.gamma * params.beta * params.clip**2 / (params.rounds**2 * params.lam**2 * n**2) * inv
     return float(A) if G.ndim == 1 else np.asarray(A, dtype=np.float64)
 
 
@@ -531,7 +532,8 @@ def reward_cost(R: ArrayLike, A: ArrayLike, t: ArrayLike, params: ServerParams) 
     R = np.asarray(R, dtype=np.float64)
     with np.errstate(divide="ignore"):
         return np.asarray(
-            params.accuracy_factor * params.grad_bound**2 + np.asarray(A) / R
+            params.accuracy_factor * params.grad_bound**2
+            + np.asarray(A) / R
             + (1.0 - params.gamma) * params.discount ** (np.asarray(t, dtype=np.float64) - 1.0) * R,
             dtype=np.float64,
         )
@@ -581,8 +583,7 @@ class AccuracyCurve:
         return max(0.0, math.log(self.B / (self.I1 - x)) / self.I3)
 
 
-def reward_range(slope_sum: ArrayLike, curve: AccuracyCurve, eps: float, eps_max: float
-                 ) -> tuple[FloatArray, FloatArray]:
+def reward_range(slope_sum: ArrayLike, curve: AccuracyCurve, eps: float, eps_max: float) -> tuple[FloatArray, FloatArray]:
     """[R_min,t, R_max,t] = [ρ_lo(ε), ρ_lo(ε_max)] / Σ_{S_t} G_i^t (Eq. 33; at the equilibrium
     ρ_t = R_t Σ_S G = (n−1)R_t/(φ_1 Σ_S ν), Remark 1). R_min = 0 when I(0) ≥ ε.
 
@@ -592,8 +593,7 @@ def reward_range(slope_sum: ArrayLike, curve: AccuracyCurve, eps: float, eps_max
     if eps > eps_max:
         raise ValueError(f"eps: must be <= eps_max = {_fmt(eps_max)}, got {_fmt(eps)}")
     g = np.asarray(slope_sum, dtype=np.float64)
-    return (np.asarray(curve.rho_lo(eps) / g, dtype=np.float64),
-            np.asarray(curve.rho_lo(eps_max, "eps_max") / g, dtype=np.float64))
+    return (np.asarray(curve.rho_lo(eps) / g, dtype=np.float64), np.asarray(curve.rho_lo(eps_max, "eps_max") / g, dtype=np.float64))
 
 
 @dataclass(frozen=True)
@@ -639,24 +639,21 @@ def fit_accuracy_curve(rho: ArrayLike, acc: ArrayLike, *, max_nfev: int = 20000)
 RewardPolicy = Callable[[FloatArray, FloatArray, FloatArray, "np.random.Generator | None"], FloatArray]
 
 
-def qidpfl_reward(R_star: FloatArray, R_min: FloatArray, R_max: FloatArray,
-                  rng: np.random.Generator | None = None) -> FloatArray:
+def qidpfl_reward(R_star: FloatArray, R_min: FloatArray, R_max: FloatArray, rng: np.random.Generator | None = None) -> FloatArray:
     """QI-DPFL: R_t = clip(R_t*, R_min,t, R_max,t), the exact minimiser of the strictly convex
     u_t over the range (the paper does not say how Theorem 2 and Eq. 33 combine); without a
     range (R_min = 0, R_max = inf) R_t = R_t*."""
     return np.asarray(np.clip(R_star, R_min, R_max), dtype=np.float64)
 
 
-def max_reward(R_star: FloatArray, R_min: FloatArray, R_max: FloatArray,
-               rng: np.random.Generator | None = None) -> FloatArray:
+def max_reward(R_star: FloatArray, R_min: FloatArray, R_max: FloatArray, rng: np.random.Generator | None = None) -> FloatArray:
     """Max ("Max-select", Sec. V-B): R_t = R_max,t."""
     if not np.all(np.isfinite(R_max)):
         raise ValueError("policy max: needs a reward range (an accuracy curve with eps_max)")
     return np.asarray(R_max, dtype=np.float64).copy()
 
 
-def random_reward(R_star: FloatArray, R_min: FloatArray, R_max: FloatArray,
-                  rng: np.random.Generator | None = None) -> FloatArray:
+def random_reward(R_star: FloatArray, R_min: FloatArray, R_max: FloatArray, rng: np.random.Generator | None = None) -> FloatArray:
     """Random (Sec. V-B; the paper does not give its distribution): R_t ~ U[R_min,t, R_max,t]
     i.i.d. over rounds from the policy's own generator."""
     if rng is None:
@@ -710,11 +707,19 @@ def _per_round(kappa: FloatArray, T: int) -> FloatArray:
     return kappa
 
 
-def reward_schedule(nu: ArrayLike, sizes: ArrayLike, params: ServerParams, *, phi1: float = 1.0,
-                    curve: AccuracyCurve | None = None, eps: float | None = None,
-                    eps_max: float | None = None, calibrate: bool = False,
-                    policy: RewardPolicy = qidpfl_reward,
-                    rng: np.random.Generator | None = None) -> RewardSchedule:
+def reward_schedule(
+    nu: ArrayLike,
+    sizes: ArrayLike,
+    params: ServerParams,
+    *,
+    phi1: float = 1.0,
+    curve: AccuracyCurve | None = None,
+    eps: float | None = None,
+    eps_max: float | None = None,
+    calibrate: bool = False,
+    policy: RewardPolicy = qidpfl_reward,
+    rng: np.random.Generator | None = None,
+) -> RewardSchedule:
     """The offline game of Algorithm 1 for rounds t = 1..T: S_t and G^t (Theorem 1 with a
     participation set), A_t and R_t* (Theorem 2), the range (Eq. 33, when ``curve`` is given)
     and the applied reward ``policy(R*, R_min, R_max, rng)`` (Sec. V-B), with u_t at it.
@@ -745,9 +750,16 @@ def reward_schedule(nu: ArrayLike, sizes: ArrayLike, params: ServerParams, *, ph
     R_star = optimal_reward(A, t, used)
     R_applied = np.asarray(policy(R_star, R_min, R_max, rng), dtype=np.float64)
     return RewardSchedule(
-        t=_ro(t, np.int64), A=_ro(A), R_star=_ro(R_star), R_min=_ro(R_min), R_max=_ro(R_max),
-        R_applied=_ro(R_applied), cost=_ro(reward_cost(R_applied, A, t, used)),
-        n_part=_ro(n_part, np.int64), slope_sum=_ro(slope_sum), acc_scale=float(acc),
+        t=_ro(t, np.int64),
+        A=_ro(A),
+        R_star=_ro(R_star),
+        R_min=_ro(R_min),
+        R_max=_ro(R_max),
+        R_applied=_ro(R_applied),
+        cost=_ro(reward_cost(R_applied, A, t, used)),
+        n_part=_ro(n_part, np.int64),
+        slope_sum=_ro(slope_sum),
+        acc_scale=float(acc),
     )
 
 
@@ -780,14 +792,25 @@ class QIDPFLOutcome:
     utility: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
 
 
-def solve_qidpfl_game(nu: ArrayLike, sizes: ArrayLike, *, phi1: float = 1.0,
-                      fixed_cost: ArrayLike = 0.0, rewards: Sequence[float] = (),
-                      label_counts: ArrayLike | None = None, reference: Reference = "pooled",
-                      theta_th: float | None = None, keep_fraction: float | None = None,
-                      server: ServerParams | None = None, curve: AccuracyCurve | None = None,
-                      eps: float | None = None, eps_max: float | None = None,
-                      calibrate: bool = False, policy: RewardPolicy = qidpfl_reward,
-                      rng: np.random.Generator | None = None) -> QIDPFLOutcome:
+def solve_qidpfl_game(
+    nu: ArrayLike,
+    sizes: ArrayLike,
+    *,
+    phi1: float = 1.0,
+    fixed_cost: ArrayLike = 0.0,
+    rewards: Sequence[float] = (),
+    label_counts: ArrayLike | None = None,
+    reference: Reference = "pooled",
+    theta_th: float | None = None,
+    keep_fraction: float | None = None,
+    server: ServerParams | None = None,
+    curve: AccuracyCurve | None = None,
+    eps: float | None = None,
+    eps_max: float | None = None,
+    calibrate: bool = False,
+    policy: RewardPolicy = qidpfl_reward,
+    rng: np.random.Generator | None = None,
+) -> QIDPFLOutcome:
     """The QI-DPFL game end to end, without training (Alg. 1 minus the training layer).
 
     ``nu``, ``sizes`` (and ``fixed_cost`` if a list) are per candidate, (H,) or ``nu`` (H, T).
@@ -824,10 +847,10 @@ def solve_qidpfl_game(nu: ArrayLike, sizes: ArrayLike, *, phi1: float = 1.0,
             raise ValueError("rewards: per-reward equilibria need nu constant over rounds (one value per client)")
         eqs = tuple(client_equilibrium(kappa, float(R), phi1=1.0, fixed_cost=fck) for R in rewards)
     if server is None:
-        return QIDPFLOutcome(screening=scr, kept=_ro(kept, np.int64), kappa=_ro(kappa), sizes=_ro(D),
-                             equilibria=eqs, schedule=None, params=None, curve=curve)
-    sched = reward_schedule(kappa, D, server, phi1=1.0, curve=curve, eps=eps, eps_max=eps_max,
-                            calibrate=calibrate, policy=policy, rng=rng)
+        return QIDPFLOutcome(
+            screening=scr, kept=_ro(kept, np.int64), kappa=_ro(kappa), sizes=_ro(D), equilibria=eqs, schedule=None, params=None, curve=curve
+        )
+    sched = reward_schedule(kappa, D, server, phi1=1.0, curve=curve, eps=eps, eps_max=eps_max, calibrate=calibrate, policy=policy, rng=rng)
     used = replace(server, acc_scale=sched.acc_scale)
     k2 = _per_round(kappa, server.rounds)
     G, mask = equilibrium_slopes(k2)
@@ -839,8 +862,16 @@ def solve_qidpfl_game(nu: ArrayLike, sizes: ArrayLike, *, phi1: float = 1.0,
     share = np.where(mask, 1.0 - (n - 1) * np.broadcast_to(k2, G.shape) / K, 0.0)
     fcc = np.broadcast_to(fck if np.ndim(fck) == 0 else np.asarray(fck)[:, None], G.shape)
     return QIDPFLOutcome(
-        screening=scr, kept=_ro(kept, np.int64), kappa=_ro(kappa), sizes=_ro(D), equilibria=eqs,
-        schedule=sched, params=used, curve=curve, slope=_ro(G), rho=_ro(rho),
+        screening=scr,
+        kept=_ro(kept, np.int64),
+        kappa=_ro(kappa),
+        sizes=_ro(D),
+        equilibria=eqs,
+        schedule=sched,
+        params=used,
+        curve=curve,
+        slope=_ro(G),
+        rho=_ro(rho),
         payment=_ro(share * sched.R_applied),
         utility=_ro(np.where(mask, sched.R_applied * share**2 - fcc, 0.0)),
     )

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr
 
-from fedgame.privacy.analysis._checks import FloatArray, check, scalar_or_array
+from fedgame.core.validate import FloatArray, check_elementwise, scalar_or_array
 
 __all__ = ["classic_gaussian_std", "analytic_gaussian_std", "gaussian_delta"]
 
@@ -33,16 +33,16 @@ log = logging.getLogger(__name__)
 
 def _eps(eps: ArrayLike, *, allow_zero: bool = False) -> FloatArray:
     if allow_zero:
-        return check("eps", eps, lambda x: x >= 0, ">= 0")
-    return check("eps", eps, lambda x: x > 0, "> 0")
+        return check_elementwise("eps", eps, lambda x: x >= 0, ">= 0")
+    return check_elementwise("eps", eps, lambda x: x > 0, "> 0")
 
 
 def _delta(delta: ArrayLike) -> FloatArray:
-    return check("delta", delta, lambda d: (d > 0) & (d < 1), "in (0, 1)")
+    return check_elementwise("delta", delta, lambda d: (d > 0) & (d < 1), "in (0, 1)")
 
 
 def _sensitivity(sensitivity: ArrayLike) -> FloatArray:
-    return check("sensitivity", sensitivity, lambda x: (x > 0) & np.isfinite(x), "> 0 and finite")
+    return check_elementwise("sensitivity", sensitivity, lambda x: (x > 0) & np.isfinite(x), "> 0 and finite")
 
 
 def classic_gaussian_std(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike) -> float | FloatArray:
@@ -92,7 +92,7 @@ def gaussian_delta(eps: ArrayLike, std: ArrayLike, sensitivity: ArrayLike) -> fl
     δ = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) (Balle & Wang 2018, Theorem 8).
     ``std = 0`` gives δ = 1."""
     e = _eps(eps, allow_zero=True)
-    sd = check("std", std, lambda x: x >= 0, ">= 0")
+    sd = check_elementwise("std", std, lambda x: x >= 0, ">= 0")
     s = _sensitivity(sensitivity)
     e_b, sd_b, s_b = np.broadcast_arrays(e, sd, s)
     flat = zip(e_b.ravel(), sd_b.ravel(), s_b.ravel(), strict=True)

@@ -36,7 +36,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedgame.privacy.analysis._checks import FloatArray, check, scalar_or_array
+from fedgame.core.validate import FloatArray, check_elementwise, scalar_or_array
 from fedgame.privacy.analysis.gaussian import analytic_gaussian_std, classic_gaussian_std
 from fedgame.privacy.analysis.zcdp import zcdp_to_eps
 
@@ -59,7 +59,7 @@ SensitivityKind = Literal["record", "client"]
 
 
 def _positive(name: str, x: ArrayLike) -> FloatArray:
-    return check(name, x, lambda v: (v > 0) & np.isfinite(v), "> 0 and finite")
+    return check_elementwise(name, x, lambda v: (v > 0) & np.isfinite(v), "> 0 and finite")
 
 
 def _rounds(rounds: int) -> int:
@@ -83,9 +83,7 @@ def _eps(name: str, eps: float, *, allow_zero: bool = False) -> float:
     return e
 
 
-def m3_sensitivity(
-    kind: SensitivityKind | float, *, clip: ArrayLike, n_examples: ArrayLike | None = None
-) -> float | FloatArray:
+def m3_sensitivity(kind: SensitivityKind | float, *, clip: ArrayLike, n_examples: ArrayLike | None = None) -> float | FloatArray:
     """Δ₂f of M3 (the paper does not fix it) for a parameter vector clipped to L2 norm C:
 
     * ``"record"`` (the default) — 2C/d_i: replacing one of client i's d_i records moves
@@ -102,7 +100,7 @@ def m3_sensitivity(
         if kind == "record":
             if n_examples is None:
                 raise ValueError("n_examples: required for sensitivity 'record' (Δ₂f = 2C/d_i), got None")
-            d = check("n_examples", n_examples, lambda v: (v >= 1) & np.isfinite(v), ">= 1 and finite")
+            d = check_elementwise("n_examples", n_examples, lambda v: (v >= 1) & np.isfinite(v), ">= 1 and finite")
             return scalar_or_array(2.0 * c / d, clip, n_examples)
         raise ValueError(f"sensitivity: must be 'record', 'client' or a number > 0, got {kind!r}")
     if isinstance(kind, bool):
@@ -129,16 +127,14 @@ def m3_noise_std(
     raise ValueError(f"calibrator: must be 'classic' or 'analytic', got {calibrator!r}")
 
 
-def exponential_epsilon(
-    epsilon: ArrayLike, *, sensitivity_used: ArrayLike, sensitivity_true: ArrayLike = 1.0
-) -> float | FloatArray:
+def exponential_epsilon(epsilon: ArrayLike, *, sensitivity_used: ArrayLike, sensitivity_true: ArrayLike = 1.0) -> float | FloatArray:
     """The privacy parameter an exponential mechanism actually has when it was run with
     parameter ε and score sensitivity Δy_used but the score can change by Δy_true between
     neighbouring inputs: Pr ∝ exp(ε y/(2Δy_used)) = exp(ε' y/(2Δy_true)) with
     ε' = ε Δy_true/Δy_used (McSherry & Talwar 2007). For M4 with the paper's Δy = 1/(m−1) and
     accuracy scores (Δy_true = 1: accuracy on a fixed validation set can move by 1):
     ε' = (m−1) ε_E."""
-    e = check("epsilon", epsilon, lambda v: (v > 0) & np.isfinite(v), "> 0 and finite")
+    e = check_elementwise("epsilon", epsilon, lambda v: (v > 0) & np.isfinite(v), "> 0 and finite")
     used = _positive("sensitivity_used", sensitivity_used)
     true = _positive("sensitivity_true", sensitivity_true)
     return scalar_or_array(e * true / used, epsilon, sensitivity_used, sensitivity_true)

@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
-from fedgame.privacy.analysis._checks import FloatArray, check, scalar_or_array
+from fedgame.core.validate import FloatArray, check_elementwise, scalar_or_array
 
 __all__ = [
     "phs_epsilon_prime",
@@ -41,21 +41,19 @@ __all__ = [
 
 
 def _eps(eps: ArrayLike) -> FloatArray:
-    return check("eps", eps, lambda x: x > 0, "> 0 (inf allowed for public data)")
+    return check_elementwise("eps", eps, lambda x: x > 0, "> 0 (inf allowed for public data)")
 
 
 def _r(r: ArrayLike) -> FloatArray:
-    return check("r", r, lambda x: (x > 0) & (x <= 1), "in (0, 1]")
+    return check_elementwise("r", r, lambda x: (x > 0) & (x <= 1), "in (0, 1]")
 
 
 def _delta_r(delta: ArrayLike, r: FloatArray) -> FloatArray:
-    d = check("delta", delta, lambda x: x > 0, "> 0")
+    d = check_elementwise("delta", delta, lambda x: x > 0, "> 0")
     ratio = np.broadcast_to(d / r, np.broadcast(d, r).shape)
     if np.any(ratio > 1):
         bad = float(np.ravel(ratio[ratio > 1])[0])
-        raise ValueError(
-            f"delta: must satisfy delta/r <= 1 (Lemma 1 needs delta' = delta/r <= 1), got delta/r = {bad:g}"
-        )
+        raise ValueError(f"delta: must satisfy delta/r <= 1 (Lemma 1 needs delta' = delta/r <= 1), got delta/r = {bad:g}")
     return d
 
 
@@ -89,7 +87,7 @@ def phs_V(eps: ArrayLike, delta: ArrayLike, r: ArrayLike, n_samples: ArrayLike) 
     e = _eps(eps)
     rr = _r(r)
     d = _delta_r(delta, rr)
-    n = check("n_samples", n_samples, lambda x: (x >= 1) & np.isfinite(x), ">= 1")
+    n = check_elementwise("n_samples", n_samples, lambda x: (x >= 1) & np.isfinite(x), ">= 1")
     return scalar_or_array(_V(e, d, rr, n), eps, delta, r, n_samples)
 
 
@@ -102,9 +100,9 @@ def phs_sigma(
     e = _eps(eps)
     rr = _r(r)
     d = _delta_r(delta, rr)
-    n = check("n_samples", n_samples, lambda x: (x >= 1) & np.isfinite(x), ">= 1")
-    k = check("steps", steps, lambda x: (x >= 1) & np.isfinite(x), ">= 1")
-    c = check("clip", clip, lambda x: (x > 0) & np.isfinite(x), "> 0 and finite")
+    n = check_elementwise("n_samples", n_samples, lambda x: (x >= 1) & np.isfinite(x), ">= 1")
+    k = check_elementwise("steps", steps, lambda x: (x >= 1) & np.isfinite(x), ">= 1")
+    c = check_elementwise("clip", clip, lambda x: (x > 0) & np.isfinite(x), "> 0 and finite")
     out = np.sqrt(_V(e, d, rr, n) * k) * c
     return scalar_or_array(out, eps, delta, r, n_samples, steps, clip)
 
@@ -115,7 +113,7 @@ def phs_noise_multiplier(eps: ArrayLike, delta: ArrayLike, r: ArrayLike, steps: 
     e = _eps(eps)
     rr = _r(r)
     d = _delta_r(delta, rr)
-    k = check("steps", steps, lambda x: (x >= 1) & np.isfinite(x), ">= 1")
+    k = check_elementwise("steps", steps, lambda x: (x >= 1) & np.isfinite(x), ">= 1")
     ep = _epsilon_prime(e, rr)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         z = np.sqrt(8.0 * k * np.log(np.e + rr * ep / d)) / ep
@@ -147,8 +145,8 @@ def phs_epsilon_spent(z: ArrayLike, steps: ArrayLike, r: ArrayLike, delta: Array
     """The paper's accountant, forward map (Eqs. 6-7 inverted): ε' is the unique positive root of
     z² ε'² = 8 k log(e + r ε'/δ) (Lemma 2 solved for ε'), and ε = log(1 + r(e^{ε'} − 1))
     (Lemma 1). Exact inverse of :func:`phs_noise_multiplier`. ``z = 0`` gives ``inf``."""
-    zz = check("z", z, lambda x: x >= 0, ">= 0")
-    k = check("steps", steps, lambda x: (x >= 1) & np.isfinite(x), ">= 1")
+    zz = check_elementwise("z", z, lambda x: x >= 0, ">= 0")
+    k = check_elementwise("steps", steps, lambda x: (x >= 1) & np.isfinite(x), ">= 1")
     rr = _r(r)
     d = _delta_r(delta, rr)
     zb, kb, rb, db = np.broadcast_arrays(zz, k, rr, d)
