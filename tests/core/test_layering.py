@@ -10,9 +10,24 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[2] / "src" / "fedgame"
 LAYER = {
-    "__init__": 0, "_lazy": 0, "core": 0,
-    "data": 1, "models": 1, "privacy": 1, "selection": 1, "incentives": 1, "robust": 1, "testing": 4,
-    "sim": 2, "pipeline": 3, "deploy": 4, "experiments": 5, "solve": 5, "cli": 6, "__main__": 6, "recipes": 0,
+    "__init__": 0,
+    "_lazy": 0,
+    "core": 0,
+    "data": 1,
+    "models": 1,
+    "privacy": 1,
+    "selection": 1,
+    "incentives": 1,
+    "robust": 1,
+    "testing": 4,
+    "sim": 2,
+    "pipeline": 3,
+    "deploy": 4,
+    "experiments": 5,
+    "solve": 5,
+    "cli": 6,
+    "__main__": 6,
+    "recipes": 0,
 }
 
 
@@ -41,3 +56,31 @@ def test_imports_flow_one_way() -> None:
                 if name.startswith("fedgame.") and LAYER[_part(name)] > LAYER[own]:
                     bad.append(f"{rel}: imports {name}")
     assert not bad, "\n".join(bad)
+
+
+def test_the_library_parses_no_command_line_but_the_cli() -> None:
+    """Commands are ``fedgame`` subcommands (cli.py, Typer) or scripts under scripts/; no module of
+    the package below the CLI builds an argparse parser (the experiment writers' ``main()``\\ s
+    moved to scripts/fedpcs_kappa_sweep.py, scripts/fedpcs_figures.py, scripts/jdp_auction_figs.py)."""
+    parsers = [
+        str(p.relative_to(PKG.parent))
+        for p in sorted(PKG.rglob("*.py"))
+        if any(isinstance(n, ast.Import) and any(a.name == "argparse" for a in n.names) for n in ast.walk(ast.parse(p.read_text())))
+    ]
+    assert parsers == [], parsers
+
+
+def test_constructors_of_more_than_five_parameters_take_keywords() -> None:
+    """A class whose ``__init__`` takes more than five parameters takes them by keyword (a call
+    with twelve positional numbers is a bug waiting for a swapped pair). Dataclasses and
+    NamedTuples, whose constructors are generated, are not checked here."""
+    long = []
+    for path in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                for f in node.body:
+                    if isinstance(f, ast.FunctionDef) and f.name == "__init__":
+                        positional = [a.arg for a in f.args.posonlyargs + f.args.args][1:]
+                        if len(positional) > 5:
+                            long.append(f"{path.relative_to(PKG.parent)}: {node.name}({', '.join(positional)})")
+    assert long == [], "\n".join(long)

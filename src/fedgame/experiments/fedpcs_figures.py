@@ -24,14 +24,13 @@ Algorithm 3 is computed exactly as :func:`~fedgame.experiments.kappa_sweep.kappa
 budgeted :func:`~fedgame.incentives.fedpcs.solve_plan` compute it (Theorem 7 on the Lemma-2
 coefficients at the fixed-K equilibrium), without solving any game: the expected usage is taken
 at that equilibrium's ρ^t, not at the equilibrium a budgeted plan re-solves under Algorithm 3's
-rewards. ``python -m fedgame.experiments.fedpcs_figures --seeds 0 1`` writes
+rewards. ``python scripts/fedpcs_figures.py --seeds 0 1`` writes
 ``results/fedpcs_figures/`` (``figures.md``, ``figures.json`` and the PNGs) and refuses to run
 for a seed whose plan is not cached (a solve takes ~15 CPU minutes).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -62,7 +61,7 @@ from fedgame.incentives.fedpcs import (  # noqa: E402
     solve_plan,
 )
 
-__all__ = ["algorithm3", "client_costs", "figure_numbers", "main", "rho_correlation", "write_fedpcs_figures"]
+__all__ = ["algorithm3", "client_costs", "figure_numbers", "figures_from_recipes", "rho_correlation", "write_fedpcs_figures"]
 
 log = logging.getLogger(__name__)
 
@@ -80,16 +79,20 @@ def rho_correlation(rho: FloatArray) -> tuple[FloatArray, dict[str, Any]]:
     n = r.shape[0]
     moving = np.ptp(r, axis=1) > 0
     corr = np.full((n, n), np.nan)
-    summary: dict[str, Any] = {"mean_offdiag": None, "min_offdiag": None, "max_offdiag": None,
-                               "constant_clients": np.flatnonzero(~moving).tolist(), "pairs": 0}
+    summary: dict[str, Any] = {
+        "mean_offdiag": None,
+        "min_offdiag": None,
+        "max_offdiag": None,
+        "constant_clients": np.flatnonzero(~moving).tolist(),
+        "pairs": 0,
+    }
     idx = np.flatnonzero(moving)
     if idx.size < 2:
         return corr, summary
     c = np.corrcoef(r[idx])
     corr[np.ix_(idx, idx)] = c
     off = c[~np.eye(idx.size, dtype=bool)]
-    summary.update(mean_offdiag=float(off.mean()), min_offdiag=float(off.min()), max_offdiag=float(off.max()),
-                   pairs=int(off.size // 2))
+    summary.update(mean_offdiag=float(off.mean()), min_offdiag=float(off.min()), max_offdiag=float(off.max()), pairs=int(off.size // 2))
     return corr, summary
 
 
@@ -107,18 +110,30 @@ def client_costs(plan: FedPCSPlan) -> FloatArray:
 def _cost_summary(plan: FedPCSPlan) -> dict[str, Any]:
     per = client_costs(plan)
     top = int(np.argmax(per))
-    return {"top_client": top, "top_client_rho0": float(plan.rho0[top]), "top_client_share": float(per[top] / per.sum()),
-            "per_client_sums_to_total": bool(np.isclose(per.sum(), np.asarray(plan.cost)[1:].sum(), rtol=1e-9))}
+    return {
+        "top_client": top,
+        "top_client_rho0": float(plan.rho0[top]),
+        "top_client_share": float(per[top] / per.sum()),
+        "per_client_sums_to_total": bool(np.isclose(per.sum(), np.asarray(plan.cost)[1:].sum(), rtol=1e-9)),
+    }
 
 
 def _welfare_parts(plan: FedPCSPlan) -> dict[str, float]:
     """Eq. 30 split: the clients' reward income Σ_t R_t Σ_i ρ_i^t and privacy cost Σ_t Σ_i ϕ_i (ρ_i^t)²."""
-    return {"payments": float((plan.reward * plan.rho.sum(axis=0)).sum()),
-            "privacy_cost": float((plan.varphi[:, None] * plan.rho**2).sum())}
+    return {
+        "payments": float((plan.reward * plan.rho.sum(axis=0)).sum()),
+        "privacy_cost": float((plan.varphi[:, None] * plan.rho**2).sum()),
+    }
 
 
-def algorithm3(plan: FedPCSPlan, budget: tuple[float, float], *, R_max: float = _DEFAULTS.R_max,
-               rho_min: float = _DEFAULTS.rho_min, rho_max: float = _DEFAULTS.rho_max) -> dict[str, Any]:
+def algorithm3(
+    plan: FedPCSPlan,
+    budget: tuple[float, float],
+    *,
+    R_max: float = _DEFAULTS.R_max,
+    rho_min: float = _DEFAULTS.rho_min,
+    rho_max: float = _DEFAULTS.rho_max,
+) -> dict[str, Any]:
     """Figs. 7-8: Algorithm 3 under the linear budget B_t = ``budget[0]`` → ``budget[1]`` on a
     fixed-K plan, exactly as a budgeted solve builds it (Theorem 7 per round on the Lemma-2
     coefficients averaged at the plan's equilibrium, ρ_t* kept in [ρ_L, ρ_H]), without
@@ -136,8 +151,7 @@ def algorithm3(plan: FedPCSPlan, budget: tuple[float, float], *, R_max: float = 
     B = linear_budget(T, *budget)
     with inclusion_rule(plan.inclusion):  # type: ignore[arg-type]
         aff = affine_response(plan.alpha, plan.rho, plan.phi, plan.reward, plan.varphi, N, K)
-    sched = adaptive_schedule(aff.G, aff.H, aff.P, plan.v, plan.gamma, B, R_max=R_max, rho_max=rho_max,
-                              rho_min=rho_min)
+    sched = adaptive_schedule(aff.G, aff.H, aff.P, plan.v, plan.gamma, B, R_max=R_max, rho_max=rho_max, rho_min=rho_min)
     Ks = np.asarray(sched.K, dtype=np.int64)
     tau = Ks / N
     expected = Ks * (plan.rho**2).sum(axis=0) / plan.rho.sum(axis=0)
@@ -145,19 +159,33 @@ def algorithm3(plan: FedPCSPlan, budget: tuple[float, float], *, R_max: float = 
     rises = [int(t) + 1 for t in np.flatnonzero(np.diff(tau) > 1e-12)]
     over = [int(t) for t in np.flatnonzero(expected > B)]
     return {
-        "budget": B.tolist(), "K": Ks.tolist(), "tau": tau.tolist(), "rho_star": np.asarray(sched.rho_star).tolist(),
-        "reward": np.asarray(sched.reward).tolist(), "slack": np.asarray(sched.slack).tolist(),
-        "planned_usage": planned.tolist(), "expected_usage": expected.tolist(),
-        "rounds_over_budget": over, "expected_over_budget_max": float((expected - B).max()),
-        "expected_usage_total": float(expected.sum()), "budget_total": float(B.sum()),
-        "tau_rises": rises, "tau_nonincreasing": not rises,
+        "budget": B.tolist(),
+        "K": Ks.tolist(),
+        "tau": tau.tolist(),
+        "rho_star": np.asarray(sched.rho_star).tolist(),
+        "reward": np.asarray(sched.reward).tolist(),
+        "slack": np.asarray(sched.slack).tolist(),
+        "planned_usage": planned.tolist(),
+        "expected_usage": expected.tolist(),
+        "rounds_over_budget": over,
+        "expected_over_budget_max": float((expected - B).max()),
+        "expected_usage_total": float(expected.sum()),
+        "budget_total": float(B.sum()),
+        "tau_rises": rises,
+        "tau_nonincreasing": not rises,
         "tau_schedule_matches": bool(np.allclose(np.asarray(sched.tau), tau)),
     }
 
 
-def figure_numbers(fedpcs: FedPCSPlan, random: FedPCSPlan, *, budget: tuple[float, float] = (700.0, 300.0),
-                   R_max: float = _DEFAULTS.R_max, rho_min: float = _DEFAULTS.rho_min,
-                   rho_max: float = _DEFAULTS.rho_max) -> dict[str, Any]:
+def figure_numbers(
+    fedpcs: FedPCSPlan,
+    random: FedPCSPlan,
+    *,
+    budget: tuple[float, float] = (700.0, 300.0),
+    R_max: float = _DEFAULTS.R_max,
+    rho_min: float = _DEFAULTS.rho_min,
+    rho_max: float = _DEFAULTS.rho_max,
+) -> dict[str, Any]:
     """The numbers of Figs. 4, 5, 6 and 7-8 for one seed: ``fedpcs`` the solved fixed-K plan,
     ``random`` the plan of Random's clients outside the game (same ρ^0 and ϕ, i.e. the same
     seed). Per-round series are lists over t = 0..T."""
@@ -175,20 +203,29 @@ def figure_numbers(fedpcs: FedPCSPlan, random: FedPCSPlan, *, budget: tuple[floa
     return {
         "fig4": {"fedpcs": mean_fed, "fedpcs_from_t1": mean_fed1, "random": mean_rnd},
         "fig5": {
-            "fedpcs": w.tolist(), "optimum": w_opt.tolist(), "random": w_rnd.tolist(),
-            "total_fedpcs": tot, "total_optimum": tot_opt, "total_random": tot_rnd,
+            "fedpcs": w.tolist(),
+            "optimum": w_opt.tolist(),
+            "random": w_rnd.tolist(),
+            "total_fedpcs": tot,
+            "total_optimum": tot_opt,
+            "total_random": tot_rnd,
             "gap_to_optimum_rel": (tot_opt - tot) / abs(tot_opt) if tot_opt != 0 else None,
             "fedpcs_minus_random": tot - tot_rnd,
             "rounds_fedpcs_below_random": [int(t) for t in np.flatnonzero(w < w_rnd)],
             "rounds_fedpcs_negative": [int(t) for t in np.flatnonzero(w < 0)],
-            "parts_fedpcs": _welfare_parts(fedpcs), "parts_random": _welfare_parts(random),
+            "parts_fedpcs": _welfare_parts(fedpcs),
+            "parts_random": _welfare_parts(random),
         },
         "fig6": {
-            "fedpcs": c_fed.tolist(), "random": c_rnd.tolist(), "total_fedpcs": j_fed, "total_random": j_rnd,
+            "fedpcs": c_fed.tolist(),
+            "random": c_rnd.tolist(),
+            "total_fedpcs": j_fed,
+            "total_random": j_rnd,
             "cheaper": "FedPCS" if j_fed < j_rnd else "Random" if j_rnd < j_fed else "neither",
             "random_over_fedpcs": j_rnd / j_fed if j_fed > 0 else None,
             "rounds_fedpcs_dearer": [int(t) for t in np.flatnonzero(c_fed[1:] > c_rnd[1:]) + 1],
-            "clients_fedpcs": _cost_summary(fedpcs), "clients_random": _cost_summary(random),
+            "clients_fedpcs": _cost_summary(fedpcs),
+            "clients_random": _cost_summary(random),
         },
         "fig78": algorithm3(fedpcs, budget, R_max=R_max, rho_min=rho_min, rho_max=rho_max),
     }
@@ -202,8 +239,7 @@ def _series(xs: Sequence[float], spec: str = ".4g") -> str:
     return " ".join(format(x, spec) for x in xs)
 
 
-def _draw(plans: Mapping[int, tuple[FedPCSPlan, FedPCSPlan]], numbers: Mapping[int, dict[str, Any]],
-          dest: Path) -> dict[str, str]:
+def _draw(plans: Mapping[int, tuple[FedPCSPlan, FedPCSPlan]], numbers: Mapping[int, dict[str, Any]], dest: Path) -> dict[str, str]:
     """The PNGs: Fig. 4 for the first seed, Figs. 5, 6, 7-8 with one line per seed."""
     figs: list[tuple[str, str]] = []
     first = next(iter(plans))
@@ -214,13 +250,12 @@ def _draw(plans: Mapping[int, tuple[FedPCSPlan, FedPCSPlan]], numbers: Mapping[i
     cmap = plt.get_cmap("coolwarm").with_extremes(bad="0.75")
     im = axes[0].imshow(np.ma.masked_invalid(corr[np.ix_(order, order)]), vmin=-1, vmax=1, cmap=cmap)
     fig.colorbar(im, ax=axes[0], shrink=0.8)
-    axes[0].set_title(f"Fig. 4: corr(ρ_i, ρ_j), FedPCS, seed {first}\n(clients by ρ_i^0; grey: constant, undefined)",
-                      fontsize=8)
+    axes[0].set_title(f"Fig. 4: corr(ρ_i, ρ_j), FedPCS, seed {first}\n(clients by ρ_i^0; grey: constant, undefined)", fontsize=8)
     axes[0].set_xlabel("client (by ρ_i^0)")
     axes[0].set_ylabel("client (by ρ_i^0)")
     t = np.arange(fed0.rho.shape[1])
     for k, i in enumerate(order[:: max(1, order.size // 8)]):
-        line, = axes[1].plot(t, fed0.rho[i], lw=1, label="FedPCS ρ_i^t" if k == 0 else None)
+        (line,) = axes[1].plot(t, fed0.rho[i], lw=1, label="FedPCS ρ_i^t" if k == 0 else None)
         axes[1].plot(t, rnd0.rho[i], ls=":", lw=1, color=line.get_color(), label="Random ρ_i^0" if k == 0 else None)
     axes[1].set_xlabel("round t")
     axes[1].set_ylabel("ρ_i^t")
@@ -285,17 +320,19 @@ def _draw(plans: Mapping[int, tuple[FedPCSPlan, FedPCSPlan]], numbers: Mapping[i
     return {caption: name for caption, name in figs}
 
 
-def _markdown(numbers: Mapping[int, dict[str, Any]], pngs: Mapping[str, str], *, instance: str,
-              commit: str | None, budget: tuple[float, float]) -> str:
+def _markdown(
+    numbers: Mapping[int, dict[str, Any]], pngs: Mapping[str, str], *, instance: str, commit: str | None, budget: tuple[float, float]
+) -> str:
     seeds = list(numbers)
     lines = [
         "# FedPCS game-level figures at κ = 1e4 (Σ|D|)²",
         "",
         f"Instance: {instance}; seeds {', '.join(map(str, seeds))}. FedPCS: the solved fixed-K game "
         "(privacy-aware inclusion, the server's rewards on the true cost); Random: its clients outside the game "
-        "(ρ_i^t = ρ_i^0, R_t = 0, uniform inclusion), the same ρ^0 and ϕ. Generated by "
-        f"`python -m fedgame.experiments.fedpcs_figures --seeds {' '.join(map(str, seeds))}` from the cached plans "
-        f"at commit {commit or 'unknown'}; every number below is computed by that module (figures.json holds them).",
+        "(ρ_i^t = ρ_i^0, R_t = 0, uniform inclusion), the same ρ^0 and ϕ. Computed from the cached plans "
+        f"at commit {commit or 'unknown'} by `fedgame.experiments.fedpcs_figures` (the command: "
+        f"`python scripts/fedpcs_figures.py --seeds {' '.join(map(str, seeds))}`); every number below is computed "
+        "by that module (figures.json holds them).",
         "",
         "## Fig. 4: correlation of the clients' ρ_i^t trajectories (t = 0..T)",
         "",
@@ -311,9 +348,11 @@ def _markdown(numbers: Mapping[int, dict[str, Any]], pngs: Mapping[str, str], *,
     for s, n in numbers.items():
         f, r = n["fig4"]["fedpcs"], n["fig4"]["random"]
         const = f["constant_clients"]
-        lines.append(f"| {s} | {_g(f['mean_offdiag'], '.3f')} | {_g(f['min_offdiag'], '.3f')} | "
-                     f"{_g(f['max_offdiag'], '.3f')} | {f['pairs']} | {len(const)} {const} | "
-                     f"{_g(r['mean_offdiag'], '.3f')} |")
+        lines.append(
+            f"| {s} | {_g(f['mean_offdiag'], '.3f')} | {_g(f['min_offdiag'], '.3f')} | "
+            f"{_g(f['max_offdiag'], '.3f')} | {f['pairs']} | {len(const)} {const} | "
+            f"{_g(r['mean_offdiag'], '.3f')} |"
+        )
     n_rnd_const = {len(n["fig4"]["random"]["constant_clients"]) for n in numbers.values()}
     lines += [
         "",
@@ -325,8 +364,10 @@ def _markdown(numbers: Mapping[int, dict[str, Any]], pngs: Mapping[str, str], *,
     ]
     for s, n in numbers.items():
         f, f1 = n["fig4"]["fedpcs"], n["fig4"]["fedpcs_from_t1"]
-        lines.append(f"| {s} | {_g(f1['mean_offdiag'], '.3f')} | {f1['pairs']} | {len(f1['constant_clients'])} | "
-                     f"{f['rise_at_t1']} | {f['fall_at_t1']} |")
+        lines.append(
+            f"| {s} | {_g(f1['mean_offdiag'], '.3f')} | {f1['pairs']} | {len(f1['constant_clients'])} | "
+            f"{f['rise_at_t1']} | {f['fall_at_t1']} |"
+        )
     lines += [
         "",
         f"Random: all {'/'.join(map(str, sorted(n_rnd_const)))} clients' trajectories are constant (ρ_i^t = ρ_i^0), "
@@ -346,22 +387,34 @@ def _markdown(numbers: Mapping[int, dict[str, Any]], pngs: Mapping[str, str], *,
     for s, n in numbers.items():
         f = n["fig5"]
         gap = f["gap_to_optimum_rel"]
-        lines.append(f"| {s} | {f['total_fedpcs']:.6g} | {f['total_optimum']:.6g} | {f['total_random']:.6g} | "
-                     f"{'null' if gap is None else f'{100 * gap:.1f}%'} | {f['fedpcs_minus_random']:.6g} | "
-                     f"{f['rounds_fedpcs_below_random'] or 'none'} |")
-    lines += ["", "Eq. 30 split into the clients' reward income Σ_t R_t Σ_i ρ_i^t and privacy cost Σ_t Σ_i ϕ_i (ρ_i^t)² "
-              "(the server's payments are income to the clients, not subtracted):", "",
-              "| seed | FedPCS income | FedPCS privacy cost | Random privacy cost | rounds with FedPCS SW_t < 0 |",
-              "|---|---|---|---|---|"]
+        lines.append(
+            f"| {s} | {f['total_fedpcs']:.6g} | {f['total_optimum']:.6g} | {f['total_random']:.6g} | "
+            f"{'null' if gap is None else f'{100 * gap:.1f}%'} | {f['fedpcs_minus_random']:.6g} | "
+            f"{f['rounds_fedpcs_below_random'] or 'none'} |"
+        )
+    lines += [
+        "",
+        "Eq. 30 split into the clients' reward income Σ_t R_t Σ_i ρ_i^t and privacy cost Σ_t Σ_i ϕ_i (ρ_i^t)² "
+        "(the server's payments are income to the clients, not subtracted):",
+        "",
+        "| seed | FedPCS income | FedPCS privacy cost | Random privacy cost | rounds with FedPCS SW_t < 0 |",
+        "|---|---|---|---|---|",
+    ]
     for s, n in numbers.items():
         f = n["fig5"]
-        lines.append(f"| {s} | {f['parts_fedpcs']['payments']:.6g} | {f['parts_fedpcs']['privacy_cost']:.6g} | "
-                     f"{f['parts_random']['privacy_cost']:.6g} | {f['rounds_fedpcs_negative'] or 'none'} |")
+        lines.append(
+            f"| {s} | {f['parts_fedpcs']['payments']:.6g} | {f['parts_fedpcs']['privacy_cost']:.6g} | "
+            f"{f['parts_random']['privacy_cost']:.6g} | {f['rounds_fedpcs_negative'] or 'none'} |"
+        )
     lines += ["", "Per round t = 0..T:", ""]
     for s, n in numbers.items():
         f = n["fig5"]
-        lines += [f"* seed {s}:", f"  FedPCS  = {_series(f['fedpcs'])}", f"  optimum = {_series(f['optimum'])}",
-                  f"  Random  = {_series(f['random'])}"]
+        lines += [
+            f"* seed {s}:",
+            f"  FedPCS  = {_series(f['fedpcs'])}",
+            f"  optimum = {_series(f['optimum'])}",
+            f"  Random  = {_series(f['random'])}",
+        ]
     lines += [
         "",
         "## Fig. 6: expected server cost per round (Eq. 13)",
@@ -376,18 +429,26 @@ def _markdown(numbers: Mapping[int, dict[str, Any]], pngs: Mapping[str, str], *,
     ]
     for s, n in numbers.items():
         f = n["fig6"]
-        lines.append(f"| {s} | {f['total_fedpcs']:.6g} | {f['total_random']:.6g} | {f['cheaper']} | "
-                     f"{_g(f['random_over_fedpcs'], '.3f')} | {f['rounds_fedpcs_dearer'] or 'none'} |")
-    lines += ["", "The single client with the largest share of Σ_{t≥1} U_t (per-client summands of Eq. 13; "
-              "v^t/ρ_i makes clients with a small budget dear):", "",
-              "| seed | FedPCS: client (ρ_i^0), share | Random: client (ρ_i^0), share | per-client sums = totals |",
-              "|---|---|---|---|"]
+        lines.append(
+            f"| {s} | {f['total_fedpcs']:.6g} | {f['total_random']:.6g} | {f['cheaper']} | "
+            f"{_g(f['random_over_fedpcs'], '.3f')} | {f['rounds_fedpcs_dearer'] or 'none'} |"
+        )
+    lines += [
+        "",
+        "The single client with the largest share of Σ_{t≥1} U_t (per-client summands of Eq. 13; "
+        "v^t/ρ_i makes clients with a small budget dear):",
+        "",
+        "| seed | FedPCS: client (ρ_i^0), share | Random: client (ρ_i^0), share | per-client sums = totals |",
+        "|---|---|---|---|",
+    ]
     for s, n in numbers.items():
         a, b = n["fig6"]["clients_fedpcs"], n["fig6"]["clients_random"]
         ok = a["per_client_sums_to_total"] and b["per_client_sums_to_total"]
-        lines.append(f"| {s} | {a['top_client']} ({a['top_client_rho0']:.3g}), {100 * a['top_client_share']:.1f}% | "
-                     f"{b['top_client']} ({b['top_client_rho0']:.3g}), {100 * b['top_client_share']:.1f}% | "
-                     f"{'yes' if ok else 'no'} |")
+        lines.append(
+            f"| {s} | {a['top_client']} ({a['top_client_rho0']:.3g}), {100 * a['top_client_share']:.1f}% | "
+            f"{b['top_client']} ({b['top_client_rho0']:.3g}), {100 * b['top_client_share']:.1f}% | "
+            f"{'yes' if ok else 'no'} |"
+        )
     lines += ["", "Per round t = 1..T:", ""]
     for s, n in numbers.items():
         f = n["fig6"]
@@ -406,42 +467,59 @@ def _markdown(numbers: Mapping[int, dict[str, Any]], pngs: Mapping[str, str], *,
         "solve), so this is the usage of Algorithm 3's K_t at the clients' fixed-K budgets. K_t ρ_t* ≤ B_t by "
         "Eq. 41, so E[usage] can exceed B_t only where the clients' ρ-weighted mean Σρ²/Σρ exceeds ρ_t*.",
         "",
-        "| seed | τ(0) | τ(T) | τ non-increasing | rounds τ rises | rounds E[usage] > B_t | max E[usage] − B_t | "
-        "Σ_t E[usage] | Σ_t B_t |",
+        "| seed | τ(0) | τ(T) | τ non-increasing | rounds τ rises | rounds E[usage] > B_t | max E[usage] − B_t | Σ_t E[usage] | Σ_t B_t |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for s, n in numbers.items():
         f = n["fig78"]
         over = f["rounds_over_budget"]
-        lines.append(f"| {s} | {f['tau'][0]:.2f} | {f['tau'][-1]:.2f} | {'yes' if f['tau_nonincreasing'] else 'no'} | "
-                     f"{len(f['tau_rises'])} {f['tau_rises']} | {len(over)} {over} | "
-                     f"{f['expected_over_budget_max']:.4g} | {f['expected_usage_total']:.6g} | {f['budget_total']:.6g} |")
+        lines.append(
+            f"| {s} | {f['tau'][0]:.2f} | {f['tau'][-1]:.2f} | {'yes' if f['tau_nonincreasing'] else 'no'} | "
+            f"{len(f['tau_rises'])} {f['tau_rises']} | {len(over)} {over} | "
+            f"{f['expected_over_budget_max']:.4g} | {f['expected_usage_total']:.6g} | {f['budget_total']:.6g} |"
+        )
     for s, n in numbers.items():
         f = n["fig78"]
-        lines += ["", f"Seed {s}, per round:", "",
-                  "| t | B_t | K_t | τ(t) | ρ_t* | K_t ρ_t* | E[usage] | E[usage] > B_t |", "|---|---|---|---|---|---|---|---|"]
-        for t, (b, k, tau, rs, pu, eu) in enumerate(zip(f["budget"], f["K"], f["tau"], f["rho_star"],
-                                                          f["planned_usage"], f["expected_usage"], strict=True)):
-            lines.append(f"| {t} | {b:.4g} | {k} | {tau:.2f} | {rs:.4g} | {pu:.4g} | {eu:.4g} | "
-                         f"{'yes' if eu > b else ''} |")
+        lines += [
+            "",
+            f"Seed {s}, per round:",
+            "",
+            "| t | B_t | K_t | τ(t) | ρ_t* | K_t ρ_t* | E[usage] | E[usage] > B_t |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for t, (b, k, tau, rs, pu, eu) in enumerate(
+            zip(f["budget"], f["K"], f["tau"], f["rho_star"], f["planned_usage"], f["expected_usage"], strict=True)
+        ):
+            lines.append(f"| {t} | {b:.4g} | {k} | {tau:.2f} | {rs:.4g} | {pu:.4g} | {eu:.4g} | {'yes' if eu > b else ''} |")
     return "\n".join(lines) + "\n"
 
 
-def write_fedpcs_figures(plans: Mapping[int, tuple[FedPCSPlan, FedPCSPlan]], dest: Path, *,
-                         budget: tuple[float, float] = (700.0, 300.0), R_max: float = _DEFAULTS.R_max,
-                         rho_min: float = _DEFAULTS.rho_min, rho_max: float = _DEFAULTS.rho_max,
-                         instance: str = "", commit: str | None = None) -> dict[str, Any]:
+def write_fedpcs_figures(
+    plans: Mapping[int, tuple[FedPCSPlan, FedPCSPlan]],
+    dest: Path,
+    *,
+    budget: tuple[float, float] = (700.0, 300.0),
+    R_max: float = _DEFAULTS.R_max,
+    rho_min: float = _DEFAULTS.rho_min,
+    rho_max: float = _DEFAULTS.rho_max,
+    instance: str = "",
+    commit: str | None = None,
+) -> dict[str, Any]:
     """Figs. 4, 5, 6 and 7-8 for ``plans`` (seed → (FedPCS plan, Random plan)) into ``dest``:
     the PNGs, ``figures.md`` (each figure with its numbers) and ``figures.json``; returns the
     JSON's content (numbers per seed under ``"seeds"``, keyed by the seed as a string)."""
     if not plans:
         raise ValueError("plans: need at least one seed")
     dest.mkdir(parents=True, exist_ok=True)
-    numbers = {s: figure_numbers(f, r, budget=budget, R_max=R_max, rho_min=rho_min, rho_max=rho_max)
-               for s, (f, r) in plans.items()}
+    numbers = {s: figure_numbers(f, r, budget=budget, R_max=R_max, rho_min=rho_min, rho_max=rho_max) for s, (f, r) in plans.items()}
     pngs = _draw(plans, numbers, dest)
-    out: dict[str, Any] = {"instance": instance, "commit": commit, "budget": list(budget),
-                           "figures": pngs, "seeds": {str(s): n for s, n in numbers.items()}}
+    out: dict[str, Any] = {
+        "instance": instance,
+        "commit": commit,
+        "budget": list(budget),
+        "figures": pngs,
+        "seeds": {str(s): n for s, n in numbers.items()},
+    }
     atomic_write_text(dest / "figures.json", json.dumps(out, indent=1, allow_nan=False) + "\n")
     atomic_write_text(dest / "figures.md", _markdown(numbers, pngs, instance=instance, commit=commit, budget=budget))
     return out
@@ -451,10 +529,10 @@ def _commit() -> str | None:
     """``git rev-parse --short HEAD``, with the uncommitted changes under src/ (if any) named."""
     here = Path(__file__).resolve().parent
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=here.parents[1], capture_output=True,
-                               text=True, check=True).stdout.split("\n")
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "."], cwd=here.parents[1], capture_output=True, text=True, check=True
+        ).stdout.split("\n")
     except (OSError, subprocess.CalledProcessError):
         return None
     changed = [line[3:] for line in dirty if line.strip()]
@@ -465,41 +543,52 @@ def _cached(game: FedPCSGame) -> FedPCSPlan:
     """The plan of ``game`` from the cache; FileNotFoundError rather than a ~15-minute solve."""
     path = cache_dir() / f"fedpcs-{game.key()}.npz"
     if not path.exists():
-        raise FileNotFoundError(f"seed {game.seed}: the FedPCS game is not cached ({path}); solve it first "
-                                "(a training run of the recipe, or solve_plan) and run this again")
+        raise FileNotFoundError(
+            f"seed {game.seed}: the FedPCS game is not cached ({path}); solve it first "
+            "(a training run of the recipe, or solve_plan) and run this again"
+        )
     return solve_plan(game)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m fedgame.experiments.fedpcs_figures [--seeds 0 1] [--dest DIR]``."""
+def figures_from_recipes(
+    dest: Path,
+    *,
+    seeds: Sequence[int] = (0, 1),
+    recipe: Path = Path("recipes/fedpcs/fmnist.yaml"),
+    random_recipe: Path = Path("recipes/fedpcs/random.yaml"),
+    budget: tuple[float, float] = (700.0, 300.0),
+) -> Path:
+    """The figures of FedPCS's (``recipe``) and Random's (``random_recipe``, outside the game)
+    plans for ``seeds``, from the game cache (a seed whose plan is not cached is refused), into
+    ``dest``; returns ``dest/figures.md`` (``scripts/fedpcs_figures.py`` is the command)."""
     from fedgame.pipeline.build import fedpcs_game
     from fedgame.pipeline.config import load_recipe
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    ap.add_argument("--dest", type=Path, default=Path("results/fedpcs_figures"))
-    ap.add_argument("--recipe", type=Path, default=Path("recipes/fedpcs/fmnist.yaml"))
-    ap.add_argument("--random-recipe", type=Path, default=Path("recipes/fedpcs/random.yaml"))
-    ap.add_argument("--budget", type=float, nargs=2, default=[700.0, 300.0], metavar=("B_START", "B_END"))
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     plans: dict[int, tuple[FedPCSPlan, FedPCSPlan]] = {}
     game = None
-    for s in args.seeds:
-        game = fedpcs_game(load_recipe(args.recipe, [f"seed={s}"]))
-        rgame = fedpcs_game(load_recipe(args.random_recipe, [f"seed={s}"]))
+    for s in seeds:
+        game = fedpcs_game(load_recipe(recipe, [f"seed={s}"]))
+        rgame = fedpcs_game(load_recipe(random_recipe, [f"seed={s}"]))
         if game is None or rgame is None:
-            raise SystemExit("recipes: both need incentive.kind: fedpcs")
+            raise ValueError("recipe, random_recipe: both need incentive.kind: fedpcs")
         plans[s] = (_cached(game), baseline_plan(rgame, "initial"))
-    assert game is not None
+    if game is None:
+        raise ValueError("seeds: give at least one seed")
     kappa = "(Σ|D|)²" if game.acc_scale is None else f"κ = {game.acc_scale:g} (Σ|D|)²"
-    instance = (f"N = {game.n_clients}, K = {game.clients_per_round}, T = {game.rounds - 1}, {kappa}, "
-                f"γ = {game.gamma:g}, ρ⁰ ~ U[{game.rho_min:g}, {game.rho_max:g}], ϕ ~ U(0, 1) ({args.recipe} "
-                f"and {args.random_recipe} with incentive.baseline_rho: initial)")
-    write_fedpcs_figures(plans, args.dest, budget=(args.budget[0], args.budget[1]), R_max=game.R_max,
-                         rho_min=game.rho_min, rho_max=game.rho_max, instance=instance, commit=_commit())
-    log.info("wrote %s", args.dest / "figures.md")
-
-
-if __name__ == "__main__":
-    main()
+    instance = (
+        f"N = {game.n_clients}, K = {game.clients_per_round}, T = {game.rounds - 1}, {kappa}, "
+        f"γ = {game.gamma:g}, ρ⁰ ~ U[{game.rho_min:g}, {game.rho_max:g}], ϕ ~ U(0, 1) ({recipe} "
+        f"and {random_recipe} with incentive.baseline_rho: initial)"
+    )
+    write_fedpcs_figures(
+        plans,
+        dest,
+        budget=budget,
+        R_max=game.R_max,
+        rho_min=game.rho_min,
+        rho_max=game.rho_max,
+        instance=instance,
+        commit=_commit(),
+    )
+    log.info("wrote %s", dest / "figures.md")
+    return dest / "figures.md"

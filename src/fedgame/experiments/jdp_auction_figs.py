@@ -29,12 +29,11 @@ Each sweep point is a run folder under ``DEST/runs/<sweep>=<x>/seed_<seed>/`` (`
 ``metrics.csv`` with every instance's outcome per mechanism, ``summary.json``), solved once and
 skipped after; the tables are written from those folders
 (``fedgame report DEST/runs --kind jdp-auction``).
-``python -m fedgame.experiments.jdp_auction_figs DEST [--seeds 100] [--seed 0]`` runs it.
+``python scripts/jdp_auction_figs.py DEST [--seeds 100] [--seed 0]`` runs it.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 from typing import Any
@@ -52,7 +51,7 @@ __all__ = [
     "REFERENCE_BY_BUDGET",
     "REFERENCE_BY_CANDIDATES",
     "REFERENCE_PAYMENT_RATIO",
-    "main",
+    "solve_and_write",
     "solve_points",
     "write_auction_figures",
     "write_auction_report",
@@ -109,9 +108,17 @@ def _instances_of(auctions: tuple[Auction, ...], costs: np.ndarray, data: np.nda
     for auction in auctions:
         for i, (c, d) in enumerate(zip(costs, data)):
             o = auction.run(c, budget=budget, data_sizes=d)
-            rows.append({"instance": i, "mechanism": auction.name, "clients": int(o.winners.size),
-                         "data": float(o.data_bought), "payment_ratio": float(o.total_payment) / budget,
-                         "cost_ratio": float(o.winners_cost) / budget, "over_budget": int(not o.payments_within_budget)})
+            rows.append(
+                {
+                    "instance": i,
+                    "mechanism": auction.name,
+                    "clients": int(o.winners.size),
+                    "data": float(o.data_bought),
+                    "payment_ratio": float(o.total_payment) / budget,
+                    "cost_ratio": float(o.winners_cost) / budget,
+                    "over_budget": int(not o.payments_within_budget),
+                }
+            )
     return rows
 
 
@@ -126,9 +133,12 @@ def _point(instances: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         cost = np.array([r["cost_ratio"] for r in mine], dtype=np.float64)
         over = np.array([r["over_budget"] for r in mine], dtype=np.float64)
         stats[mech] = {
-            "clients_mean": float(k.mean()), "clients_std": float(k.std(ddof=1)) if k.size > 1 else 0.0,
-            "data_mean": float(dat.mean()), "data_std": float(dat.std(ddof=1)) if dat.size > 1 else 0.0,
-            "payment_ratio_mean": float(pay.mean()), "payment_ratio_std": float(pay.std(ddof=1)) if pay.size > 1 else 0.0,
+            "clients_mean": float(k.mean()),
+            "clients_std": float(k.std(ddof=1)) if k.size > 1 else 0.0,
+            "data_mean": float(dat.mean()),
+            "data_std": float(dat.std(ddof=1)) if dat.size > 1 else 0.0,
+            "payment_ratio_mean": float(pay.mean()),
+            "payment_ratio_std": float(pay.std(ddof=1)) if pay.size > 1 else 0.0,
             "payment_ratio_max": float(pay.max()),
             "cost_ratio_mean": float(cost.mean()),
             "over_budget_share": float(over.mean()),
@@ -150,8 +160,7 @@ def _cell(runs: Path, sweep: str, n: int, budget: float, seed: int) -> Path:
     return runs / f"{sweep}={x}" / f"seed_{seed}"
 
 
-def solve_points(runs: Path, seeds: int, seed: int, budgets: tuple[float, ...], candidates: tuple[int, ...],
-                 fixed_budget: float) -> None:
+def solve_points(runs: Path, seeds: int, seed: int, budgets: tuple[float, ...], candidates: tuple[int, ...], fixed_budget: float) -> None:
     """Run the auctions of every sweep point not yet under ``runs`` and keep each as a run
     folder, ``<sweep>=<x>/seed_<seed>/``: ``config.yaml`` (the point), ``metrics.csv`` (one row per
     instance and mechanism: clients, data bought, Σp/B, winners' Σc/B, over budget) and
@@ -168,12 +177,18 @@ def solve_points(runs: Path, seeds: int, seed: int, budgets: tuple[float, ...], 
         if (cell / "summary.json").exists():
             continue
         store = ResultStore(cell)
-        store.write_text("config.yaml", yaml.safe_dump({"sweep": sweep, "n": n, "budget": B, "instances": seeds, "seed": seed,
-                                                        "cost_range": list(COST_RANGE)}, sort_keys=False))
+        store.write_text(
+            "config.yaml",
+            yaml.safe_dump(
+                {"sweep": sweep, "n": n, "budget": B, "instances": seeds, "seed": seed, "cost_range": list(COST_RANGE)}, sort_keys=False
+            ),
+        )
         instances = _instances_of(auctions, costs[:, :n], data[:, :n], B)
         store.write_csv("metrics.csv", instances)
-        store.write_json("summary.json", {"sweep": sweep, "n": n, "budget": B, "instances": seeds, "seed": seed,
-                                          "stats": _point(instances), "versions": versions()})
+        store.write_json(
+            "summary.json",
+            {"sweep": sweep, "n": n, "budget": B, "instances": seeds, "seed": seed, "stats": _point(instances), "versions": versions()},
+        )
 
 
 def _load_points(runs: Path) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
@@ -193,8 +208,16 @@ def _rows(runs: Path) -> list[dict[str, Any]]:
         sweep, n, B, seeds = cfg["sweep"], int(cfg["n"]), float(cfg["budget"]), int(cfg["instances"])
         for mech, s in _point(instances).items():
             ref_k, ref_d = _reference(sweep, B if sweep == "budget" else n, mech)
-            row: dict[str, Any] = {"sweep": sweep, "n": n, "budget": B, "mechanism": mech, "instances": seeds, **s,
-                                   "ref_clients": ref_k, "ref_data": ref_d}
+            row: dict[str, Any] = {
+                "sweep": sweep,
+                "n": n,
+                "budget": B,
+                "mechanism": mech,
+                "instances": seeds,
+                **s,
+                "ref_clients": ref_k,
+                "ref_data": ref_d,
+            }
             row["clients_ok"] = None if ref_k is None else bool(abs(s["clients_mean"] - ref_k) <= CLIENTS_ATOL)
             row["data_ok"] = None if ref_d is None else bool(abs(s["data_mean"] - ref_d) <= DATA_RTOL * ref_d)
             row["data_rel_diff"] = None if ref_d is None else (s["data_mean"] - ref_d) / ref_d
@@ -253,33 +276,48 @@ def _markdown(rows: list[dict[str, Any]], checks: dict[str, bool], seeds: int, s
         "(✗ marks a miss).",
         "",
     ]
-    for sweep, head, title in (("budget", "B (n = 100)", "Fig. 2a/2b: budget sweep"),
-                               ("candidates", f"n (B = {FIXED_BUDGET:,.0f})", "Fig. 2c/2d: candidate sweep")):
-        out += [f"## {title}", "",
-                f"| {head} | M1 clients | ref | M1 data | ref | M2 clients | ref | M2 data | ref |",
-                "|---|---|---|---|---|---|---|---|---|"]
+    for sweep, head, title in (
+        ("budget", "B (n = 100)", "Fig. 2a/2b: budget sweep"),
+        ("candidates", f"n (B = {FIXED_BUDGET:,.0f})", "Fig. 2c/2d: candidate sweep"),
+    ):
+        out += [
+            f"## {title}",
+            "",
+            f"| {head} | M1 clients | ref | M1 data | ref | M2 clients | ref | M2 data | ref |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         keys = sorted({(r["budget"] if sweep == "budget" else r["n"]) for r in rows if r["sweep"] == sweep})
         for x in keys:
             by = {r["mechanism"]: r for r in rows if r["sweep"] == sweep and (r["budget"] if sweep == "budget" else r["n"]) == x}
             label = f"{x:,.0f}"
-            out.append(f"| {label} | {cell(by['M1'], 'clients')} | {cell(by['M1'], 'data')} | "
-                       f"{cell(by['M2'], 'clients')} | {cell(by['M2'], 'data')} |")
+            out.append(
+                f"| {label} | {cell(by['M1'], 'clients')} | {cell(by['M1'], 'data')} | "
+                f"{cell(by['M2'], 'clients')} | {cell(by['M2'], 'data')} |"
+            )
         out.append("")
     n90 = {r["mechanism"]: r["data_mean"] for r in rows if r["sweep"] == "candidates" and r["n"] == 90}
     if n90:
-        out += [f"The paper's text: at n = 90 the data bought \"stabilized at around 35,000 units for M1 and 39,000 "
-                f"for M2\"; ours at B = {FIXED_BUDGET:,.0f}: M1 {n90['M1']:,.0f}, M2 {n90['M2']:,.0f} (no single budget "
-                "reproduces both).", ""]
-    out += ["## Payments: Σp/B (n = 100)", "",
-            "| B | M1 Σp/B | M2 Σp/B (mean ± std, max) | M2 over budget | M2 winners' Σc/B | reference M2 (3 instances) |",
-            "|---|---|---|---|---|---|"]
+        out += [
+            f"The paper's text: at n = 90 the data bought \"stabilized at around 35,000 units for M1 and 39,000 "
+            f'for M2"; ours at B = {FIXED_BUDGET:,.0f}: M1 {n90["M1"]:,.0f}, M2 {n90["M2"]:,.0f} (no single budget '
+            "reproduces both).",
+            "",
+        ]
+    out += [
+        "## Payments: Σp/B (n = 100)",
+        "",
+        "| B | M1 Σp/B | M2 Σp/B (mean ± std, max) | M2 over budget | M2 winners' Σc/B | reference M2 (3 instances) |",
+        "|---|---|---|---|---|---|",
+    ]
     for x in sorted({r["budget"] for r in rows if r["sweep"] == "budget"}):
         by = {r["mechanism"]: r for r in rows if r["sweep"] == "budget" and r["budget"] == x}
         m1, m2 = by["M1"], by["M2"]
         ref = REFERENCE_PAYMENT_RATIO.get(x)
-        out.append(f"| {x:,.0f} | {m1['payment_ratio_mean']:.4f} (max {m1['payment_ratio_max']:.4f}) | "
-                   f"{m2['payment_ratio_mean']:.2f} ± {m2['payment_ratio_std']:.2f} (max {m2['payment_ratio_max']:.2f}) | "
-                   f"{100 * m2['over_budget_share']:.0f} % | {m2['cost_ratio_mean']:.3f} | {'—' if ref is None else f'{ref:g}'} |")
+        out.append(
+            f"| {x:,.0f} | {m1['payment_ratio_mean']:.4f} (max {m1['payment_ratio_max']:.4f}) | "
+            f"{m2['payment_ratio_mean']:.2f} ± {m2['payment_ratio_std']:.2f} (max {m2['payment_ratio_max']:.2f}) | "
+            f"{100 * m2['over_budget_share']:.0f} % | {m2['cost_ratio_mean']:.3f} | {'—' if ref is None else f'{ref:g}'} |"
+        )
     out += ["", "## Checks", ""]
     labels = {
         "within_reference": "every reference mean matched (data within 5 %, clients within ±2)",
@@ -312,8 +350,11 @@ def _figures(rows: list[dict[str, Any]], dest: Path) -> list[str]:
             _, s = _series(rows, sweep, mech, f"{key}_std")
             ax.plot(x, y, marker="o", ms=3, color=colours[mech], label=f"{mech} (ours)")
             ax.fill_between(x, y - s, y + s, color=colours[mech], alpha=0.15, lw=0)
-            ref = [(r["budget"] if sweep == "budget" else r["n"], r[f"ref_{key}"]) for r in rows
-                   if r["sweep"] == sweep and r["mechanism"] == mech and r[f"ref_{key}"] is not None]
+            ref = [
+                (r["budget"] if sweep == "budget" else r["n"], r[f"ref_{key}"])
+                for r in rows
+                if r["sweep"] == sweep and r["mechanism"] == mech and r[f"ref_{key}"] is not None
+            ]
             if ref:
                 rx, ry = zip(*ref)
                 ax.plot(rx, ry, ls="none", marker="x", ms=7, color=colours[mech], label=f"{mech} (reference)")
@@ -336,8 +377,7 @@ def _figures(rows: list[dict[str, Any]], dest: Path) -> list[str]:
     x, y = _series(rows, "budget", "M2", "cost_ratio_mean")
     ax.plot(x, y, ls="--", color=colours["M2"], label="M2: winners' Σc / B")
     bx = sorted(REFERENCE_PAYMENT_RATIO)
-    ax.plot(bx, [REFERENCE_PAYMENT_RATIO[b] for b in bx], ls="none", marker="x", ms=7, color="k",
-            label="M2, reference (3 instances)")
+    ax.plot(bx, [REFERENCE_PAYMENT_RATIO[b] for b in bx], ls="none", marker="x", ms=7, color="k", label="M2, reference (3 instances)")
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_yscale("log")
     ax.set_xlabel("budget B (n = 100)")
@@ -394,22 +434,17 @@ def write_auction_report(runs: Path, dest: Path) -> dict[str, Any]:
     return result
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="JDP-FL Fig. 2 and the payments figure from the auctions alone.")
-    ap.add_argument("dest", type=Path)
-    ap.add_argument("--seeds", type=int, default=100, help="instances per point (the reference means used 100)")
-    ap.add_argument("--seed", type=int, default=0)
-    a = ap.parse_args(argv)
+def solve_and_write(dest: Path, *, seeds: int = 100, seed: int = 0) -> list[dict[str, Any]]:
+    """Solve every point of Fig. 2 and the payments figure not yet under ``dest/runs``
+    (``seeds`` instances per point from seed ``seed``; resumable), then write the report and its
+    provenance from every point there; returns the report's rows
+    (``scripts/jdp_auction_figs.py`` is the command)."""
     from fedgame.pipeline.results import record_report
 
-    if a.seeds < 1:
-        raise SystemExit(f"--seeds: must be >= 1 (instances per point), got {a.seeds}")
-    solve_points(a.dest / "runs", a.seeds, a.seed, BUDGETS, CANDIDATES, FIXED_BUDGET)
-    logging.basicConfig(level=logging.INFO)
-    rows = write_auction_report(a.dest / "runs", a.dest)["rows"]
-    record_report(a.dest, "jdp-auction", [a.dest / "runs"], "auctions")
-    log.info("fig2: %d rows → %s", len(rows), a.dest / "fig2.md")
-
-
-if __name__ == "__main__":
-    main()
+    if seeds < 1:
+        raise ValueError(f"seeds: must be >= 1 (instances per point), got {seeds}")
+    solve_points(dest / "runs", seeds, seed, BUDGETS, CANDIDATES, FIXED_BUDGET)
+    rows: list[dict[str, Any]] = write_auction_report(dest / "runs", dest)["rows"]
+    record_report(dest, "jdp-auction", [dest / "runs"], "auctions")
+    log.info("fig2: %d rows → %s", len(rows), dest / "fig2.md")
+    return rows

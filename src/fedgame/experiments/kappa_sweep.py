@@ -17,7 +17,7 @@ K = 20, T = 29, ρ⁰ ~ U[0.01, 12], ϕ ~ U(0, 1), γ = 0.5, seed 0: the types o
   schedule :func:`~fedgame.incentives.fedpcs.solve_plan` builds for a budgeted recipe).
 
 The default is the smallest κ at which (a) R_t > 0 in every round, (b) τ(t) < 1 and
-non-increasing, (c) equilibrium welfare > 0. ``python -m fedgame.experiments.kappa_sweep``
+non-increasing, (c) equilibrium welfare > 0. ``python scripts/fedpcs_kappa_sweep.py``
 solves each κ not yet under ``results/fedpcs_kappa_sweep/runs/`` (one cell per κ,
 ``kappa=<κ>/seed_<s>/`` with ``config.yaml``, ``summary.json`` and ``metrics.csv`` holding R_t,
 τ(t), φ(t) per round: resumable, as a solve takes up to 20 minutes) and writes ``sweep.csv``,
@@ -26,7 +26,6 @@ solves each κ not yet under ``results/fedpcs_kappa_sweep/runs/`` (one cell per 
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import logging
@@ -53,8 +52,18 @@ from fedgame.incentives.fedpcs import (
     stackelberg,
 )
 
-__all__ = ["KAPPA_GRID", "KappaRow", "choose_default", "kappa_row", "kappa_sweep", "load_rows", "save_row", "write_sweep",
-           "write_sweep_runs"]
+__all__ = [
+    "KAPPA_GRID",
+    "KappaRow",
+    "choose_default",
+    "kappa_row",
+    "kappa_sweep",
+    "load_rows",
+    "run_sweep",
+    "save_row",
+    "write_sweep",
+    "write_sweep_runs",
+]
 
 log = logging.getLogger(__name__)
 
@@ -91,15 +100,30 @@ class KappaRow:
     phi: tuple[float, ...]
 
 
-def kappa_row(kappa: float, *, n_clients: int = 100, clients_per_round: int = 20, rounds: int = 30,
-              gamma: float = 0.5, seed: int = 0, budget: tuple[float, float] = (700.0, 300.0),
-              n_starts: int = 8) -> KappaRow:
+def kappa_row(
+    kappa: float,
+    *,
+    n_clients: int = 100,
+    clients_per_round: int = 20,
+    rounds: int = 30,
+    gamma: float = 0.5,
+    seed: int = 0,
+    budget: tuple[float, float] = (700.0, 300.0),
+    n_starts: int = 8,
+) -> KappaRow:
     """Solve the game at ``kappa`` (units of (Σ|D|)²) and measure criteria (a)-(c)."""
     if not (kappa > 0 and math.isfinite(kappa)):
         raise ValueError(f"kappa: must be > 0 and finite, got {kappa!r}")
     tic = time.perf_counter()
-    game = FedPCSGame(n_clients=n_clients, clients_per_round=clients_per_round, rounds=rounds, gamma=gamma,
-                      acc_scale=float(kappa), n_starts=n_starts, seed=seed)
+    game = FedPCSGame(
+        n_clients=n_clients,
+        clients_per_round=clients_per_round,
+        rounds=rounds,
+        gamma=gamma,
+        acc_scale=float(kappa),
+        n_starts=n_starts,
+        seed=seed,
+    )
     plan = solve_plan(game)  # true-cost rewards at a fixed K (Algorithm 2); the runs of a recipe reuse it
     N, K, T = n_clients, clients_per_round, rounds - 1
     R, rho, varphi = plan.reward, plan.rho, plan.varphi
@@ -107,27 +131,49 @@ def kappa_row(kappa: float, *, n_clients: int = 100, clients_per_round: int = 20
     B = linear_budget(T, *budget)
     with inclusion_rule(game.inclusion):
         aff = affine_response(plan.alpha, rho, plan.phi, R, varphi, N, K)
-    sched = adaptive_schedule(aff.G, aff.H, aff.P, plan.v, gamma, B, R_max=game.R_max, rho_max=game.rho_max,
-                              rho_min=game.rho_min)
+    sched = adaptive_schedule(aff.G, aff.H, aff.P, plan.v, gamma, B, R_max=game.R_max, rho_max=game.rho_max, rho_min=game.rho_min)
     tau = np.asarray(sched.tau)
     # the paper's outer loop, priced on the same true cost
-    paper = stackelberg(plan.rho0, varphi, K, T, v=accuracy_weights(T, gamma=gamma, acc_scale=float(kappa)),
-                        gamma=gamma, server_solver="lemma2", rng=seed, n_starts=n_starts)
-    paper_cost = equilibrium_cost(paper.reward, plan.rho0, varphi, K, T, v=plan.v, gamma=gamma, rng=seed,
-                                  n_starts=n_starts)
+    paper = stackelberg(
+        plan.rho0,
+        varphi,
+        K,
+        T,
+        v=accuracy_weights(T, gamma=gamma, acc_scale=float(kappa)),
+        gamma=gamma,
+        server_solver="lemma2",
+        rng=seed,
+        n_starts=n_starts,
+    )
+    paper_cost = equilibrium_cost(paper.reward, plan.rho0, varphi, K, T, v=plan.v, gamma=gamma, rng=seed, n_starts=n_starts)
     welfare = social_welfare(rho, R, varphi)
     nonincreasing = bool(np.all(np.diff(tau) <= 1e-12))
     live = bool(np.all(R[1:] > 0) and np.all(tau < 1.0) and nonincreasing and welfare > 0)
     return KappaRow(
-        kappa=float(kappa), R_min=float(R[1:].min()), R_mean=float(R[1:].mean()), R_max=float(R[1:].max()),
-        phi_0=float(plan.phi[0]), phi_T=float(plan.phi[-1]), welfare=float(welfare),
+        kappa=float(kappa),
+        R_min=float(R[1:].min()),
+        R_mean=float(R[1:].mean()),
+        R_max=float(R[1:].max()),
+        phi_0=float(plan.phi[0]),
+        phi_T=float(plan.phi[-1]),
+        welfare=float(welfare),
         poa=float(price_of_anarchy(rho, R, varphi, bounded=True, rho_min=game.rho_min, rho_max=game.rho_max)),
-        tau_first=float(tau[0]), tau_last=float(tau[-1]), tau_max=float(tau.max()),
-        tau_nonincreasing=nonincreasing, cost=float(plan.cost[1:].sum()), cost_lemma2=paper_cost.objective,
-        lemma2_converged=bool(paper.converged), lemma2_equilibrium=bool(paper_cost.equilibrium),
-        converged=bool(plan.converged), one_round_gain=float(plan.extras["reward_residual"]), live=live,
-        seconds=time.perf_counter() - tic, R=tuple(map(float, R)), tau=tuple(map(float, tau)),
-        phi=tuple(map(float, plan.phi)))
+        tau_first=float(tau[0]),
+        tau_last=float(tau[-1]),
+        tau_max=float(tau.max()),
+        tau_nonincreasing=nonincreasing,
+        cost=float(plan.cost[1:].sum()),
+        cost_lemma2=paper_cost.objective,
+        lemma2_converged=bool(paper.converged),
+        lemma2_equilibrium=bool(paper_cost.equilibrium),
+        converged=bool(plan.converged),
+        one_round_gain=float(plan.extras["reward_residual"]),
+        live=live,
+        seconds=time.perf_counter() - tic,
+        R=tuple(map(float, R)),
+        tau=tuple(map(float, tau)),
+        phi=tuple(map(float, plan.phi)),
+    )
 
 
 def choose_default(rows: Sequence[KappaRow]) -> tuple[float | None, str]:
@@ -148,16 +194,46 @@ def kappa_sweep(kappas: Sequence[float] = KAPPA_GRID, **kwargs: object) -> list[
     rows = []
     for kappa in sorted(kappas):
         row = kappa_row(kappa, **kwargs)  # type: ignore[arg-type]
-        log.info("kappa %g: R_t in [%.4g, %.4g], phi %.3f -> %.3f, welfare %.4g, tau %.2f -> %.2f, "
-                 "J %.6g (Lemma 2: %.6g), %.0f s", kappa, row.R_min, row.R_max, row.phi_0, row.phi_T, row.welfare,
-                 row.tau_first, row.tau_last, row.cost, row.cost_lemma2, row.seconds)
+        log.info(
+            "kappa %g: R_t in [%.4g, %.4g], phi %.3f -> %.3f, welfare %.4g, tau %.2f -> %.2f, J %.6g (Lemma 2: %.6g), %.0f s",
+            kappa,
+            row.R_min,
+            row.R_max,
+            row.phi_0,
+            row.phi_T,
+            row.welfare,
+            row.tau_first,
+            row.tau_last,
+            row.cost,
+            row.cost_lemma2,
+            row.seconds,
+        )
         rows.append(row)
     return rows
 
 
-_COLUMNS = ("kappa", "R_min", "R_mean", "R_max", "phi_0", "phi_T", "welfare", "poa", "tau_first", "tau_last",
-            "tau_max", "tau_nonincreasing", "cost", "cost_lemma2", "lemma2_converged", "lemma2_equilibrium",
-            "converged", "one_round_gain", "live", "seconds")
+_COLUMNS = (
+    "kappa",
+    "R_min",
+    "R_mean",
+    "R_max",
+    "phi_0",
+    "phi_T",
+    "welfare",
+    "poa",
+    "tau_first",
+    "tau_last",
+    "tau_max",
+    "tau_nonincreasing",
+    "cost",
+    "cost_lemma2",
+    "lemma2_converged",
+    "lemma2_equilibrium",
+    "converged",
+    "one_round_gain",
+    "live",
+    "seconds",
+)
 
 
 def _fmt(x: object) -> str:
@@ -180,10 +256,13 @@ def write_sweep(rows: Sequence[KappaRow], dest: Path, *, instance: str) -> float
         for r in rows:
             d = asdict(r)
             w.writerow([d[c] for c in _COLUMNS])
-    (dest / "sweep.json").write_text(json.dumps(
-        {"instance": instance, "chosen_acc_scale": chosen, "chosen_by": by, "rows": [asdict(r) for r in rows]}, indent=1) + "\n")
-    head = ("| κ/(Σ\\|D\\|)² | min R_t | mean R_t | φ(0) | φ(T) | welfare | PoA | τ(0) | τ(T) | τ max | τ non-incr. "
-            "| J true cost | J at Lemma-2 R | (a)-(c) |")
+    (dest / "sweep.json").write_text(
+        json.dumps({"instance": instance, "chosen_acc_scale": chosen, "chosen_by": by, "rows": [asdict(r) for r in rows]}, indent=1) + "\n"
+    )
+    head = (
+        "| κ/(Σ\\|D\\|)² | min R_t | mean R_t | φ(0) | φ(T) | welfare | PoA | τ(0) | τ(T) | τ max | τ non-incr. "
+        "| J true cost | J at Lemma-2 R | (a)-(c) |"
+    )
     lines = [
         "# FedPCS accuracy scale κ: sweep",
         "",
@@ -199,26 +278,64 @@ def write_sweep(rows: Sequence[KappaRow], dest: Path, *, instance: str) -> float
         "|" + "---|" * (head.count("|") - 1 - head.count("\\|")),
     ]
     for r in rows:
-        lines.append("| " + " | ".join(_fmt(x) for x in (
-            r.kappa, r.R_min, r.R_mean, r.phi_0, r.phi_T, r.welfare, r.poa, r.tau_first, r.tau_last, r.tau_max,
-            r.tau_nonincreasing, r.cost, r.cost_lemma2, r.live)) + " |")
-    lines += ["", "Solver status per κ (true cost: converged = a full pass of one-round checks found no "
-              "decrease above 1e-7 relative and the mean field converged):", ""]
+        lines.append(
+            "| "
+            + " | ".join(
+                _fmt(x)
+                for x in (
+                    r.kappa,
+                    r.R_min,
+                    r.R_mean,
+                    r.phi_0,
+                    r.phi_T,
+                    r.welfare,
+                    r.poa,
+                    r.tau_first,
+                    r.tau_last,
+                    r.tau_max,
+                    r.tau_nonincreasing,
+                    r.cost,
+                    r.cost_lemma2,
+                    r.live,
+                )
+            )
+            + " |"
+        )
+    lines += [
+        "",
+        "Solver status per κ (true cost: converged = a full pass of one-round checks found no "
+        "decrease above 1e-7 relative and the mean field converged):",
+        "",
+    ]
     for r in rows:
-        lines.append(f"* κ = {_fmt(r.kappa)}: converged {_fmt(r.converged)}, largest one-round gain "
-                     f"{r.one_round_gain:.2g}, Lemma-2 loop converged {_fmt(r.lemma2_converged)} (its rewards "
-                     f"{'give' if r.lemma2_equilibrium else 'do not give'} a pure-strategy equilibrium), "
-                     f"{r.seconds:.0f} s")
+        lines.append(
+            f"* κ = {_fmt(r.kappa)}: converged {_fmt(r.converged)}, largest one-round gain "
+            f"{r.one_round_gain:.2g}, Lemma-2 loop converged {_fmt(r.lemma2_converged)} (its rewards "
+            f"{'give' if r.lemma2_equilibrium else 'do not give'} a pure-strategy equilibrium), "
+            f"{r.seconds:.0f} s"
+        )
     lines += ["", "Per round t = 0..T: R_t, τ(t) and φ(t):", ""]
     for r in rows:
-        lines += [f"* κ = {_fmt(r.kappa)}:", "  R = " + " ".join(f"{x:.3g}" for x in r.R),
-                  "  τ = " + " ".join(f"{x:.2f}" for x in r.tau), "  φ = " + " ".join(f"{x:.2f}" for x in r.phi)]
+        lines += [
+            f"* κ = {_fmt(r.kappa)}:",
+            "  R = " + " ".join(f"{x:.3g}" for x in r.R),
+            "  τ = " + " ".join(f"{x:.2f}" for x in r.tau),
+            "  φ = " + " ".join(f"{x:.2f}" for x in r.phi),
+        ]
     if chosen is None:
-        lines += ["", "**No κ of the grid makes the game live** ((a) R_t > 0 in every round and (c) welfare > 0); "
-                  "see the table for which criterion fails.", ""]
+        lines += [
+            "",
+            "**No κ of the grid makes the game live** ((a) R_t > 0 in every round and (c) welfare > 0); "
+            "see the table for which criterion fails.",
+            "",
+        ]
     else:
-        lines += ["", f"**Chosen reproduction default: acc_scale = {_fmt(chosen)}**, the smallest κ meeting {by} "
-                  "((a) R_t > 0 in every round, (b) τ(t) < 1 and non-increasing, (c) welfare > 0).", ""]
+        lines += [
+            "",
+            f"**Chosen reproduction default: acc_scale = {_fmt(chosen)}**, the smallest κ meeting {by} "
+            "((a) R_t > 0 in every round, (b) τ(t) < 1 and non-increasing, (c) welfare > 0).",
+            "",
+        ]
     (dest / "sweep.md").write_text("\n".join(lines))
     return chosen
 
@@ -270,33 +387,40 @@ def write_sweep_runs(root: Path, dest: Path) -> float | None:
     return chosen
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m fedgame.experiments.kappa_sweep [--out DIR] [--kappa K ...]``: solve the κ
-    not yet under ``DIR/runs`` (resumable), then write the sweep from every cell there."""
+def run_sweep(out: Path, kappas: Sequence[float] = KAPPA_GRID, *, seed: int = 0) -> float | None:
+    """Solve every κ of ``kappas`` not yet under ``out/runs`` (resumable: a finished cell is
+    skipped), then write the sweep from every cell there and its provenance; returns the chosen
+    ``acc_scale`` (``scripts/fedpcs_kappa_sweep.py`` is the command)."""
     from fedgame.pipeline.results import record_report
     from fedgame.pipeline.runner import versions
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--out", type=Path, default=Path("results/fedpcs_kappa_sweep"))
-    ap.add_argument("--kappa", type=float, nargs="+", default=list(KAPPA_GRID))
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    instance = (f"N = 100, K = 20, T = 29, ρ⁰ ~ U[0.01, 12], ϕ ~ U(0, 1) clipped to [1e-3, 1 − 1e-3], γ = 0.5, "
-                f"seed {args.seed} (the types of recipes/fedpcs/fmnist.yaml), privacy-aware inclusion")
-    for kappa in sorted(args.kappa):
-        cell = args.out / "runs" / f"kappa={_fmt(float(kappa))}" / f"seed_{args.seed}"
+    instance = (
+        f"N = 100, K = 20, T = 29, ρ⁰ ~ U[0.01, 12], ϕ ~ U(0, 1) clipped to [1e-3, 1 − 1e-3], γ = 0.5, "
+        f"seed {seed} (the types of recipes/fedpcs/fmnist.yaml), privacy-aware inclusion"
+    )
+    for kappa in sorted(kappas):
+        cell = out / "runs" / f"kappa={_fmt(float(kappa))}" / f"seed_{seed}"
         if (cell / "summary.json").exists():
             log.info("kappa %g: finished, skipped (%s)", kappa, cell)
             continue
-        (row,) = kappa_sweep([kappa], seed=args.seed)
-        save_row(row, cell, {"instance": instance, "kappa": float(kappa), "seed": args.seed, "n_clients": 100,
-                             "clients_per_round": 20, "rounds": 30, "gamma": 0.5, "budget": [700.0, 300.0], "n_starts": 8},
-                 versions())
-    chosen = write_sweep_runs(args.out / "runs", args.out)
-    record_report(args.out, "kappa-sweep", [args.out / "runs"], "game")
-    log.info("kappa sweep: chosen acc_scale %s → %s", chosen, args.out / "sweep.md")
-
-
-if __name__ == "__main__":
-    main()
+        (row,) = kappa_sweep([kappa], seed=seed)
+        save_row(
+            row,
+            cell,
+            {
+                "instance": instance,
+                "kappa": float(kappa),
+                "seed": seed,
+                "n_clients": 100,
+                "clients_per_round": 20,
+                "rounds": 30,
+                "gamma": 0.5,
+                "budget": [700.0, 300.0],
+                "n_starts": 8,
+            },
+            versions(),
+        )
+    chosen = write_sweep_runs(out / "runs", out)
+    record_report(out, "kappa-sweep", [out / "runs"], "game")
+    log.info("kappa sweep: chosen acc_scale %s → %s", chosen, out / "sweep.md")
+    return chosen

@@ -90,11 +90,19 @@ def _table2_section(path: Path) -> list[str]:
         out += ["", "Cells without runs: " + ", ".join(f"{m} (τ = {t}, {s})" for t, s, m in missing) + "."]
     r0 = rows[0]
     below = [-_f(r["ours_minus_paper"]) for r in rows if math.isfinite(_f(r["ours_minus_paper"]))]
-    paper_gaps = [fp[k][0] - rd[k][0] for t in PAPER_TABLE2_FMNIST
-                  for fp, rd in [(PAPER_TABLE2_FMNIST[t]["FedPCS"], PAPER_TABLE2_FMNIST[t]["Random"])] for k in (0, 1)]
+    paper_gaps = [
+        fp[k][0] - rd[k][0]
+        for t in PAPER_TABLE2_FMNIST
+        for fp, rd in [(PAPER_TABLE2_FMNIST[t]["FedPCS"], PAPER_TABLE2_FMNIST[t]["Random"])]
+        for k in (0, 1)
+    ]
     rnd = [r for r in rows if r["method"] == "Random"]
-    vs_paper = (f"Our Random ends {min(_f(r['ours_minus_paper']) for r in rnd):+.2f} to {max(_f(r['ours_minus_paper']) for r in rnd):+.2f} "
-                "points from the paper's. " if rnd else "")
+    vs_paper = (
+        f"Our Random ends {min(_f(r['ours_minus_paper']) for r in rnd):+.2f} to {max(_f(r['ours_minus_paper']) for r in rnd):+.2f} "
+        "points from the paper's. "
+        if rnd
+        else ""
+    )
     out += [
         "",
         "**Why ours differ.** "
@@ -121,8 +129,10 @@ def _table4_section(path: Path) -> list[str]:
     budget = rows[0]["budget"]
     table = rows[0].get("paper_table", "") or "Table IV"
     out = [f"## PHS {table} — {rows[0]['dataset']} (`{path.parent.as_posix()}`, budget: {budget})", ""]
-    out += ["| s | mechanism | ours (mean ± std, seeds) | paper | ours − paper | ε spent / ε_k (PLD, mean over clients) |",
-            "|---|---|---|---|---|---|"]
+    out += [
+        "| s | mechanism | ours (mean ± std, seeds) | paper | ours − paper | ε spent / ε_k (PLD, mean over clients) |",
+        "|---|---|---|---|---|---|",
+    ]
     by: dict[str, dict[str, dict[str, str]]] = defaultdict(dict)
     for r in sorted(rows, key=lambda r: (-_f(r["s"]), r["mechanism"])):
         by[r["s"]][r["mechanism"]] = r
@@ -151,15 +161,26 @@ def _clip_section(folder: Path) -> list[str]:
     rows = []
     for run in finished_runs(folder / "runs"):
         p = run.cfg.get("privacy") or {}
-        rows.append((run.name, str(p.get("mode", "")), float(p.get("clip", math.nan)),
-                     int(run.summary.get("rounds", 0)), run.acc, run.seed))
+        rows.append(
+            (run.name, str(p.get("mode", "")), float(p.get("clip", math.nan)), int(run.summary.get("rounds", 0)), run.acc, run.seed)
+        )
     if not rows:
         return []
-    budgets = {str(e.get("budget")) for e in json.loads((folder / PROVENANCE).read_text())["reports"]} \
-        if (folder / PROVENANCE).exists() else set()
-    out = [f"## FedPCS clip W (`{folder.as_posix()}`, budget: {', '.join(sorted(budgets)) or 'not recorded'})", "",
-           "| method | privacy.mode | W | rounds | seed | final accuracy (%) |", "|---|---|---|---|---|---|"]
-    out += [f"| {m} | {mode} | {w:g} | {r} | {seed} | {acc:.2f} |" for m, mode, w, r, acc, seed in sorted(rows, key=lambda t: (t[0], t[2], t[5]))]
+    budgets = (
+        {str(e.get("budget")) for e in json.loads((folder / PROVENANCE).read_text())["reports"]}
+        if (folder / PROVENANCE).exists()
+        else set()
+    )
+    out = [
+        f"## FedPCS clip W (`{folder.as_posix()}`, budget: {', '.join(sorted(budgets)) or 'not recorded'})",
+        "",
+        "| method | privacy.mode | W | rounds | seed | final accuracy (%) |",
+        "|---|---|---|---|---|---|",
+    ]
+    out += [
+        f"| {m} | {mode} | {w:g} | {r} | {seed} | {acc:.2f} |"
+        for m, mode, w, r, acc, seed in sorted(rows, key=lambda t: (t[0], t[2], t[5]))
+    ]
     paper = PAPER_TABLE2_FMNIST[0.2]["Random"][0][0]
     return out + ["", f"The paper's Random at τ = 0.2, IID: {paper:.2f} % (Table II). One seed per W: a scan, not a claim.", ""]
 
@@ -195,7 +216,7 @@ RETIRED: dict[str, str] = {
 #: seeds by ``tests/experiments/test_committed_results.py``
 REGENERATED: dict[str, str] = {
     "fedpcs_figures": "game solves only: `figures.json` holds every plotted number per seed, and a test writes "
-                      "`figures.md` from it byte for byte (`python -m fedgame.experiments.fedpcs_figures` solves them again)",
+    "`figures.md` from it byte for byte (`python scripts/fedpcs_figures.py` solves them again)",
 }
 
 #: the script that reruns a folder whose per-seed files are not committed yet
@@ -207,8 +228,7 @@ def _recomputability(results: Path) -> list[str]:
     beside ``metrics.csv`` and ``config.yaml``) are committed, or that its numbers are
     regenerated from code (:data:`REGENERATED`), or that only its table is committed (and the
     script that reruns it, :data:`RERUN`)."""
-    out = ["## What each result folder can be recomputed from", "",
-           "Counted from the committed files when this page was generated.", ""]
+    out = ["## What each result folder can be recomputed from", "", "Counted from the committed files when this page was generated.", ""]
     for folder in sorted(p for p in results.iterdir() if p.is_dir()):
         runs = [s for s in folder.rglob("summary.json") if (s.parent / "metrics.csv").exists() and (s.parent / "config.yaml").exists()]
         files = f"per-seed files committed ({len(runs)} runs: `summary.json`, `metrics.csv`, `config.yaml`)"
