@@ -4,7 +4,11 @@
 
 * the deployed run writes the results folder of ``run_one`` in process, with the same
   selections, ledgers and metrics bit for bit (the metrics include the final test loss and
-  accuracy, functions of the final parameters);
+  accuracy, functions of the final parameters); JDP-FL's too, its auction on bids the nodes
+  answered as query messages (QI-DPFL's histogram queries are checked on Flower's Simulation
+  Engine with the server's copy of the data taken away, tests/deploy/test_flower_queries.py, and
+  a FedPCS run on real SuperNodes that hold their own data in tests/deploy/test_flower_silo.py:
+  one loopback deployment per query path keeps this module's minutes down);
 * a SuperNode killed (SIGKILL) after round 0's record: round 1 ends with the replies that
   arrived (``on-missing = "continue"``), ``metrics.csv`` records the client as ``missing``
   and its ledger holds round 0 only; with ``on-missing = "fail"`` the run fails saying which
@@ -54,8 +58,14 @@ RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "main" / "dp_fedavg.y
 # DP-FedAvg on three tiny partitions: per-client DP-SGD noise calibrated to ε = 8, so the
 # ledgers and the noise differ per client and are worth comparing
 SMOKE = [
-    "data.max_train=600", "data.max_test=200", "data.partition.n_clients=3", "data.partition.min_size=30",
-    "train.rounds=2", "train.eval_every=1", "train.threads=1", "train.clients_per_round=2",
+    "data.max_train=600",
+    "data.max_test=200",
+    "data.partition.n_clients=3",
+    "data.partition.min_size=30",
+    "train.rounds=2",
+    "train.eval_every=1",
+    "train.threads=1",
+    "train.clients_per_round=2",
 ]
 RUN_TIMEOUT = 600.0  # seconds: a whole flwr run on a loaded two-core machine
 
@@ -114,22 +124,6 @@ def test_deployed_run_writes_the_in_process_results(tmp_path: Path) -> None:
     assert "round 1: replied [" in run.stdout, run.stdout  # the ServerApp's progress, streamed
 
 
-QIDPFL = RECIPE.parents[1] / "qidpfl" / "fmnist.yaml"
-
-
-def test_deployed_qidpfl_screens_on_the_nodes_histograms(tmp_path: Path) -> None:
-    """QI-DPFL over real SuperNodes: the ServerApp asks each node for its label histogram
-    (``query.label_counts``), screens and solves the game on the answers, and trains the
-    participation sets: the same plan, metrics and ledgers as in process."""
-    over = [
-        "data.max_train=800", "data.max_test=200", "data.partition.n_clients=4", "data.partition.min_size=30",
-        "train.rounds=2", "train.threads=1", "train.clients_per_round=2",
-    ]
-    _, got, out, _ = _deploy_beside_in_process(tmp_path, QIDPFL, over, 4)
-    assert got["backend_info"]["queries"] == {"label_counts": 4}
-    assert json.loads((out / "qidpfl.json").read_text()) == json.loads((tmp_path / "inprocess" / "qidpfl.json").read_text())
-
-
 JDP = RECIPE.parents[1] / "jdp" / "fmnist.yaml"
 
 
@@ -138,9 +132,16 @@ def test_deployed_jdp_keeps_each_winners_model_on_its_node(tmp_path: Path) -> No
     lives in its SuperNode's context between rounds (a fresh ClientApp process per message):
     the same auction, draws, ledgers and metrics as in process."""
     over = [
-        "data.max_train=900", "data.max_test=200", "data.validation=150", "data.partition.n_clients=4",
-        "train.rounds=2", "train.threads=1", "train.local.lr=0.05", "model.name=logreg",
-        "jdp.auction.budget=3000", "jdp.auction.mechanism=M2",
+        "data.max_train=900",
+        "data.max_test=200",
+        "data.validation=150",
+        "data.partition.n_clients=4",
+        "train.rounds=2",
+        "train.threads=1",
+        "train.local.lr=0.05",
+        "model.name=logreg",
+        "jdp.auction.budget=3000",
+        "jdp.auction.mechanism=M2",
     ]
     ref, got, out, _ = _deploy_beside_in_process(tmp_path, JDP, over, 4)
     assert got["backend_info"]["queries"] == {"bid": 4}
@@ -245,5 +246,5 @@ def test_missing_supernodes_fail_after_the_register_timeout(tmp_path: Path) -> N
         assert (out / "error.txt").exists(), _explain(fed, run)
     error = (out / "error.txt").read_text()
     assert "NodesNotReady: only 1 of 3 SuperNodes connected after 5 s" in error, error
-    assert 'partition-id=<0..2> num-partitions=3' in error
+    assert "partition-id=<0..2> num-partitions=3" in error
     assert "only 1 of 3 SuperNodes connected" in run.stdout, run.stdout

@@ -1,4 +1,4 @@
-"""Aggregation rules: exact values, and unbiasedness of importance weighting over 10^5 samplings."""
+"""Aggregation rules: exact values, and unbiasedness of importance weighting over 4·10^4 samplings."""
 
 import numpy as np
 import pytest
@@ -47,10 +47,10 @@ def test_upload_weights_sum_a_clients_slots_in_client_order() -> None:
 
 
 def test_importance_weighting_is_unbiased() -> None:
-    """Mean aggregate over 10^5 rounds, each drawn by the strategy's ``select`` and combined by
+    """Mean aggregate over 4·10^4 rounds, each drawn by the strategy's ``select`` and combined by
     the library's importance weighting (Eq. 4), equals Σ_i θ_i g_i within 4 SE (FedPCS check 13)."""
     rng = np.random.default_rng(0)
-    n, k, reps = 12, 4, 100_000
+    n, k, reps = 12, 4, 40_000
     g = rng.normal(size=(n, 3))
     sizes = rng.integers(10, 100, size=n)
     theta = sizes / sizes.sum()
@@ -63,11 +63,11 @@ def test_importance_weighting_is_unbiased() -> None:
 @pytest.mark.parametrize("sampler", ["multinomial", "pips"])
 def test_privacy_aware_importance_aggregate_is_unbiased(sampler: str) -> None:
     """FedPCS check 13 with x ∝ ρ (multinomial, θ/(K x)) and PIPS (systematic, θ/π, one client
-    capped at π = 1): 10^5 rounds through ``select`` and the importance-weighted aggregation."""
+    capped at π = 1): 4·10^4 rounds through ``select`` and the importance-weighted aggregation."""
     from fedgame.selection.privacy_aware import pips_inclusion
 
     rng = np.random.default_rng(1)
-    n, k, reps = 15, 5, 100_000
+    n, k, reps = 15, 5, 40_000
     g = rng.normal(size=(n, 3))
     sizes = rng.integers(10, 100, size=n)
     theta = sizes / sizes.sum()
