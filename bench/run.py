@@ -241,7 +241,13 @@ def bench_engine(quick: bool) -> dict[str, object]:
 
 # -- 2. DP local training ------------------------------------------------------------------
 def bench_dp(
-    quick: bool, *, model: str = "mcmahan_cnn", bs: int = 64, name: str | None = "dp_local_training", device: str = "cpu", steps: int | None = None
+    quick: bool,
+    *,
+    model: str = "mcmahan_cnn",
+    bs: int = 64,
+    name: str | None = "dp_local_training",
+    device: str = "cpu",
+    steps: int | None = None,
 ) -> dict[str, object]:
     """One DP-SGD local training of ``model`` at batch ``bs``: our per-example backends beside
     Opacus (hooks, ghost clipping), a naive loop (CPU only) and non-DP SGD, interleaved in one
@@ -274,6 +280,7 @@ def bench_dp(
             r = fn()
             torch.cuda.synchronize()
             return r
+
         return run
 
     start = parameters_to_vector(fresh().parameters()).detach().cpu().clone()
@@ -282,7 +289,9 @@ def bench_dp(
     timings: dict[str, float] = {}
 
     plain = LocalTrainer(model=fresh(), x=x, y=y, spec=spec, device=dev)
-    trainers = {b: LocalTrainer(model=fresh(), x=x, y=y, spec=spec, per_example=b, device=dev) for b in ("bk", "ghost", "functorch", "hooks")}  # type: ignore[arg-type]
+    trainers = {
+        b: LocalTrainer(model=fresh(), x=x, y=y, spec=spec, per_example=b, device=dev) for b in ("bk", "ghost", "functorch", "hooks")
+    }  # type: ignore[arg-type]
     fns: dict[str, Callable[[], object]] = {"non-DP SGD (reference)": lambda: plain.train(start, idx, torch.Generator().manual_seed(1))}
     for b, tr in trainers.items():
         fns[f"fedgame ({b})"] = lambda tr=tr: tr.train(start, idx, torch.Generator().manual_seed(1), dp)  # type: ignore[misc]
@@ -377,9 +386,19 @@ def bench_main() -> dict[str, object]:
         env = {**os.environ, "FEDGAME_CACHE": str(Path(d) / "cache")}
         t = time.perf_counter()
         subprocess.run(
-            [str(ROOT / ".venv/bin/fedgame"), "compare", "recipes/main/fedpcs.yaml", "recipes/main/random.yaml",
-             "--seeds", "3", "--out", str(Path(d) / "main")],
-            cwd=ROOT, check=True, env=env,
+            [
+                str(ROOT / ".venv/bin/fedgame"),
+                "compare",
+                "recipes/main/fedpcs.yaml",
+                "recipes/main/random.yaml",
+                "--seeds",
+                "3",
+                "--out",
+                str(Path(d) / "main"),
+            ],
+            cwd=ROOT,
+            check=True,
+            env=env,
         )
         wall = time.perf_counter() - t
     print(f"main job: {wall:.1f} s (target < 300 s) = {wall / 300:.2f} of the limit")
@@ -435,15 +454,23 @@ def bench_game(quick: bool) -> dict[str, object]:
         offline = float(fed.plan.solve_seconds)
         share = (offline / rounds + online_per_round) / rt["uniform"]
         print(f"[{label}] " + ratio_line("round time", "FedPCS", rt["fedpcs"], "uniform", rt["uniform"]))
-        print(f"[{label}] game share of a round: (solve {offline:.1f} s / {rounds} rounds + online "
-              f"{1e3 * online_per_round:.2f} ms) / round {rt['uniform']:.2f} s = {100 * share:.2f} % (target < 5 %)")
+        print(
+            f"[{label}] game share of a round: (solve {offline:.1f} s / {rounds} rounds + online "
+            f"{1e3 * online_per_round:.2f} ms) / round {rt['uniform']:.2f} s = {100 * share:.2f} % (target < 5 %)"
+        )
         shares[label] = {
-            "recipes": [fed_recipe, uni_recipe], "round_seconds": rt, "offline_solve_seconds": offline,
-            "online_game_seconds_per_round": online_per_round, "rounds": rounds, "game_share": share,
+            "recipes": [fed_recipe, uni_recipe],
+            "round_seconds": rt,
+            "offline_solve_seconds": offline,
+            "online_game_seconds_per_round": online_per_round,
+            "rounds": rounds,
+            "game_share": share,
             "met": share < 0.05,
         }
     out = {
-        "mean_field_seconds": {str(n): times[n] for n in sizes}, "T": T, "exponent": slope,
+        "mean_field_seconds": {str(n): times[n] for n in sizes},
+        "T": T,
+        "exponent": slope,
         "largest_N_met": times[sizes[-1]] < 60 if sizes[-1] == 10000 else None,
         "game_share": shares,
     }
@@ -482,17 +509,27 @@ def bench_p1(quick: bool) -> dict[str, object]:
     t = interleaved({m: lambda m=m: solve_p1(pu, w, eta, method=m) for m in sols}, repeats=1 if quick else 3)  # type: ignore[misc]
     s, c = sols["structured"], sols["cvxpy"]
     diff = float(np.abs(s.p - c.p).max())
-    print(ratio_line(f"PHS Problem 1, N = {n}, eta = {eta}", "structured", t["structured"], "CVXPY (Clarabel)", t["cvxpy"]),
-          "(target: structured < 1 s)")
-    print(f"  objective structured {s.objective:.10g} / CVXPY {c.objective:.10g}; max |p_s - p_c| {diff:.2e}; "
-          f"KKT residual {s.kkt_residual:.1e} / {c.kkt_residual:.1e}")
+    print(
+        ratio_line(f"PHS Problem 1, N = {n}, eta = {eta}", "structured", t["structured"], "CVXPY (Clarabel)", t["cvxpy"]),
+        "(target: structured < 1 s)",
+    )
+    print(
+        f"  objective structured {s.objective:.10g} / CVXPY {c.objective:.10g}; max |p_s - p_c| {diff:.2e}; "
+        f"KKT residual {s.kkt_residual:.1e} / {c.kkt_residual:.1e}"
+    )
     out = {
-        "N": n, "eta": eta, "batch_size": batch, "D": dim, "delta": delta,
-        "seconds": t, "structured_over_cvxpy": t["structured"] / t["cvxpy"],
+        "N": n,
+        "eta": eta,
+        "batch_size": batch,
+        "D": dim,
+        "delta": delta,
+        "seconds": t,
+        "structured_over_cvxpy": t["structured"] / t["cvxpy"],
         "solve_seconds": {m: sol.seconds for m, sol in sols.items()},
         "objective": {m: sol.objective for m, sol in sols.items()},
         "kkt_residual": {m: sol.kkt_residual for m, sol in sols.items()},
-        "max_abs_difference": diff, "l1_from_p_u": float(np.abs(s.p - pu).sum()),
+        "max_abs_difference": diff,
+        "l1_from_p_u": float(np.abs(s.p - pu).sum()),
         "met": t["structured"] < 1.0,
     }
     save("p1", out)
@@ -542,7 +579,10 @@ def bench_strategies(quick: bool) -> dict[str, object]:
 
             def one(strat: object = strat) -> None:
                 sel = strat.select(st, rng)  # type: ignore[attr-defined]
-                res = [ClientResult(int(c), pool[int(c) % 8], 1.0, 3, int(sizes[c]), {LOCAL_GRAD_VARIANCE: 0.1}) for c in np.unique(sel.indices)]
+                res = [
+                    ClientResult(int(c), pool[int(c) % 8], 1.0, 3, int(sizes[c]), {LOCAL_GRAD_VARIANCE: 0.1})
+                    for c in np.unique(sel.indices)
+                ]
                 strat.after_round(st, RoundOutcome(t=0, selection=sel, results=res))  # type: ignore[attr-defined]
 
             one()
@@ -551,8 +591,13 @@ def bench_strategies(quick: bool) -> dict[str, object]:
         for m, v in per.items():
             share = f"{100 * shares[m]:.2f} % of a {round_time:.2f} s round" if shares else "no grid round to compare"
             print(f"strategy overhead τ = {tau} (K = {k}): {m:14s} {1e3 * v:8.2f} ms  = {share}  (target < 5 %)")
-        out[f"tau_{tau}"] = {"K": k, "seconds": per, "round_time": round_time, "share_of_round": shares,
-                             "met": bool(shares) and max(shares.values()) < 0.05}
+        out[f"tau_{tau}"] = {
+            "K": k,
+            "seconds": per,
+            "round_time": round_time,
+            "share_of_round": shares,
+            "met": bool(shares) and max(shares.values()) < 0.05,
+        }
     save("strategies", out)
     return out
 
@@ -577,16 +622,20 @@ def bench_qidpfl(quick: bool) -> dict[str, object]:
     assert np.array_equal(S_loop, eq.participants)
     t_eq = best_of(lambda: client_equilibrium(nu, 10.0), repeats=reps)
     t_loop = best_of(lambda: participation_loop(nu), repeats=reps)
-    print(f"QI-DPFL equilibrium with drop-out, N = {n}: {t_eq:.4f} s (sorted prefix; {eq.participants.size} participate); "
-          f"dropping loop {t_loop:.4f} s ({passes} passes)  (target < 1 s)")
+    print(
+        f"QI-DPFL equilibrium with drop-out, N = {n}: {t_eq:.4f} s (sorted prefix; {eq.participants.size} participate); "
+        f"dropping loop {t_loop:.4f} s ({passes} passes)  (target < 1 s)"
+    )
     H, P = 100_000, 62
     counts = rng.multinomial(600, rng.dirichlet(np.ones(P), size=H).mean(axis=0), size=H)
     counts = (counts * rng.uniform(0.0, 2.0, (H, P))).astype(np.int64)
     counts[counts.sum(axis=1) == 0, 0] = 1
     scr = screen(counts, keep_fraction=0.5)
     t_scr = best_of(lambda: screen(counts, keep_fraction=0.5), repeats=reps)
-    print(f"QI-DPFL screening, H = {H} candidates x P = {P} classes: {t_scr:.4f} s (kept {scr.n_selected}, "
-          f"theta_th = {scr.theta_th:.4g})  (target < 1 s)")
+    print(
+        f"QI-DPFL screening, H = {H} candidates x P = {P} classes: {t_scr:.4f} s (kept {scr.n_selected}, "
+        f"theta_th = {scr.theta_th:.4g})  (target < 1 s)"
+    )
     T = 1000
     params = ServerParams(dim=7850, rounds=T, discount=0.9429)
     curve = AccuracyCurve(I1=0.92, B=0.6, I3=50.0)
@@ -595,11 +644,12 @@ def bench_qidpfl(quick: bool) -> dict[str, object]:
     nu100, sizes100 = rng.uniform(0.9, 1.1, (100, T)), rng.integers(300, 3000, 100).astype(float)
     t_const = best_of(lambda: reward_schedule(nu10, sizes10, params, **kw), repeats=reps)  # type: ignore[arg-type]
     t_vary = best_of(lambda: reward_schedule(nu100, sizes100, params, **kw), repeats=reps)  # type: ignore[arg-type]
-    print(f"QI-DPFL reward schedule, T = {T} rounds: {t_const:.4f} s (N = 10, constant nu); "
-          f"{t_vary:.4f} s (N = 100, nu per round)  (target < 1 s)")
+    print(
+        f"QI-DPFL reward schedule, T = {T} rounds: {t_const:.4f} s (N = 10, constant nu); "
+        f"{t_vary:.4f} s (N = 100, nu per round)  (target < 1 s)"
+    )
     out = {
-        "equilibrium": {"N": n, "seconds": t_eq, "participants": int(eq.participants.size),
-                        "loop_seconds": t_loop, "loop_passes": passes},
+        "equilibrium": {"N": n, "seconds": t_eq, "participants": int(eq.participants.size), "loop_seconds": t_loop, "loop_passes": passes},
         "screening": {"H": H, "P": P, "seconds": t_scr, "kept": scr.n_selected},
         "schedule": {"T": T, "seconds_constant_nu_N10": t_const, "seconds_varying_nu_N100": t_vary},
         "met": max(t_eq, t_scr, t_const, t_vary) < 1.0,
@@ -632,8 +682,10 @@ def bench_auctions(quick: bool) -> dict[str, object]:
     t_m1_run = best_of(lambda: m1.run(c, budget=B, data_sizes=d), repeats=reps)
     t_m2_alloc = best_of(lambda: knapsack_allocation(c, d, B), repeats=reps)
     w1, w2 = unit_price_allocation(c, d, B).m, knapsack_allocation(c, d, B).winners.size
-    print(f"JDP auctions, n = {n}, B = Σc/4: M1 allocation {t_m1_alloc:.4f} s, M1 with payments {t_m1_run:.4f} s "
-          f"({w1} winners); M2 allocation {t_m2_alloc:.4f} s ({w2} winners)  (target < 1 s)")
+    print(
+        f"JDP auctions, n = {n}, B = Σc/4: M1 allocation {t_m1_alloc:.4f} s, M1 with payments {t_m1_run:.4f} s "
+        f"({w1} winners); M2 allocation {t_m2_alloc:.4f} s ({w2} winners)  (target < 1 s)"
+    )
     pay: dict[str, dict[str, float]] = {}
     for n_p, frac in ((1000, 0.5), (1000, 1.0), (10_000, 0.5)):
         c, d = draw(n_p, 1)
@@ -642,26 +694,38 @@ def bench_auctions(quick: bool) -> dict[str, object]:
         t = best_of(lambda: m2.run(c, budget=B, data_sizes=d), repeats=reps if n_p <= 1000 else max(1, reps // 2))
         label = f"n={n_p}, B={frac:g}*sum(c)"
         pay[label] = {"seconds": t, "winners": int(out.winners.size), "payment_over_budget": out.total_payment / B}
-        print(f"JDP M2 all payments, {label}: {t:.4f} s for {out.winners.size} winners "
-              f"(Σp/B = {out.total_payment / B:.2f}){'  (target < 1 s)' if n_p == 1000 else ''}")
+        print(
+            f"JDP M2 all payments, {label}: {t:.4f} s for {out.winners.size} winners "
+            f"(Σp/B = {out.total_payment / B:.2f}){'  (target < 1 s)' if n_p == 1000 else ''}"
+        )
     c, d = draw(1000, 2)
     B = 0.5 * float(c.sum())
     client = int(m2.run(c, budget=B, data_sizes=d).winners[0])
-    audit_t = {a.name: best_of(lambda a=a: truthfulness_audit(a, c, d, B, clients=[client]), repeats=1 if quick else 2)  # type: ignore[misc]
-               for a in (m1, m2)}
+    audit_t = {
+        a.name: best_of(lambda a=a: truthfulness_audit(a, c, d, B, clients=[client]), repeats=1 if quick else 2)  # type: ignore[misc]
+        for a in (m1, m2)
+    }
     grid = int(truthfulness_audit(m2, c, d, B, clients=[client]).grid_points[0])
-    print(f"JDP truthfulness audit of one client, n = 1000 ({grid} misreports, full grid): "
-          f"M1 {audit_t['M1']:.3f} s, M2 {audit_t['M2']:.3f} s")
+    print(
+        f"JDP truthfulness audit of one client, n = 1000 ({grid} misreports, full grid): M1 {audit_t['M1']:.3f} s, M2 {audit_t['M2']:.3f} s"
+    )
     required = [t_m1_run, t_m2_alloc] + [v["seconds"] for k, v in pay.items() if k.startswith("n=1000,")]
     out_d: dict[str, object] = {
-        "allocation_n100000": {"B": "sum(c)/4", "m1_allocation_seconds": t_m1_alloc, "m1_run_seconds": t_m1_run,
-                               "m2_allocation_seconds": t_m2_alloc, "m1_winners": int(w1), "m2_winners": int(w2)},
+        "allocation_n100000": {
+            "B": "sum(c)/4",
+            "m1_allocation_seconds": t_m1_alloc,
+            "m1_run_seconds": t_m1_run,
+            "m2_allocation_seconds": t_m2_alloc,
+            "m1_winners": int(w1),
+            "m2_winners": int(w2),
+        },
         "m2_payments": pay,
         "audit_one_client_n1000": {"misreports": grid, "seconds": audit_t},
         "met": max(required) < 1.0,
     }
     save("auctions", out_d)
     return out_d
+
 
 # -- JDP-FL round ---------------------------------------------------------------------------
 def bench_jdp(quick: bool) -> dict[str, object]:
@@ -676,12 +740,21 @@ def bench_jdp(quick: bool) -> dict[str, object]:
         "seed": 0,
         "data": {"dataset": "fashion_mnist", "validation": 1000, "partition": {"kind": "iid", "n_clients": 20}},
         "model": {"name": "jdp_mnist_cnn"},
-        "train": {"rounds": 1, "clients_per_round": 20, "eval_every": 10**6,
-                  "local": {"epochs": 1, "batch_size": 64, "lr": 0.001, "momentum": 0.9}},
+        "train": {
+            "rounds": 1,
+            "clients_per_round": 20,
+            "eval_every": 10**6,
+            "local": {"epochs": 1, "batch_size": 64, "lr": 0.001, "momentum": 0.9},
+        },
         "selection": {"kind": "full"},
     }
-    jdp_cfg = parse_recipe({**base, "privacy": {"kind": "jdp", "epsilon": 1.0, "clip": 20},
-                            "jdp": {"aggregator": "leave_one_out", "attack": {"kind": "dirty_label"}}})
+    jdp_cfg = parse_recipe(
+        {
+            **base,
+            "privacy": {"kind": "jdp", "epsilon": 1.0, "clip": 20},
+            "jdp": {"aggregator": "leave_one_out", "attack": {"kind": "dirty_label"}},
+        }
+    )
     jdp = build_jdp(jdp_cfg).engine
     fedavg = build_engine(parse_recipe({**base, "aggregation": {"kind": "fedavg"}})).engine
     thetas0, jdp_params0, params0 = jdp.thetas.clone(), jdp.params.clone(), fedavg.params.clone()
@@ -699,11 +772,27 @@ def bench_jdp(quick: bool) -> dict[str, object]:
 
     t = interleaved({"fedavg": fedavg_round, "jdp": jdp_round}, repeats=1 if quick else 3)
     r = t["jdp"] / t["fedavg"]
-    print(ratio_line("JDP-FL round (m = 20, 1 epoch, M3 + leave-one-out M4 on 1,000 validation examples + M5)",
-                     "JDP", t["jdp"], "FedAvg", t["fedavg"]), "(target ≤ 1.5)")
+    print(
+        ratio_line(
+            "JDP-FL round (m = 20, 1 epoch, M3 + leave-one-out M4 on 1,000 validation examples + M5)",
+            "JDP",
+            t["jdp"],
+            "FedAvg",
+            t["fedavg"],
+        ),
+        "(target ≤ 1.5)",
+    )
     print(f"  last JDP round: local training + M3 {split['train']:.2f} s, M4 scoring + draw {split['server']:.2f} s")
-    out = {"m": 20, "jdp_round_s": t["jdp"], "fedavg_round_s": t["fedavg"], "ratio": r, "target": 1.5, "met": r <= 1.5,
-           "jdp_train_s": split["train"], "jdp_server_s": split["server"]}
+    out = {
+        "m": 20,
+        "jdp_round_s": t["jdp"],
+        "fedavg_round_s": t["fedavg"],
+        "ratio": r,
+        "target": 1.5,
+        "met": r <= 1.5,
+        "jdp_train_s": split["train"],
+        "jdp_server_s": split["server"],
+    }
     save("jdp_round", out)
     return out
 
@@ -718,8 +807,13 @@ def _flower_cfg(n: int, k: int, rounds: int, **data: object) -> dict[str, object
         "seed": 0,
         "data": {"dataset": "fashion_mnist", "partition": partition, **data},
         "model": {"name": "mcmahan_cnn"},
-        "train": {"rounds": rounds, "clients_per_round": k, "eval_every": 10**6, "threads": 1,
-                  "local": {"epochs": 1, "batch_size": 32, "lr": 0.05}},
+        "train": {
+            "rounds": rounds,
+            "clients_per_round": k,
+            "eval_every": 10**6,
+            "threads": 1,
+            "local": {"epochs": 1, "batch_size": 32, "lr": 0.05},
+        },
         "selection": {"kind": "uniform", "replace": False},
         "aggregation": {"kind": "fedavg"},
     }
@@ -769,11 +863,21 @@ def bench_flower(quick: bool) -> dict[str, object]:
     t_in, t_sim = _per_round(ref.records), _per_round(got.records)
     assert got.records[-1]["test_acc"] == ref.records[-1]["test_acc"], "flower-sim and in-process runs differ"
     print(ratio_line(f"Flower simulation round (N = 100, K = {k_a}, McMahan CNN, 1 epoch)", "flower-sim", t_sim, "in process", t_in))
-    print(f"  Flower start-up (Ray, {cfg.data.partition.n_clients} nodes registered): {sim.startup_seconds:.1f} s; "
-          f"whole simulation {sim_total:.1f} s for {rounds} rounds")
-    out["simulation"] = {"n": 100, "k": k_a, "rounds": rounds, "flower_round_s": t_sim, "inprocess_round_s": t_in,
-                         "ratio": t_sim / t_in, "startup_s": sim.startup_seconds, "total_s": sim_total,
-                         "backend_config": sim.backend_config}
+    print(
+        f"  Flower start-up (Ray, {cfg.data.partition.n_clients} nodes registered): {sim.startup_seconds:.1f} s; "
+        f"whole simulation {sim_total:.1f} s for {rounds} rounds"
+    )
+    out["simulation"] = {
+        "n": 100,
+        "k": k_a,
+        "rounds": rounds,
+        "flower_round_s": t_sim,
+        "inprocess_round_s": t_in,
+        "ratio": t_sim / t_in,
+        "startup_s": sim.startup_seconds,
+        "total_s": sim_total,
+        "backend_config": sim.backend_config,
+    }
     save("flower", out)  # each part is saved as soon as it is measured
 
     # (b) the loopback deployment
@@ -797,11 +901,21 @@ def bench_flower(quick: bool) -> dict[str, object]:
             records = list(csv.DictReader(f))
     t_dep, t_in_b = _per_round(records), _per_round(ref_b.records)  # type: ignore[arg-type]
     print(ratio_line(f"Flower loopback deployment round (N = {n_b} SuperNodes, K = {k_b})", "deployment", t_dep, "in process", t_in_b))
-    print(f"  SuperLink + {n_b} SuperNodes started in {up:.1f} s; ServerApp node discovery "
-          f"{summary['backend_info']['startup_seconds']:.1f} s; flwr run {total:.1f} s for {rounds} rounds")
-    out["deployment"] = {"n": n_b, "k": k_b, "rounds": rounds, "deployment_round_s": t_dep, "inprocess_round_s": t_in_b,
-                         "ratio": t_dep / t_in_b, "federation_start_s": up,
-                         "discovery_s": summary["backend_info"]["startup_seconds"], "flwr_run_s": total}
+    print(
+        f"  SuperLink + {n_b} SuperNodes started in {up:.1f} s; ServerApp node discovery "
+        f"{summary['backend_info']['startup_seconds']:.1f} s; flwr run {total:.1f} s for {rounds} rounds"
+    )
+    out["deployment"] = {
+        "n": n_b,
+        "k": k_b,
+        "rounds": rounds,
+        "deployment_round_s": t_dep,
+        "inprocess_round_s": t_in_b,
+        "ratio": t_dep / t_in_b,
+        "federation_start_s": up,
+        "discovery_s": summary["backend_info"]["startup_seconds"],
+        "flwr_run_s": total,
+    }
     save("flower", out)
 
     # (c) 1,000 simulated SuperNodes, one round
@@ -813,8 +927,10 @@ def bench_flower(quick: bool) -> dict[str, object]:
     got_c = sim_c(built_c, cfg_c, lambda: built_c.engine.run(1))
     total_c = time.perf_counter() - tic
     round_c = float(got_c.records[0]["round_time"])  # includes the test evaluation (one round: it is the last)
-    print(f"Flower simulation at N = {n_c} SuperNodes: start-up (Ray + {n_c} registrations) {sim_c.startup_seconds:.1f} s, "
-          f"one round of K = 10 {round_c:.2f} s (with test evaluation), whole {total_c:.1f} s")
+    print(
+        f"Flower simulation at N = {n_c} SuperNodes: start-up (Ray + {n_c} registrations) {sim_c.startup_seconds:.1f} s, "
+        f"one round of K = 10 {round_c:.2f} s (with test evaluation), whole {total_c:.1f} s"
+    )
     out["many_nodes"] = {"n": n_c, "k": 10, "startup_s": sim_c.startup_seconds, "round_s": round_c, "total_s": total_c}
     save("flower", out)
     return out
@@ -831,15 +947,17 @@ def bench_flower_jdp(quick: bool) -> dict[str, object]:
 
     rounds = 3 if quick else 5
     m = 6 if quick else 20
-    cfg = parse_recipe({
-        "seed": 0,
-        "data": {"dataset": "fashion_mnist", "validation": 1000, "partition": {"kind": "iid", "n_clients": m}},
-        "model": {"name": "jdp_mnist_cnn"},
-        "train": {"rounds": rounds, "threads": 1, "local": {"epochs": 1, "batch_size": 64, "lr": 0.001, "momentum": 0.9}},
-        "selection": {"kind": "full"},
-        "privacy": {"kind": "jdp", "epsilon": 1.0, "clip": 20},
-        "jdp": {"aggregator": "leave_one_out", "attack": {"kind": "dirty_label"}},
-    })
+    cfg = parse_recipe(
+        {
+            "seed": 0,
+            "data": {"dataset": "fashion_mnist", "validation": 1000, "partition": {"kind": "iid", "n_clients": m}},
+            "model": {"name": "jdp_mnist_cnn"},
+            "train": {"rounds": rounds, "threads": 1, "local": {"epochs": 1, "batch_size": 64, "lr": 0.001, "momentum": 0.9}},
+            "selection": {"kind": "full"},
+            "privacy": {"kind": "jdp", "epsilon": 1.0, "clip": 20},
+            "jdp": {"aggregator": "leave_one_out", "attack": {"kind": "dirty_label"}},
+        }
+    )
     ref = build_jdp(cfg).engine.run(rounds)
     built = build_jdp(cfg)
     sim = FlowerSimulation()
@@ -848,10 +966,21 @@ def bench_flower_jdp(quick: bool) -> dict[str, object]:
     total = time.perf_counter() - tic
     assert got.records[-1]["test_acc"] == ref.records[-1]["test_acc"], "JDP-FL on flower-sim and in process differ"
     t_in, t_sim = _per_round(ref.records), _per_round(got.records)
-    print(ratio_line(f"JDP-FL round on Flower simulation (m = {m}, M3 + leave-one-out M4 + M5 on the nodes)", "flower-sim", t_sim, "in process", t_in))
+    print(
+        ratio_line(
+            f"JDP-FL round on Flower simulation (m = {m}, M3 + leave-one-out M4 + M5 on the nodes)", "flower-sim", t_sim, "in process", t_in
+        )
+    )
     print(f"  Flower start-up (Ray, {m} nodes registered): {sim.startup_seconds:.1f} s; whole simulation {total:.1f} s for {rounds} rounds")
-    out = {"m": m, "rounds": rounds, "flower_round_s": t_sim, "inprocess_round_s": t_in, "ratio": t_sim / t_in,
-           "startup_s": sim.startup_seconds, "total_s": total}
+    out = {
+        "m": m,
+        "rounds": rounds,
+        "flower_round_s": t_sim,
+        "inprocess_round_s": t_in,
+        "ratio": t_sim / t_in,
+        "startup_s": sim.startup_seconds,
+        "total_s": total,
+    }
     save("flower_jdp", out)
     return out
 
@@ -860,15 +989,23 @@ def bench_flower_jdp(quick: bool) -> dict[str, object]:
 def _speed_cfg(n: int, k: int, *, epochs: int = 1, lr: float = 0.05, partition: str = "dirichlet", **train: object) -> dict[str, object]:
     """The main FedAvg recipe (McMahan CNN, Fashion-MNIST, batch 32) at N = n, K = k; no test
     evaluation inside the timed rounds."""
-    part = {"kind": "dirichlet", "n_clients": n, "alpha": 0.5, "min_size": 10} if partition == "dirichlet" else {"kind": "iid", "n_clients": n}
+    part = (
+        {"kind": "dirichlet", "n_clients": n, "alpha": 0.5, "min_size": 10} if partition == "dirichlet" else {"kind": "iid", "n_clients": n}
+    )
     return {
         "name": f"speed_n{n}_k{k}",
         "seed": 0,
         "data": {"dataset": "fashion_mnist", "partition": part},
         "model": {"name": "mcmahan_cnn"},
         # the CPU unless a bench names the device: the CPU targets stay CPU figures on a GPU machine
-        "train": {"rounds": 10**5, "clients_per_round": k, "eval_every": 10**5, "local": {"epochs": epochs, "batch_size": 32, "lr": lr},
-                  "device": "cpu", **train},
+        "train": {
+            "rounds": 10**5,
+            "clients_per_round": k,
+            "eval_every": 10**5,
+            "local": {"epochs": epochs, "batch_size": 32, "lr": lr},
+            "device": "cpu",
+            **train,
+        },
         "selection": {"kind": "uniform", "replace": False},
         "aggregation": {"kind": "fedavg"},
     }
@@ -915,16 +1052,23 @@ def _conv2_peak_one_thread(repeats: int) -> dict[str, float]:
             bf = best_of(lambda: conv_bf(xbf), repeats=repeats)
     finally:
         torch.set_num_threads(threads)
-    return {"flop": flop, "contiguous_flops": flop / contig, "channels_last_flops": flop / cl, "best_flops": flop / min(contig, cl),
-            "bf16_flops": flop / bf}
+    return {
+        "flop": flop,
+        "contiguous_flops": flop / contig,
+        "channels_last_flops": flop / cl,
+        "best_flops": flop / min(contig, cl),
+        "bf16_flops": flop / bf,
+    }
 
 
 def _first_ten_jobs(built: object) -> Callable[[], object]:
     """Train clients 0-9 of round 0 through ``built``'s executor: a throughput measurement (an
     IID partition's clients are equal)."""
+
     def run() -> object:
         e = built.engine  # type: ignore[attr-defined]
         return e.executor.train([e.job(0, c, 0) for c in range(10)])
+
     return run
 
 
@@ -957,8 +1101,16 @@ def _speed_round(cores: int, reps: int) -> dict[str, object]:
     out["rounds_timed"] = reps
     out["workers_round_speedup"] = best["sequential"] / best["workers"]
     out["workers_over_sequential_channels_last"] = best["sequential_channels_last"] / best["workers"]
-    print(ratio_line(f"FedAvg round (N = 100, K = 10, 1 epoch): sequential ({cores} threads) over {cores} workers",
-                     "sequential", best["sequential"], "workers", best["workers"]), "(target >= 1.6)")
+    print(
+        ratio_line(
+            f"FedAvg round (N = 100, K = 10, 1 epoch): sequential ({cores} threads) over {cores} workers",
+            "sequential",
+            best["sequential"],
+            "workers",
+            best["workers"],
+        ),
+        "(target >= 1.6)",
+    )
 
     return out
 
@@ -991,18 +1143,22 @@ def _game_engines() -> dict[str, object]:
     assert game is not None
     times, plans = {}, {}
     for engine in ("compiled", "streamed"):
-        with (mock.patch.object(_mean_field, "default_engine", lambda e=engine: e),
-              tempfile.TemporaryDirectory() as d):
+        with mock.patch.object(_mean_field, "default_engine", lambda e=engine: e), tempfile.TemporaryDirectory() as d:
             tic = time.perf_counter()
             plans[engine] = solve_plan(game, cache=Path(d))
             times[engine] = time.perf_counter() - tic
     a, b = plans["compiled"], plans["streamed"]
     d_reward = float(np.max(np.abs(a.reward - b.reward) / np.maximum(np.abs(b.reward), 1.0)))
     d_phi = float(np.max(np.abs(a.phi - b.phi) / np.abs(b.phi)))
-    return {"compiled_s": times["compiled"], "streamed_s": times["streamed"],
-            "speedup": times["streamed"] / times["compiled"],
-            "reward_rel_diff": d_reward, "phi_rel_diff": d_phi, "same_plan": max(d_reward, d_phi) <= 1e-5,
-            "recipe": "recipes/main/fedpcs.yaml"}
+    return {
+        "compiled_s": times["compiled"],
+        "streamed_s": times["streamed"],
+        "speedup": times["streamed"] / times["compiled"],
+        "reward_rel_diff": d_reward,
+        "phi_rel_diff": d_phi,
+        "same_plan": max(d_reward, d_phi) <= 1e-5,
+        "recipe": "recipes/main/fedpcs.yaml",
+    }
 
 
 def bench_speed_game(quick: bool) -> dict[str, object]:
@@ -1024,30 +1180,41 @@ def bench_speed_game(quick: bool) -> dict[str, object]:
     t_mf = mean_field_seconds(n, 30)
     print(f"mean field N={n}, T=30 on {cores()} cores: {t_mf:.1f} s (target < 60 at N = 10^5)")
     engines = _game_engines()
-    print(f"main job's FedPCS game: compiled engine {engines['compiled_s']:.1f} s, streamed "
-          f"{engines['streamed_s']:.1f} s ({engines['speedup']:.2f}x; plans within {max(engines['reward_rel_diff'], engines['phi_rel_diff']):.1e})")
-    recipe, sets = (("recipes/main/fedpcs.yaml", []) if quick else
-                    ("recipes/fedpcs/fmnist.yaml", ["seed=1"]))
+    print(
+        f"main job's FedPCS game: compiled engine {engines['compiled_s']:.1f} s, streamed "
+        f"{engines['streamed_s']:.1f} s ({engines['speedup']:.2f}x; plans within {max(engines['reward_rel_diff'], engines['phi_rel_diff']):.1e})"
+    )
+    recipe, sets = ("recipes/main/fedpcs.yaml", []) if quick else ("recipes/fedpcs/fmnist.yaml", ["seed=1"])
     game = fedpcs_game(load_recipe(ROOT / recipe, sets))
     assert game is not None
     with tempfile.TemporaryDirectory() as d:
         tic = time.perf_counter()
         plan = solve_plan(game, cache=Path(d))
         t_game = time.perf_counter() - tic
-    print(f"FedPCS game solve ({recipe} {' '.join(sets)}; T={game.rounds - 1}, "
-          f"{plan.extras.get('evaluations')} mean-field evaluations): {t_game:.1f} s")
+    print(
+        f"FedPCS game solve ({recipe} {' '.join(sets)}; T={game.rounds - 1}, "
+        f"{plan.extras.get('evaluations')} mean-field evaluations): {t_game:.1f} s"
+    )
     if not quick:
         out["mean_field_1e5_s"] = t_mf
         out["paper_budget_game_solve_s"] = t_game
         out["paper_budget_game_solve_detail"] = {
-            "recipe": recipe, "sets": sets, "evaluations": plan.extras.get("evaluations"),
-            "cores": cores(), "measured": time.strftime("%Y-%m-%d %H:%M"), "engine": default_engine(),
+            "recipe": recipe,
+            "sets": sets,
+            "evaluations": plan.extras.get("evaluations"),
+            "cores": cores(),
+            "measured": time.strftime("%Y-%m-%d %H:%M"),
+            "engine": default_engine(),
             "code": _code(),
-            "cpu": _cpu()}
+            "cpu": _cpu(),
+        }
         out["game_engines"] = engines
         out["speed_game_measured"] = {  # these keys' run: "machine" says the file's last writer
             "keys": ["mean_field_1e5_s", "paper_budget_game_solve_s", "game_engines"],
-            "date": time.strftime("%Y-%m-%d %H:%M"), "code": _code(), "cpu": _cpu()}
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "code": _code(),
+            "cpu": _cpu(),
+        }
         save(speed_name(), out)
     return out
 
@@ -1071,7 +1238,7 @@ def bench_speed(quick: bool) -> dict[str, object]:
       plus 30 × the mean of 3 timed rounds (evaluating every 5 rounds, as the recipe does).
     """
     from fedgame.pipeline.build import build_engine
-    from fedgame.pipeline.config import load_recipe, parse_recipe
+    from fedgame.pipeline.config import parse_recipe
     from fedgame.sim.pool import available_cores
 
     cores = available_cores()
@@ -1091,7 +1258,11 @@ def bench_speed(quick: bool) -> dict[str, object]:
     has_bf16 = bf16_supported(torch.device("cpu"))
     out["bf16_supported"] = has_bf16
     fp32 = build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", workers=cores)), parallel=True)
-    bf16 = build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", workers=cores, precision="bf16")), parallel=True) if has_bf16 else None
+    bf16 = (
+        build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", workers=cores, precision="bf16")), parallel=True)
+        if has_bf16
+        else None
+    )
     try:
         cases = {"fp32": _first_ten_jobs(fp32), **({"bf16": _first_ten_jobs(bf16)} if bf16 is not None else {})}
         times = interleaved(cases, repeats=reps)
@@ -1106,8 +1277,10 @@ def bench_speed(quick: bool) -> dict[str, object]:
     out["conv_peak_fraction"] = frac
     out["bf16_speedup"] = sps["bf16"] / sps["fp32"] if "bf16" in sps else None
     bf_text = f"bf16 {sps['bf16']:.0f} samples/s" if "bf16" in sps else "bf16 refused here (no native bf16: no AVX-512 BF16, no AMX)"
-    print(f"training with {cores} workers: fp32 {sps['fp32']:.0f} samples/s ({sps['fp32'] * flop / 1e9:.1f} GFLOP/s), "
-          f"{bf_text}; conv2 alone on one thread {peak['best_flops'] / 1e9:.1f} GFLOP/s")
+    print(
+        f"training with {cores} workers: fp32 {sps['fp32']:.0f} samples/s ({sps['fp32'] * flop / 1e9:.1f} GFLOP/s), "
+        f"{bf_text}; conv2 alone on one thread {peak['best_flops'] / 1e9:.1f} GFLOP/s"
+    )
     speed_up = f"{out['bf16_speedup']:.3f}" if out["bf16_speedup"] is not None else "n/a"
     print(f"  conv_peak_fraction {frac:.3f} (target >= 0.8); bf16_speedup {speed_up} (target >= 1.5 where bf16 is native)")
     save(speed_name(), out)
@@ -1122,7 +1295,9 @@ def bench_speed(quick: bool) -> dict[str, object]:
     out["dp"] = {"ours_bk": eps["fedgame (bk)"], "opacus_ghost": eps["Opacus ghost clipping"], "non_dp": eps["non-DP SGD (reference)"]}
     out["dp_over_opacus_ghost"] = eps["fedgame (bk)"] / eps["Opacus ghost clipping"]
     out["dp_over_nondp"] = eps["fedgame (bk)"] / eps["non-DP SGD (reference)"]
-    print(f"  dp_over_opacus_ghost {out['dp_over_opacus_ghost']:.3f} (target >= 1.2); dp_over_nondp {out['dp_over_nondp']:.3f} (target >= 0.5)")
+    print(
+        f"  dp_over_opacus_ghost {out['dp_over_opacus_ghost']:.3f} (target >= 1.2); dp_over_nondp {out['dp_over_nondp']:.3f} (target >= 0.5)"
+    )
     save(speed_name(), out)
 
     # (5) the FedPCS mean field at N = 10^5
@@ -1135,8 +1310,7 @@ def bench_speed(quick: bool) -> dict[str, object]:
     # (6) one FedPCS run at the paper's budget, projected from 3 timed rounds
     out.update(_paper_budget_runs(cores, quick))
     out["paper_budget_bounds"] = _paper_budget_bounds(out)
-    out["speed_measured"] = {"keys": "every key of this run", "date": time.strftime("%Y-%m-%d %H:%M"),
-                             "code": _code(), "cpu": _cpu()}
+    out["speed_measured"] = {"keys": "every key of this run", "date": time.strftime("%Y-%m-%d %H:%M"), "code": _code(), "cpu": _cpu()}
     save(speed_name(), out)
     torch.set_num_threads(threads0)
     return out
@@ -1161,8 +1335,7 @@ def _paper_budget_runs(cores: int, quick: bool) -> dict[str, object]:
         tic = time.perf_counter()
         plan = solve_plan(game)
         t_game = time.perf_counter() - tic
-        print(f"  paper-budget FedPCS game (seed 0, {plan.extras.get('evaluations')} mean-field "
-              f"evaluations): {t_game:.1f} s")
+        print(f"  paper-budget FedPCS game (seed 0, {plan.extras.get('evaluations')} mean-field evaluations): {t_game:.1f} s")
         from fedgame.sim.local import bf16_supported
 
         precisions = (("paper_budget_fedpcs_run_s", "fp32"), ("paper_budget_fedpcs_run_bf16_s", "bf16"))
@@ -1197,13 +1370,23 @@ def _paper_budget_runs(cores: int, quick: bool) -> dict[str, object]:
             setup = t_game + build
             proj = setup + cfg.train.rounds * float(np.mean(per)) + n_evals * evals
             out[key] = proj
-            out[key[:-2] + "_detail"] = {"setup_s": setup, "game_solve_s": t_game, "build_s": build,
-                                         "round_s": per, "round_examples": examples, "rounds": cfg.train.rounds, "evaluation_s": evals,
-                                         "evaluations": n_evals, "workers": cores,
-                                         "game_evaluations": plan.extras.get("evaluations")}
-            print(f"  {key} {proj:.0f} s (set-up {setup:.1f} s = game {t_game:.1f} s + build {build:.1f} s, "
-                  f"+ {cfg.train.rounds} x {np.mean(per):.1f} s + {n_evals} x {evals:.1f} s evaluation; "
-                  f"target {'<= 480' if prec == 'fp32' else '<= 300'})")
+            out[key[:-2] + "_detail"] = {
+                "setup_s": setup,
+                "game_solve_s": t_game,
+                "build_s": build,
+                "round_s": per,
+                "round_examples": examples,
+                "rounds": cfg.train.rounds,
+                "evaluation_s": evals,
+                "evaluations": n_evals,
+                "workers": cores,
+                "game_evaluations": plan.extras.get("evaluations"),
+            }
+            print(
+                f"  {key} {proj:.0f} s (set-up {setup:.1f} s = game {t_game:.1f} s + build {build:.1f} s, "
+                f"+ {cfg.train.rounds} x {np.mean(per):.1f} s + {n_evals} x {evals:.1f} s evaluation; "
+                f"target {'<= 480' if prec == 'fp32' else '<= 300'})"
+            )
     return out
 
 
@@ -1236,15 +1419,29 @@ def _paper_budget_bounds(out: dict[str, Any]) -> dict[str, object]:
         for case, other in (("with_game", d["setup_s"] + evals), ("plan_cached", d["build_s"] + evals)):
             left = target - other
             need = flop * examples / left / cores if left > 0 else float("inf")
-            cases[case] = {"training_budget_s": left, "needed_per_core_flops": need, "needed_over_conv2": need / yard,
-                           "needed_speedup": need / now}
-        bounds[prec] = {"target_s": target, "cores": cores, "examples": examples, "training_s": d["rounds"] * round_s,
-                        "per_core_flops": now, "conv2_one_thread_flops": yard, "per_core_over_conv2": now / yard, **cases}
+            cases[case] = {
+                "training_budget_s": left,
+                "needed_per_core_flops": need,
+                "needed_over_conv2": need / yard,
+                "needed_speedup": need / now,
+            }
+        bounds[prec] = {
+            "target_s": target,
+            "cores": cores,
+            "examples": examples,
+            "training_s": d["rounds"] * round_s,
+            "per_core_flops": now,
+            "conv2_one_thread_flops": yard,
+            "per_core_over_conv2": now / yard,
+            **cases,
+        }
         g, c = cases["with_game"], cases["plan_cached"]
-        print(f"  {prec} paper-budget run: trains at {now / 1e9:.1f} GFLOP/s per core ({now / yard:.2f} of conv2's one-thread "
-              f"{yard / 1e9:.1f}); <= {target:.0f} s needs {g['needed_per_core_flops'] / 1e9:.1f} GFLOP/s per core "
-              f"({g['needed_over_conv2']:.2f} of conv2) with the game, {c['needed_per_core_flops'] / 1e9:.1f} "
-              f"({c['needed_over_conv2']:.2f}) with its plan cached")
+        print(
+            f"  {prec} paper-budget run: trains at {now / 1e9:.1f} GFLOP/s per core ({now / yard:.2f} of conv2's one-thread "
+            f"{yard / 1e9:.1f}); <= {target:.0f} s needs {g['needed_per_core_flops'] / 1e9:.1f} GFLOP/s per core "
+            f"({g['needed_over_conv2']:.2f} of conv2) with the game, {c['needed_per_core_flops'] / 1e9:.1f} "
+            f"({c['needed_over_conv2']:.2f}) with its plan cached"
+        )
     return bounds
 
 
@@ -1256,14 +1453,15 @@ def bench_speed_paper(quick: bool) -> dict[str, object]:
     path = RESULTS / f"{speed_name()}.json"
     out = json.loads(path.read_text()) if path.exists() else {}
     # the yardsticks of the bounds measured in this run too (the top-level keys stay the full run's)
-    yardsticks: dict[str, object] = {"train_flop_per_sample": _train_flop_per_sample(),
-                                     "conv2_one_thread": _conv2_peak_one_thread(3 if quick else 10)}
+    yardsticks: dict[str, object] = {
+        "train_flop_per_sample": _train_flop_per_sample(),
+        "conv2_one_thread": _conv2_peak_one_thread(3 if quick else 10),
+    }
     res = _paper_budget_runs(available_cores(), quick)
     res["paper_budget_bounds"] = _paper_budget_bounds({**yardsticks, **res})
     if not quick:
         out.update(res)
-        out["paper_budget_measured"] = {"keys": sorted(res), "date": time.strftime("%Y-%m-%d %H:%M"), "cpu": _cpu(),
-                                        "code": _code()}
+        out["paper_budget_measured"] = {"keys": sorted(res), "date": time.strftime("%Y-%m-%d %H:%M"), "cpu": _cpu(), "code": _code()}
         save(speed_name(), out)
     return res
 
@@ -1297,11 +1495,21 @@ def bench_speed_flower(quick: bool) -> dict[str, object]:
     t_in, t_sim = _per_round(a.records), _per_round(got.records)
     path = RESULTS / f"{speed_name()}.json"
     out = json.loads(path.read_text()) if path.exists() else {"machine": machine()}
-    out["flower"] = {"inprocess_round_s": t_in, "flower_sim_round_s": t_sim, "flower_startup_s": sim.startup_seconds,
-                     "actors": "one single-CPU actor per core", "workers": cores, "rounds": rounds}
+    out["flower"] = {
+        "inprocess_round_s": t_in,
+        "flower_sim_round_s": t_sim,
+        "flower_startup_s": sim.startup_seconds,
+        "actors": "one single-CPU actor per core",
+        "workers": cores,
+        "rounds": rounds,
+    }
     out["inprocess_over_flower_sim"] = t_in / t_sim
-    print(ratio_line(f"in-process round ({cores} workers) over Flower simulation round ({cores} actors)", "in process", t_in,
-                     "flower-sim", t_sim), "(target <= 1.0)")
+    print(
+        ratio_line(
+            f"in-process round ({cores} workers) over Flower simulation round ({cores} actors)", "in process", t_in, "flower-sim", t_sim
+        ),
+        "(target <= 1.0)",
+    )
     path.write_text(json.dumps(out, indent=2) + "\n")
     return out
 
@@ -1361,10 +1569,13 @@ def bench_speed_gpu(quick: bool) -> dict[str, object]:
     name = "speed_gpu"
 
     # (1) a FedAvg round: GPU fp32, GPU bf16, this machine's CPU with workers = cores
-    paths = {"cuda_fp32": ({"device": "cuda"}, False), "cuda_bf16": ({"device": "cuda", "precision": "bf16"}, False),
-             "cuda_fp32_eager": ({"device": "cuda", "cuda_graphs": False}, False),
-             "cuda_bf16_eager": ({"device": "cuda", "precision": "bf16", "cuda_graphs": False}, False),
-             "cpu_workers": ({"device": "cpu", "workers": cores}, True)}
+    paths = {
+        "cuda_fp32": ({"device": "cuda"}, False),
+        "cuda_bf16": ({"device": "cuda", "precision": "bf16"}, False),
+        "cuda_fp32_eager": ({"device": "cuda", "cuda_graphs": False}, False),
+        "cuda_bf16_eager": ({"device": "cuda", "precision": "bf16", "cuda_graphs": False}, False),
+        "cpu_workers": ({"device": "cpu", "workers": cores}, True),
+    }
     rounds: dict[str, list[float]] = {k: [] for k in paths}
     built = {k: build_engine(parse_recipe(_speed_cfg(100, 10, **kw)), parallel=par) for k, (kw, par) in paths.items()}
     try:
@@ -1379,21 +1590,33 @@ def bench_speed_gpu(quick: bool) -> dict[str, object]:
             b.close()
     torch.set_num_threads(threads0)
     mean = {k: float(np.mean(v)) for k, v in rounds.items()}
-    out["fedavg_round"] = {"recipe": "N = 100 Dirichlet(0.5), K = 10, 1 epoch, McMahan CNN, batch 32, lr 0.05", "round_s": mean,
-                           "rounds_timed": reps, "cpu_workers": cores,
-                           "cpu_over_gpu_fp32": mean["cpu_workers"] / mean["cuda_fp32"],
-                           "gpu_bf16_speedup": mean["cuda_fp32"] / mean["cuda_bf16"],
-                           "cuda_graphs_speedup_fp32": mean["cuda_fp32_eager"] / mean["cuda_fp32"],
-                           "cuda_graphs_speedup_bf16": mean["cuda_bf16_eager"] / mean["cuda_bf16"]}
-    print("FedAvg round (N = 100, K = 10, 1 epoch): " + ", ".join(f"{k} {v:.3f} s" for k, v in mean.items())
-          + f" (CPU: {cores} workers; 'eager': cuda_graphs off)")
+    out["fedavg_round"] = {
+        "recipe": "N = 100 Dirichlet(0.5), K = 10, 1 epoch, McMahan CNN, batch 32, lr 0.05",
+        "round_s": mean,
+        "rounds_timed": reps,
+        "cpu_workers": cores,
+        "cpu_over_gpu_fp32": mean["cpu_workers"] / mean["cuda_fp32"],
+        "gpu_bf16_speedup": mean["cuda_fp32"] / mean["cuda_bf16"],
+        "cuda_graphs_speedup_fp32": mean["cuda_fp32_eager"] / mean["cuda_fp32"],
+        "cuda_graphs_speedup_bf16": mean["cuda_bf16_eager"] / mean["cuda_bf16"],
+    }
+    print(
+        "FedAvg round (N = 100, K = 10, 1 epoch): "
+        + ", ".join(f"{k} {v:.3f} s" for k, v in mean.items())
+        + f" (CPU: {cores} workers; 'eager': cuda_graphs off)"
+    )
     save(name, out)
 
     # (1b) training throughput on the GPU: an IID round of K = 10 equal clients, fp32 and bf16
-    tp = {k: build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", **kw))) for k, kw in
-          (("fp32", {"device": "cuda"}), ("bf16", {"device": "cuda", "precision": "bf16"}),
-           ("fp32_eager", {"device": "cuda", "cuda_graphs": False}),
-           ("bf16_eager", {"device": "cuda", "precision": "bf16", "cuda_graphs": False}))}
+    tp = {
+        k: build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", **kw)))
+        for k, kw in (
+            ("fp32", {"device": "cuda"}),
+            ("bf16", {"device": "cuda", "precision": "bf16"}),
+            ("fp32_eager", {"device": "cuda", "cuda_graphs": False}),
+            ("bf16_eager", {"device": "cuda", "precision": "bf16", "cuda_graphs": False}),
+        )
+    }
     try:
         times = interleaved({k: _first_ten_jobs(b) for k, b in tp.items()}, repeats=reps)
     finally:
@@ -1413,8 +1636,10 @@ def bench_speed_gpu(quick: bool) -> dict[str, object]:
     out["dp"] = {"examples_per_second": eps, "batch_size": 64, "steps": dp["steps"]}
     out["dp_over_opacus_ghost"] = eps["fedgame (bk)"] / eps["Opacus ghost clipping"]
     out["dp_over_nondp"] = eps["fedgame (bk)"] / eps["non-DP SGD (reference)"]
-    print(f"  dp_over_opacus_ghost {out['dp_over_opacus_ghost']:.3f} (CPU target >= 1.2); "
-          f"dp_over_nondp {out['dp_over_nondp']:.3f} (CPU target >= 0.5)")
+    print(
+        f"  dp_over_opacus_ghost {out['dp_over_opacus_ghost']:.3f} (CPU target >= 1.2); "
+        f"dp_over_nondp {out['dp_over_nondp']:.3f} (CPU target >= 0.5)"
+    )
     save(name, out)
 
     # (3) FedPCS at the paper's budget, whole runs
@@ -1426,8 +1651,10 @@ def bench_speed_gpu(quick: bool) -> dict[str, object]:
         if _deadline_left() < need + 30:
             print(f"  {key}: skipped, {_deadline_left():.0f} s left before the deadline")
             continue
-        cfg = load_recipe(ROOT / "recipes" / "fedpcs" / "fmnist.yaml",
-                          ["train.device=cuda", f"train.precision={prec}", f"train.cuda_graphs={str(graphs).lower()}"])
+        cfg = load_recipe(
+            ROOT / "recipes" / "fedpcs" / "fmnist.yaml",
+            ["train.device=cuda", f"train.precision={prec}", f"train.cuda_graphs={str(graphs).lower()}"],
+        )
         with tempfile.TemporaryDirectory() as d:
             tic = time.perf_counter()
             summary = run_one(cfg, Path(d) / "run", resume=False)
@@ -1440,14 +1667,22 @@ def bench_speed_gpu(quick: bool) -> dict[str, object]:
             for fname in ("summary.json", "metrics.csv", "config.yaml"):
                 shutil.copy(Path(d) / "run" / fname, keep / fname)
         round_s = [float(r["round_time"]) for r in rows]
-        out[key] = {"wall_s": wall, "game_solve_s": summary.get("game_solve_seconds"),
-                    "game_plan_from_cache": summary.get("game_plan_from_cache"), "round_s_mean": float(np.mean(round_s)),
-                    "rounds": len(rows), "final_accuracy": summary.get("final_accuracy"), "ran_on": summary.get("ran_on"),
-                    "files": str(keep.relative_to(RESULTS))}  # beside this JSON
-        game = ("plan from the cache" if summary.get("game_plan_from_cache") else f"solved in {summary.get('game_solve_seconds'):.0f} s")
-        print(f"  {key}: {wall:.0f} s in all ({len(rows)} rounds, {np.mean(round_s):.2f} s each; game {game}); "
-              f"final accuracy {summary.get('final_accuracy')} (CPU target <= "
-              f"{'480' if prec == 'fp32' else '300'} s)")
+        out[key] = {
+            "wall_s": wall,
+            "game_solve_s": summary.get("game_solve_seconds"),
+            "game_plan_from_cache": summary.get("game_plan_from_cache"),
+            "round_s_mean": float(np.mean(round_s)),
+            "rounds": len(rows),
+            "final_accuracy": summary.get("final_accuracy"),
+            "ran_on": summary.get("ran_on"),
+            "files": str(keep.relative_to(RESULTS)),
+        }  # beside this JSON
+        game = "plan from the cache" if summary.get("game_plan_from_cache") else f"solved in {summary.get('game_solve_seconds'):.0f} s"
+        print(
+            f"  {key}: {wall:.0f} s in all ({len(rows)} rounds, {np.mean(round_s):.2f} s each; game {game}); "
+            f"final accuracy {summary.get('final_accuracy')} (CPU target <= "
+            f"{'480' if prec == 'fp32' else '300'} s)"
+        )
         save(name, out)
     torch.set_num_threads(threads0)
     return out
@@ -1457,7 +1692,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke check of the bench itself)")
     ap.add_argument("--main", action="store_true", help="also time the main job (about 4 minutes)")
-    ap.add_argument("--only", default="engine,dp,game", help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl, auctions, jdp, flower, flower_jdp, speed, speed_round, speed_game, speed_paper, speed_gpu")
+    ap.add_argument(
+        "--only",
+        default="engine,dp,game",
+        help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl, auctions, jdp, flower, flower_jdp, speed, speed_round, speed_game, speed_paper, speed_gpu",
+    )
     args = ap.parse_args()
     torch.manual_seed(0)
     np.random.seed(0)

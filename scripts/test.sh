@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# The test suite: set up with the test, Flower, tracking and Hugging Face extras, then pytest.
+# The test suite: set up with the test, Flower, tracking and Hugging Face extras, then ruff, mypy
+# and pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Flower must not install packages at run time, send telemetry or check for updates (the Flower
 # tests start simulations and SuperLinks); Ray must not report usage.
 export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 FLWR_TELEMETRY_ENABLED=0 FLWR_DISABLE_UPDATE_CHECK=1 RAY_USAGE_STATS_ENABLED=0
 bash scripts/setup.sh test,flower,tracking,hf
+# One style (pyproject.toml [tool.ruff]: line length 140, pycodestyle and pyflakes): under a
+# second for the whole repository, so it runs first and a style error stops the command at once.
+.venv/bin/ruff format --check --quiet . || { echo "ruff format: the files above are not formatted (run .venv/bin/ruff format .)" >&2; exit 1; }
+.venv/bin/ruff check --quiet .
 # Strict typing of the package (pyproject.toml [tool.mypy]: strict, pydantic plugin), on one core
 # while pytest starts on the others: mypy is single-threaded (about 50 s from a cold cache) and the
 # suite is CPU-bound, so running it first left a core idle for that long (docs/speed.md). Its

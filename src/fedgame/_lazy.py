@@ -13,9 +13,7 @@ from typing import Any
 __all__ = ["lazy_attributes"]
 
 
-def lazy_attributes(
-    package: str, where: Mapping[str, str], names: Sequence[str]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_attributes(package: str, where: Mapping[str, str], names: Sequence[str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package``: attribute ``n`` in ``where`` is
     imported from ``package.<where[n]>`` when first asked for; ``names`` are the package's
     public names (its ``__all__``)."""

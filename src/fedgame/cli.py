@@ -23,6 +23,7 @@ from typer.core import TyperGroup
 if TYPE_CHECKING:
     from fedgame.pipeline.config import RunConfig
 
+
 def _usage_error() -> type[Exception]:
     """Click's ``UsageError`` as Typer raises it: from the ``click`` package (Typer up to 0.2x
     depends on it), or from the copy newer Typer releases carry inside (``typer._click``)."""
@@ -44,7 +45,21 @@ err = Console(stderr=True, soft_wrap=True)  # an error is one line however narro
 #: What a user's input can raise that is not already turned into a one-line error where it
 #: arises (a file that is not what it should be, a plug-in that does not import or build, a
 #: value out of range deep in a solver): the top-level handler turns each into one line.
-USER_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, TypeError, KeyError, IndexError, ImportError, SyntaxError, yaml.YAMLError, UnicodeError, EOFError, pickle.UnpicklingError, RuntimeError, AssertionError)
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    ImportError,
+    SyntaxError,
+    yaml.YAMLError,
+    UnicodeError,
+    EOFError,
+    pickle.UnpicklingError,
+    RuntimeError,
+    AssertionError,
+)
 
 
 def _one_line(e: BaseException) -> str:
@@ -88,10 +103,15 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a recipe field: key.path=value (YAML value); ~key.path deletes one")]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", help="override a recipe field: key.path=value (YAML value); ~key.path deletes one")
+]
 LogToOpt = Annotated[
     list[str] | None,
-    typer.Option("--log-to", help="also track the rounds in tensorboard (<run>/tensorboard) or mlflow (MLFLOW_TRACKING_URI, default sqlite beside the run); repeatable"),
+    typer.Option(
+        "--log-to",
+        help="also track the rounds in tensorboard (<run>/tensorboard) or mlflow (MLFLOW_TRACKING_URI, default sqlite beside the run); repeatable",
+    ),
 ]
 
 
@@ -139,7 +159,9 @@ def _progress() -> Progress:
     )
 
 
-def _run_with_progress(cfg: Any, out: Path, *, resume: bool, label: str, execute: Any = None, log_to: list[str] | None = None) -> dict[str, Any]:
+def _run_with_progress(
+    cfg: Any, out: Path, *, resume: bool, label: str, execute: Any = None, log_to: list[str] | None = None
+) -> dict[str, Any]:
     from fedgame.data import DatasetNotFoundError
     from fedgame.pipeline.runner import RunFolderMismatch, run_one
     from fedgame.pipeline.store import UnsafeCheckpoint
@@ -222,8 +244,12 @@ def _results_table(rows: list[dict[str, Any]], title: str) -> Table:
     for r in rows:
         eps = "—" if not r["epsilon_max_mean"] else f"{r['epsilon_max_mean']:.3g} ± {r['epsilon_max_std']:.2g}"
         t.add_row(
-            escape(r["label"]), str(r["seeds"]), f"{r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f}",
-            f"{r['wall_time_mean']:.1f}", eps, r.get("accounting", ""),
+            escape(r["label"]),
+            str(r["seeds"]),
+            f"{r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f}",
+            f"{r['wall_time_mean']:.1f}",
+            eps,
+            r.get("accounting", ""),
         )
     return t
 
@@ -315,10 +341,14 @@ def validate(recipe: Path, set_: SetOpt = None) -> None:
     except (DatasetNotFoundError, ValueError) as e:
         _fail(f"{recipe}: {escape(str(e))}")
     sizes = data.sizes
-    console.print(f"[green]data ok[/] {cfg.data.dataset}: {len(data.train.y)} training examples over {len(sizes)} clients "
-                  f"({min(sizes)}–{max(sizes)} each), {len(data.test.y)} test examples")
-    console.print(f"[green]ok[/] {recipe}: {cfg.name} — {cfg.data.dataset}, {len(sizes)} clients, "
-                  f"{cfg.train.rounds} rounds, selection {cfg.selection.kind}, privacy {cfg.privacy.kind}")
+    console.print(
+        f"[green]data ok[/] {cfg.data.dataset}: {len(data.train.y)} training examples over {len(sizes)} clients "
+        f"({min(sizes)}–{max(sizes)} each), {len(data.test.y)} test examples"
+    )
+    console.print(
+        f"[green]ok[/] {recipe}: {cfg.name} — {cfg.data.dataset}, {len(sizes)} clients, "
+        f"{cfg.train.rounds} rounds, selection {cfg.selection.kind}, privacy {cfg.privacy.kind}"
+    )
     console.print(f"trains on {escape(_where(cfg))}")
     console.print(escape(built))
 
@@ -336,14 +366,18 @@ def _build_plugins(cfg: RunConfig, data: Any) -> str:
     if cfg.jdp is not None:
         return "plug-ins: the JDP-FL protocol's auction and rules are built by fedgame run"
     if isinstance(factory, type) and issubclass(factory, PlannedIncentive):
-        return (f"plug-ins: built by fedgame run, after incentive.kind {cfg.incentive.kind!r} has solved its plan "
-                "(the game; minutes at the papers' sizes)")
+        return (
+            f"plug-ins: built by fedgame run, after incentive.kind {cfg.incentive.kind!r} has solved its plan "
+            "(the game; minutes at the papers' sizes)"
+        )
     built = build_engine(cfg, data=data)
     built.close()
     e = built.engine
-    return (f"plug-ins ok (built as fedgame run builds them): selection {type(e.selection).__name__}, "
-            f"privacy {type(e.privacy).__name__}, incentive {type(e.incentive).__name__}, "
-            f"accountant {type(e.accountant).__name__}, aggregation {cfg.aggregation.kind}")
+    return (
+        f"plug-ins ok (built as fedgame run builds them): selection {type(e.selection).__name__}, "
+        f"privacy {type(e.privacy).__name__}, incentive {type(e.incentive).__name__}, "
+        f"accountant {type(e.accountant).__name__}, aggregation {cfg.aggregation.kind}"
+    )
 
 
 def _where(cfg: RunConfig) -> str:
@@ -370,10 +404,21 @@ def run(
     resume: Annotated[bool, typer.Option(help="continue an interrupted run from its checkpoint")] = False,
     force: Annotated[bool, typer.Option("--force", help="run again into a folder that holds a run, deleting it")] = False,
     log_to: LogToOpt = None,
-    backend: Annotated[str, typer.Option(help="inprocess (this process) | flower-sim (Flower's Simulation Engine on Ray; needs the flower extra)")] = "inprocess",
-    ray_address: Annotated[str | None, typer.Option(help="flower-sim: join this Ray cluster (e.g. auto, after `ray start --head`) instead of starting one")] = None,
-    round_timeout: Annotated[float | None, typer.Option(min=0.001, help="flower-sim: seconds to wait for a round's replies (default: all of them)")] = None,
-    on_missing: Annotated[str | None, typer.Option(help="flower-sim: continue (aggregate the replies that arrived) | fail, when a client does not reply (default: the recipe's train.on_missing)")] = None,
+    backend: Annotated[
+        str, typer.Option(help="inprocess (this process) | flower-sim (Flower's Simulation Engine on Ray; needs the flower extra)")
+    ] = "inprocess",
+    ray_address: Annotated[
+        str | None, typer.Option(help="flower-sim: join this Ray cluster (e.g. auto, after `ray start --head`) instead of starting one")
+    ] = None,
+    round_timeout: Annotated[
+        float | None, typer.Option(min=0.001, help="flower-sim: seconds to wait for a round's replies (default: all of them)")
+    ] = None,
+    on_missing: Annotated[
+        str | None,
+        typer.Option(
+            help="flower-sim: continue (aggregate the replies that arrived) | fail, when a client does not reply (default: the recipe's train.on_missing)"
+        ),
+    ] = None,
 ) -> None:
     """Run a recipe and write its results folder."""
     from fedgame.pipeline.runner import summarise_grid
@@ -428,7 +473,9 @@ def _backend(name: str, *, ray_address: str | None, round_timeout: float | None,
     return FlowerSimulation(backend_config=config, round_timeout=round_timeout)
 
 
-flower_cli = typer.Typer(help="Deploy recipes on a Flower federation (SuperLink + SuperNodes; needs the flower extra).", no_args_is_help=True)
+flower_cli = typer.Typer(
+    help="Deploy recipes on a Flower federation (SuperLink + SuperNodes; needs the flower extra).", no_args_is_help=True
+)
 app.add_typer(flower_cli, name="flower")
 
 
@@ -437,15 +484,32 @@ def flower_app_cmd(
     recipe: Path,
     dir_: Annotated[Path, typer.Argument(metavar="DIR", help="folder to write the Flower app into (pyproject.toml, README.md)")],
     set_: SetOpt = None,
-    nodes: Annotated[int | None, typer.Option(min=1, help="number of SuperNodes, one per partition (sets data.partition.n_clients)")] = None,
+    nodes: Annotated[
+        int | None, typer.Option(min=1, help="number of SuperNodes, one per partition (sets data.partition.n_clients)")
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="results folder on the SuperLink's machine (default runs/<name>, made absolute)")] = None,
-    on_missing: Annotated[str | None, typer.Option(help="continue (aggregate the replies that arrived) | fail, when a selected client does not reply (default: the recipe's train.on_missing)")] = None,
-    round_timeout: Annotated[float, typer.Option(min=0.0, help="seconds to wait for a round's replies; 0: until every reply or node error")] = 0.0,
+    on_missing: Annotated[
+        str | None,
+        typer.Option(
+            help="continue (aggregate the replies that arrived) | fail, when a selected client does not reply (default: the recipe's train.on_missing)"
+        ),
+    ] = None,
+    round_timeout: Annotated[
+        float, typer.Option(min=0.0, help="seconds to wait for a round's replies; 0: until every reply or node error")
+    ] = 0.0,
     register_timeout: Annotated[float, typer.Option(min=0.001, help="seconds to wait for every SuperNode to connect and register")] = 300.0,
     resume: Annotated[bool, typer.Option(help="continue the results folder's checkpoint instead of starting afresh")] = False,
     superlink: Annotated[str, typer.Option(help="the SuperLink's host:port, for the commands in DIR/README.md")] = "127.0.0.1:8000",
-    silo: Annotated[bool, typer.Option(help="each SuperNode reads its own files (--node-config \"data-dir='/its/folder'\"); the server never opens them")] = False,
-    server_data: Annotated[Path | None, typer.Option(help="--silo: a data folder on the SuperLink's machine, laid out like a node's, whose test split the server evaluates on (default: federated evaluation on the nodes' held-out splits)")] = None,
+    silo: Annotated[
+        bool,
+        typer.Option(help="each SuperNode reads its own files (--node-config \"data-dir='/its/folder'\"); the server never opens them"),
+    ] = False,
+    server_data: Annotated[
+        Path | None,
+        typer.Option(
+            help="--silo: a data folder on the SuperLink's machine, laid out like a node's, whose test split the server evaluates on (default: federated evaluation on the nodes' held-out splits)"
+        ),
+    ] = None,
 ) -> None:
     """Write a Flower app for RECIPE into DIR, to run with `flwr run DIR <connection>` on a SuperLink."""
     if on_missing not in (None, "continue", "fail"):
@@ -464,9 +528,15 @@ def flower_app_cmd(
         _fail(f"flower app: needs the flower extra (pip install -e '.[flower]'): {escape(str(e))}")
     try:
         path = write_app(
-            cfg, dir_, out=out or Path("runs") / cfg.name,
-            round_timeout=round_timeout, register_timeout=register_timeout, resume=resume, superlink=superlink,
-            silo=silo, server_data=server_data,
+            cfg,
+            dir_,
+            out=out or Path("runs") / cfg.name,
+            round_timeout=round_timeout,
+            register_timeout=register_timeout,
+            resume=resume,
+            superlink=superlink,
+            silo=silo,
+            server_data=server_data,
         )
     except ValueError as e:
         _fail(escape(str(e)))
@@ -491,7 +561,9 @@ def compare(
         list[str] | None,
         typer.Option("--grid", help="sweep a field over values: key.path=v1,v2 (e.g. selection.kind=uniform,data_size); repeat to cross"),
     ] = None,
-    jobs: Annotated[int, typer.Option(help="cells run at once, each in its own process with cores/jobs cores (jobs × workers ≤ cores)")] = 1,
+    jobs: Annotated[
+        int, typer.Option(help="cells run at once, each in its own process with cores/jobs cores (jobs × workers ≤ cores)")
+    ] = 1,
     log_to: LogToOpt = None,
 ) -> None:
     """Run recipes (× --grid values) × seeds, skipping finished cells, into one mean ± std table."""
@@ -515,7 +587,9 @@ def compare(
 
     def on_done(cell: GridCell, summary: dict[str, Any]) -> None:
         if jobs > 1:
-            console.print(f"done {escape(cell.label)} seed {cell.cfg.seed}: {100 * summary['final_accuracy']:.2f} % ({summary['wall_time']:.0f} s)")
+            console.print(
+                f"done {escape(cell.label)} seed {cell.cfg.seed}: {100 * summary['final_accuracy']:.2f} % ({summary['wall_time']:.0f} s)"
+            )
 
     try:
         summaries = run_grid(
@@ -613,9 +687,16 @@ def report_cmd(
     dirs: list[Path],
     kind: Annotated[
         str | None,
-        typer.Option(help="runs | table2 | table4 | phs-fig5 | phs-tight | kappa-sweep | qidpfl | qidpfl-curve | jdp-auction | jdp-fig3 | jdp-fig4 | jdp-fig5 | reproduction (default: chosen from what DIR holds)"),
+        typer.Option(
+            help="runs | table2 | table4 | phs-fig5 | phs-tight | kappa-sweep | qidpfl | qidpfl-curve | jdp-auction | jdp-fig3 | jdp-fig4 | jdp-fig5 | reproduction (default: chosen from what DIR holds)"
+        ),
     ] = None,
-    out: Annotated[Path | None, typer.Option("--out", "--dest", help="where the report goes (default: DIR/report for runs, DIR for the tables, docs/reproduction.md)")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "--dest", help="where the report goes (default: DIR/report for runs, DIR for the tables, docs/reproduction.md)"
+        ),
+    ] = None,
     budget: Annotated[str, typer.Option(help="label for the training budget the grid used (tables)")] = "reduced",
     reproduction: Annotated[bool, typer.Option("--reproduction", help="same as --kind reproduction")] = False,
 ) -> None:
@@ -643,7 +724,9 @@ def report_cmd(
 def solve_cmd(
     game: Annotated[str, typer.Argument(help="the game to solve: fedpcs | phs | qidpfl | jdp")],
     input_: Annotated[str, typer.Option("--input", "-i", help="problem JSON file, or - for stdin")] = "-",
-    time_limit: Annotated[float, typer.Option("--time-limit", min=1, help="refuse an instance estimated to take longer (seconds; jdp's M2 payments)")] = 600,
+    time_limit: Annotated[
+        float, typer.Option("--time-limit", min=1, help="refuse an instance estimated to take longer (seconds; jdp's M2 payments)")
+    ] = 600,
 ) -> None:
     """Solve a game on its own (no training) and print the solution as JSON.
 
@@ -764,6 +847,7 @@ def _list_groups(long: bool) -> dict[str, list[tuple[str, str]]]:
     from fedgame.sim import AGGREGATORS
 
     run = schema()
+
     def members(models: list[Any], described: dict[str, str] | None = None) -> list[tuple[str, str]]:
         out = []
         for m in models:
@@ -794,9 +878,18 @@ def list_cmd(
 ) -> None:
     """List everything a recipe can name (built-ins and loaded plug-ins), by recipe field."""
     groups = _list_groups(long)
-    aliases = {"datasets": "data.dataset", "models": "model.name", "strategies": "selection.kind", "accountants": "accountant.kind",
-               "aggregators": "aggregation.kind", "partitions": "data.partition.kind", "incentives": "incentive.kind",
-               "auctions": "jdp.auction.mechanism", "robust": "jdp.aggregator", "protocols": "protocol"}
+    aliases = {
+        "datasets": "data.dataset",
+        "models": "model.name",
+        "strategies": "selection.kind",
+        "accountants": "accountant.kind",
+        "aggregators": "aggregation.kind",
+        "partitions": "data.partition.kind",
+        "incentives": "incentive.kind",
+        "auctions": "jdp.auction.mechanism",
+        "robust": "jdp.aggregator",
+        "protocols": "protocol",
+    }
     chosen = [g for g in groups if what in ("all", g, g.split(".")[0]) or aliases.get(what) == g]
     if not chosen:
         _fail(f"list: unknown group {what!r}; choose from {', '.join(groups)}, {', '.join(aliases)} or all")

@@ -78,7 +78,18 @@ def test_missing_dataset_is_one_clear_error(tmp_path: Path) -> None:
 def test_compare_grid_skips_finished_cells_and_reports(tmp_path: Path) -> None:
     rec = _recipe(tmp_path)
     out = tmp_path / "grid"
-    args = ["compare", str(rec), "--seeds", "2", "--out", str(out), "--grid", "selection.kind=uniform,full", "--set", "train.clients_per_round=2"]
+    args = [
+        "compare",
+        str(rec),
+        "--seeds",
+        "2",
+        "--out",
+        str(out),
+        "--grid",
+        "selection.kind=uniform,full",
+        "--set",
+        "train.clients_per_round=2",
+    ]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.stdout + r.stderr
     rows = list(csv.DictReader((out / "comparison.csv").open()))
@@ -135,8 +146,10 @@ def test_compare_jobs_out_of_range_is_one_clear_line(tmp_path: Path) -> None:
 def test_init_copies_the_shipped_recipes_and_refuses_to_overwrite(tmp_path: Path) -> None:
     r = runner.invoke(app, ["init", str(tmp_path)])
     assert r.exit_code == 0, r.output
-    shipped = sorted(p.relative_to(Path(__file__).resolve().parents[2] / "recipes").as_posix()
-                     for p in (Path(__file__).resolve().parents[2] / "recipes").rglob("*.yaml"))
+    shipped = sorted(
+        p.relative_to(Path(__file__).resolve().parents[2] / "recipes").as_posix()
+        for p in (Path(__file__).resolve().parents[2] / "recipes").rglob("*.yaml")
+    )
     copied = sorted(p.relative_to(tmp_path / "recipes").as_posix() for p in (tmp_path / "recipes").rglob("*.yaml"))
     assert copied == shipped and "main/fedpcs.yaml" in copied
     r = runner.invoke(app, ["validate", str(tmp_path / "recipes" / "main" / "fedpcs.yaml")])

@@ -24,7 +24,8 @@ FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 needs_fmnist = pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fashion-mnist is not installed")
 
 TINY: dict[str, Any] = {
-    "name": "tiny", "seed": 0,
+    "name": "tiny",
+    "seed": 0,
     "data": {"dataset": "fashion_mnist", "max_train": 600, "max_test": 100, "partition": {"kind": "iid", "n_clients": 4}},
     "model": {"name": "logreg"},
     "train": {"rounds": 1, "clients_per_round": 2, "workers": 1, "local": {"epochs": 1, "batch_size": 50, "lr": 0.1}},
@@ -65,9 +66,15 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FEDGAME_CACHE", str(tmp_path / "cache"))
     f = {
-        "good": tmp_path / "good.yaml", "binary": tmp_path / "binary.yaml", "empty": tmp_path / "empty.yaml",
-        "dup": tmp_path / "dup.yaml", "nodata": tmp_path / "nodata.yaml", "afile": tmp_path / "afile",
-        "syntax": tmp_path / "syntax_plugin.py", "mismatch": tmp_path / "mismatch_plugin.py", "nan": tmp_path / "nan.json",
+        "good": tmp_path / "good.yaml",
+        "binary": tmp_path / "binary.yaml",
+        "empty": tmp_path / "empty.yaml",
+        "dup": tmp_path / "dup.yaml",
+        "nodata": tmp_path / "nodata.yaml",
+        "afile": tmp_path / "afile",
+        "syntax": tmp_path / "syntax_plugin.py",
+        "mismatch": tmp_path / "mismatch_plugin.py",
+        "nan": tmp_path / "nan.json",
         "runs": tmp_path / "runs",
     }
     f["good"].write_text(yaml.safe_dump(TINY))
@@ -139,8 +146,29 @@ def test_a_damaged_checkpoint_on_resume_is_one_line(files: dict[str, Path]) -> N
 
 
 # -- fuzzing ----------------------------------------------------------------------------------
-WILD: list[Any] = [None, True, False, 0, -1, 1, 2**70, -1e308, 1e-320, math.nan, math.inf, -math.inf, "", "x" * 300,
-                   "../..", [], [1, 2], {}, {"kind": "nope"}, 0.5, "auto"]
+WILD: list[Any] = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1,
+    2**70,
+    -1e308,
+    1e-320,
+    math.nan,
+    math.inf,
+    -math.inf,
+    "",
+    "x" * 300,
+    "../..",
+    [],
+    [1, 2],
+    {},
+    {"kind": "nope"},
+    0.5,
+    "auto",
+]
 
 
 def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -189,8 +217,18 @@ def test_fuzzed_recipes_parse_or_fail_in_one_recipe_error(tmp_path: Path) -> Non
     assert outcomes["ok"] > 10 and outcomes["refused"] > 200, outcomes
 
 
-PHS = {"eps": [0.2, 0.5, 1, 5, 10], "delta": 1e-5, "sizes": [500, 600, 700, 550, 650], "batch_size": 64,
-       "D": 26010, "eta": 1, "T_g": 100, "T_l": 5, "K": 2, "C": 1}
+PHS = {
+    "eps": [0.2, 0.5, 1, 5, 10],
+    "delta": 1e-5,
+    "sizes": [500, 600, 700, 550, 650],
+    "batch_size": 64,
+    "D": 26010,
+    "eta": 1,
+    "T_g": 100,
+    "T_l": 5,
+    "K": 2,
+    "C": 1,
+}
 
 
 def test_fuzzed_solve_inputs_succeed_with_json_or_fail_in_one_line(tmp_path: Path) -> None:

@@ -54,17 +54,25 @@ def test_a_second_process_is_refused_naming_the_holder_and_a_dead_holders_lock_i
 @pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fashion-mnist is not installed")
 def test_fedgame_run_force_and_resume_are_refused_while_another_process_writes(tmp_path: Path) -> None:
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "name": "locked", "data": {"dataset": "fashion_mnist", "max_train": 400, "max_test": 100, "partition": {"kind": "iid", "n_clients": 4}},
-        "model": {"name": "logreg"}, "train": {"rounds": 1, "clients_per_round": 2, "workers": 1},
-    }))
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "name": "locked",
+                "data": {"dataset": "fashion_mnist", "max_train": 400, "max_test": 100, "partition": {"kind": "iid", "n_clients": 4}},
+                "model": {"name": "logreg"},
+                "train": {"rounds": 1, "clients_per_round": 2, "workers": 1},
+            }
+        )
+    )
     out = tmp_path / "out"
     holder = _holder(out)
     try:
         for extra in ([], ["--force"], ["--resume"]):
             r = _fedgame("run", str(recipe), "--out", str(out), *extra)
             assert r.returncode == 2, r.stderr
-            assert r.stderr.strip().splitlines() == [f"error: out: {out} is being written by another run (PID {holder.pid}); wait for it to finish, or choose another --out"]
+            assert r.stderr.strip().splitlines() == [
+                f"error: out: {out} is being written by another run (PID {holder.pid}); wait for it to finish, or choose another --out"
+            ]
         assert not (out / "config.yaml").exists()  # nothing written under the holder
     finally:
         holder.send_signal(signal.SIGKILL)

@@ -39,8 +39,14 @@ def test_check3_instance_from_a_file(tmp_path: Path) -> None:
 def test_stdin_and_a_100_client_mean_field_equal_the_library() -> None:
     rng = np.random.default_rng(0)
     rho0, vp = rng.uniform(0.01, 12, 100), rng.uniform(0.05, 0.95, 100)
-    prob = {"N": 100, "K": 20, "T": 4, "R": 2.0, "mean_field": {"tol": 1e-7},
-            "clients": [{"rho0": float(a), "varphi": float(b)} for a, b in zip(rho0, vp)]}
+    prob = {
+        "N": 100,
+        "K": 20,
+        "T": 4,
+        "R": 2.0,
+        "mean_field": {"tol": 1e-7},
+        "clients": [{"rho0": float(a), "varphi": float(b)} for a, b in zip(rho0, vp)],
+    }
     res = runner.invoke(app, ["solve", "fedpcs", "--input", "-"], input=json.dumps(prob))
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)["mean_field"]

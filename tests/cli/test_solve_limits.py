@@ -18,15 +18,32 @@ from fedgame.solve import solve_fedpcs, solve_phs
 
 rng = np.random.default_rng(0)
 N = 3000
-FEDPCS = {"N": N, "K": N // 5, "T": 10, "R": 2.0, "mean_field": {"tol": 1e-6},
-          "clients": [{"rho0": float(a), "varphi": float(b)} for a, b in zip(rng.uniform(1, 5, N), rng.uniform(0.1, 0.5, N))]}
-PHS = {"eps": rng.uniform(0.2, 10, N).tolist(), "delta": 1e-5, "sizes": rng.integers(300, 900, N).tolist(), "batch_size": 64,
-       "D": 26010, "eta": 1, "T_g": 100, "T_l": 5, "K": 2, "C": 1}
+FEDPCS = {
+    "N": N,
+    "K": N // 5,
+    "T": 10,
+    "R": 2.0,
+    "mean_field": {"tol": 1e-6},
+    "clients": [{"rho0": float(a), "varphi": float(b)} for a, b in zip(rng.uniform(1, 5, N), rng.uniform(0.1, 0.5, N))],
+}
+PHS = {
+    "eps": rng.uniform(0.2, 10, N).tolist(),
+    "delta": 1e-5,
+    "sizes": rng.integers(300, 900, N).tolist(),
+    "batch_size": 64,
+    "D": 26010,
+    "eta": 1,
+    "T_g": 100,
+    "T_l": 5,
+    "K": 2,
+    "C": 1,
+}
 
 
 @pytest.mark.parametrize(("game", "problem", "field"), [("fedpcs", FEDPCS, "clients"), ("phs", PHS, "eps")])
-def test_too_big_for_this_machine_is_refused_in_one_line(game: str, problem: dict[str, object], field: str,
-                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_too_big_for_this_machine_is_refused_in_one_line(
+    game: str, problem: dict[str, object], field: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     f = tmp_path / "p.json"
     f.write_text(json.dumps(problem))
     est = solve_estimate(game, problem)
@@ -63,7 +80,9 @@ def test_a_recipe_whose_game_does_not_fit_is_refused_when_read(monkeypatch: pyte
     est = recipe_estimate(20_000, 30, fedpcs_game=True, phs=False)
     assert est is not None
     monkeypatch.setenv("FEDGAME_MEMORY_BYTES", str(est[0] - 1))
-    with pytest.raises(RecipeError, match=r"^data.partition.n_clients: the recipe's FedPCS game with 20,000 clients over 30 rounds needs about"):
+    with pytest.raises(
+        RecipeError, match=r"^data.partition.n_clients: the recipe's FedPCS game with 20,000 clients over 30 rounds needs about"
+    ):
         load_recipe(recipe, ["data.partition.n_clients=20000"])
     monkeypatch.setenv("FEDGAME_MEMORY_BYTES", str(est[0]))
     assert load_recipe(recipe, ["data.partition.n_clients=20000"]).data.partition.n_clients == 20_000
@@ -79,8 +98,7 @@ def test_a_jdp_auction_over_the_time_limit_is_refused_after_its_allocation(tmp_p
 
     rng = np.random.default_rng(0)
     n = 3000
-    problem = {"costs": rng.uniform(1, 10, n).tolist(), "data": rng.uniform(100, 1000, n).tolist(), "budget": 3000.0,
-               "mechanism": "M2"}
+    problem = {"costs": rng.uniform(1, 10, n).tolist(), "data": rng.uniform(100, 1000, n).tolist(), "budget": 3000.0, "mechanism": "M2"}
     path = tmp_path / "jdp.json"
     path.write_text(json.dumps(problem))
     winners = len(solve_jdp(problem)["M2"]["winners"])

@@ -67,8 +67,18 @@ def test_golden_example_from_a_file(tmp_path: Path) -> None:
 
 def test_stdin_expected_counts_L_and_sampling_ratio() -> None:
     sizes = np.array([400, 800, 1200, 600])
-    prob = {"eps": [0.3, 1.0, 2.0, 0.7], "delta": [1e-5, 1e-5, 2e-5, 1e-5], "sizes": sizes.tolist(),
-            "sampling_ratio": 0.1, "D": 1000, "L": 0.5, "T_g": 50, "T_l": 4, "K": 10, "C": 2.0}
+    prob = {
+        "eps": [0.3, 1.0, 2.0, 0.7],
+        "delta": [1e-5, 1e-5, 2e-5, 1e-5],
+        "sizes": sizes.tolist(),
+        "sampling_ratio": 0.1,
+        "D": 1000,
+        "L": 0.5,
+        "T_g": 50,
+        "T_l": 4,
+        "K": 10,
+        "C": 2.0,
+    }
     res = runner.invoke(app, ["solve", "phs", "--input", "-"], input=json.dumps(prob))
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)

@@ -72,8 +72,7 @@ def test_golden_instance_from_a_file(tmp_path: Path) -> None:
 
 
 def test_stdin_several_rewards_calibration_and_fixed_costs() -> None:
-    prob = {**GOLDEN, "R": [0, 1, 100], "fixed_cost": [0.1, 0, 0, 0, 0.2],
-            "server": {**GOLDEN["server"], "acc_scale": "calibrate"}}
+    prob = {**GOLDEN, "R": [0, 1, 100], "fixed_cost": [0.1, 0, 0, 0, 0.2], "server": {**GOLDEN["server"], "acc_scale": "calibrate"}}
     res = runner.invoke(app, ["solve", "qidpfl", "--input", "-"], input=json.dumps(prob))
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
@@ -91,8 +90,14 @@ def test_stdin_several_rewards_calibration_and_fixed_costs() -> None:
 
 
 def test_screening_through_the_cli(tmp_path: Path) -> None:
-    prob = {"nu": [1.0, 1.1, 1.2, 1.3, 1.4, 1.5], "R": 2, "sizes": [sum(c) for c in COUNTS],
-            "label_counts": COUNTS, "reference": "uniform", "keep_fraction": 0.5}
+    prob = {
+        "nu": [1.0, 1.1, 1.2, 1.3, 1.4, 1.5],
+        "R": 2,
+        "sizes": [sum(c) for c in COUNTS],
+        "label_counts": COUNTS,
+        "reference": "uniform",
+        "keep_fraction": 0.5,
+    }
     code, out = solve(prob, tmp_path)
     assert code == 0, out
     d = json.loads(out)
@@ -139,8 +144,13 @@ def test_bad_problems_are_refused_naming_the_field(change: dict[str, object], fi
     assert "rounds" not in out
 
 
-SCREEN: dict[str, Any] = {"nu": [1.0, 1.1, 1.2, 1.3, 1.4, 1.5], "R": 2, "sizes": [sum(c) for c in COUNTS],
-                          "label_counts": COUNTS, "theta_th": 1.0}
+SCREEN: dict[str, Any] = {
+    "nu": [1.0, 1.1, 1.2, 1.3, 1.4, 1.5],
+    "R": 2,
+    "sizes": [sum(c) for c in COUNTS],
+    "label_counts": COUNTS,
+    "theta_th": 1.0,
+}
 
 
 @pytest.mark.parametrize(

@@ -15,14 +15,23 @@ from fedgame.testing import check_plugin
 from fedgame.testing.plugin import _registries, synthetic_split
 
 #: the sections a built-in needs beside its own (what its ``requires`` names), from the shipped recipes
-PHS = {"selection": {"kind": "phs", "mechanism": "privacy_aware", "count_mode": "realized"},
-       "privacy": {"kind": "phs", "budgets": {"kind": "uniform", "low": 0, "high": 1}, "delta": 1e-5},
-       "aggregation": {"kind": "mean"}}
+PHS = {
+    "selection": {"kind": "phs", "mechanism": "privacy_aware", "count_mode": "realized"},
+    "privacy": {"kind": "phs", "budgets": {"kind": "uniform", "low": 0, "high": 1}, "delta": 1e-5},
+    "aggregation": {"kind": "mean"},
+}
 GAME_PRIVACY = {"kind": "zcdp_upload", "rho": "game", "clip": 1.0, "mode": "paper_update"}
-FEDPCS = {"incentive": {"kind": "fedpcs", "gamma": 0.5, "acc_scale": 10000, "inclusion": "privacy"},
-          "privacy": GAME_PRIVACY, "accountant": {"kind": "zcdp"}}
-QIDPFL = {"incentive": {"kind": "qidpfl", "policy": "qidpfl", "screening": "keep_fraction"},
-          "privacy": GAME_PRIVACY, "accountant": {"kind": "zcdp"}, "selection": {"kind": "participants"}}
+FEDPCS = {
+    "incentive": {"kind": "fedpcs", "gamma": 0.5, "acc_scale": 10000, "inclusion": "privacy"},
+    "privacy": GAME_PRIVACY,
+    "accountant": {"kind": "zcdp"},
+}
+QIDPFL = {
+    "incentive": {"kind": "qidpfl", "policy": "qidpfl", "screening": "keep_fraction"},
+    "privacy": GAME_PRIVACY,
+    "accountant": {"kind": "zcdp"},
+    "selection": {"kind": "participants"},
+}
 
 
 def _images(channels: int, side: int, n: int = 64, classes: int = 10) -> Any:
@@ -57,8 +66,10 @@ SETUP: dict[tuple[str, str], tuple[dict[str, Any], Any]] = {
     ("privacy.kind", "dpsgd"): ({"privacy": {"noise_multiplier": 1.0}}, None),
     ("incentive.kind", "qidpfl"): (QIDPFL, None),
     **{("model.name", m): ({}, MNIST) for m in ("jdp_mnist_cnn", "lenet5", "mcmahan_cnn", "phs_mnist_cnn", "simple_cnn")},
-    **{("model.name", m): ({}, CIFAR) for m in ("jdp_cifar_cnn", "mcmahan_cifar_cnn", "phs_cifar_cnn", "qidpfl_cifar_cnn",
-                                                "resnet18", "vgg11", "vgg16")},
+    **{
+        ("model.name", m): ({}, CIFAR)
+        for m in ("jdp_cifar_cnn", "mcmahan_cifar_cnn", "phs_cifar_cnn", "qidpfl_cifar_cnn", "resnet18", "vgg11", "vgg16")
+    },
     ("model.name", "embedding_bag"): ({}, "tokens"),
     ("train.loss", "bce_with_logits"): ({}, "binary"),
     ("train.loss", "mse"): ({"model": {"name": "mlp"}}, "regression"),
@@ -67,7 +78,9 @@ SETUP: dict[tuple[str, str], tuple[dict[str, Any], Any]] = {
 #: datasets read from files this machine does not have (cifar, emnist, mnist, svhn), or given only in
 #: Python (memory); csv, npz and image_folder are checked on files the tests write
 #: (tests/data/test_readers.py), fashion_mnist here from Debian's dataset-fashion-mnist
-NOT_HERE = {("selection.kind", "fixed_sets")} | {("data.dataset", d) for d in ("cifar10", "cifar100", "csv", "emnist", "image_folder", "memory", "mnist", "npz", "svhn")}
+NOT_HERE = {("selection.kind", "fixed_sets")} | {
+    ("data.dataset", d) for d in ("cifar10", "cifar100", "csv", "emnist", "image_folder", "memory", "mnist", "npz", "svhn")
+}
 CASES = sorted((f, n) for f, reg in _registries().items() for n in reg.names() if (f, n) not in NOT_HERE)
 
 

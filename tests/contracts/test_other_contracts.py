@@ -35,11 +35,15 @@ def _fedpcs_incentive(tmp: Path, game: bool) -> Callable[[], Incentive]:
     from fedgame.pipeline.build import build_game
     from fedgame.pipeline.config import parse_recipe
 
-    cfg = parse_recipe({
-        "data": {"partition": {"kind": "iid", "n_clients": 8}}, "train": {"rounds": 4, "clients_per_round": 3},
-        "selection": {"kind": "privacy_aware" if game else "uniform"}, "privacy": {"kind": "zcdp_upload", "rho": "game"},
-        "incentive": {"kind": "fedpcs", "acc_scale": 10000, **({} if game else {"baseline_rho": "initial"})},
-    })
+    cfg = parse_recipe(
+        {
+            "data": {"partition": {"kind": "iid", "n_clients": 8}},
+            "train": {"rounds": 4, "clients_per_round": 3},
+            "selection": {"kind": "privacy_aware" if game else "uniform"},
+            "privacy": {"kind": "zcdp_upload", "rho": "game"},
+            "incentive": {"kind": "fedpcs", "acc_scale": 10000, **({} if game else {"baseline_rho": "initial"})},
+        }
+    )
     plan = build_game(cfg)
     assert plan is not None
     return lambda: FedPCSIncentive(plan)
@@ -68,8 +72,7 @@ def test_qidpfl_incentive() -> None:
 
     root = Path(__file__).resolve().parents[2]
     raw = yaml.safe_load((root / "recipes" / "qidpfl" / "fmnist.yaml").read_text())
-    cfg = parse_recipe(apply_overrides(raw, ["data.max_train=2000", "data.max_test=200", "data.partition.n_clients=10",
-                                             "train.rounds=3"]))
+    cfg = parse_recipe(apply_overrides(raw, ["data.max_train=2000", "data.max_test=200", "data.partition.n_clients=10", "train.rounds=3"]))
     streams = Streams(seed=cfg.seed)
     plan = build_qidpfl(cfg, build_data(cfg, streams), streams, 1000)
     assert plan is not None
@@ -108,8 +111,15 @@ class _FirstPrice(Auction):
     def _run(self, bids: np.ndarray, data_sizes: np.ndarray, budget: float) -> AuctionOutcome:
         order = np.argsort(bids, kind="stable")
         won = order[np.cumsum(bids[order]) <= budget]
-        return AuctionOutcome(mechanism="first_price", winners=np.sort(won), payments=bids[np.sort(won)], n=bids.size,
-                              budget=budget, winners_cost=float(bids[won].sum()), data_bought=float(data_sizes[won].sum()))
+        return AuctionOutcome(
+            mechanism="first_price",
+            winners=np.sort(won),
+            payments=bids[np.sort(won)],
+            n=bids.size,
+            budget=budget,
+            winners_cost=float(bids[won].sum()),
+            data_bought=float(data_sizes[won].sum()),
+        )
 
 
 def test_contracts_catch_broken_plugins() -> None:

@@ -22,7 +22,11 @@ BUILT_IN: dict[str, Callable[[], ClientPrivacy]] = {
     "dpsgd": lambda: LocalDPSGD(sizes=SIZES, batch_size=32, steps_per_round=[10, 5, 15], max_grad_norm=1.0, noise_multiplier=1.1),
     "zcdp_upload": lambda: ZCDPUpload(rho=np.array([0.5, 2.0, 8.0]), clip=1.0, sizes=SIZES),
     "phs": lambda: PHSDPSGD(
-        eps=np.array([0.5, 1.0, 2.0]), delta=1e-5, sizes=SIZES, batch_size=64, local_steps=np.array([5, 5, 5]),
+        eps=np.array([0.5, 1.0, 2.0]),
+        delta=1e-5,
+        sizes=SIZES,
+        batch_size=64,
+        local_steps=np.array([5, 5, 5]),
         counts=np.array([4, 4, 4]),
     ),
     # central DP: the clients add no noise and record nothing (the server's release is charged;

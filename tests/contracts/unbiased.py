@@ -12,8 +12,9 @@ from fedgame.selection import SelectionStrategy
 from fedgame.sim import importance_weighted_mean
 
 
-def aggregate_draws(strat: SelectionStrategy, state: RoundState, g: np.ndarray, reps: int,
-                    rng: np.random.Generator, rule: object | None = None) -> np.ndarray:
+def aggregate_draws(
+    strat: SelectionStrategy, state: RoundState, g: np.ndarray, reps: int, rng: np.random.Generator, rule: object | None = None
+) -> np.ndarray:
     """``reps`` aggregates (reps × dim) of the updates ``g`` (one row per client), each from one
     ``strat.select`` and one ``rule.update`` (default: importance weighting, Eq. 4).
 

@@ -15,9 +15,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.skipif(
-    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc's malloc only"
-)
+pytestmark = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc's malloc only")
 
 _CHILD = """
 import json, resource, sys, torch
@@ -35,7 +33,9 @@ print(json.dumps({"applied": applied, "faults": faults}))
 
 
 def _child(mode: str, env: dict[str, str] | None = None) -> dict[str, object]:
-    clean = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "LD_PRELOAD")}
+    clean = {
+        k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "LD_PRELOAD")
+    }
     out = subprocess.run([sys.executable, "-c", _CHILD, mode], env={**clean, **(env or {})}, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 

@@ -23,9 +23,24 @@ from fedgame.selection import SELECTIONS, SelectionStrategy
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "loss_sampling.py"
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
-SMOKE = ["--set", "data.max_train=1000", "--set", "data.max_test=200", "--set", "data.partition.n_clients=5",
-         "--set", "data.partition.kind=iid", "--set", "model.name=logreg", "--set", "train.rounds=2",
-         "--set", "train.clients_per_round=2", "--set", "train.local.epochs=1"]
+SMOKE = [
+    "--set",
+    "data.max_train=1000",
+    "--set",
+    "data.max_test=200",
+    "--set",
+    "data.partition.n_clients=5",
+    "--set",
+    "data.partition.kind=iid",
+    "--set",
+    "model.name=logreg",
+    "--set",
+    "train.rounds=2",
+    "--set",
+    "train.clients_per_round=2",
+    "--set",
+    "train.local.epochs=1",
+]
 
 
 def _fedgame(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -194,21 +209,27 @@ def test_privacy_plan_and_incentive_plugins_run_through_the_pipeline(tmp_path: P
             return np.full(selection.clients.size, self.amount)
 
     check_privacy_plan(lambda: MyGaussianUpload(clip=1.0, noise_multiplier=2.0), draws=20_000)
-    raw = yaml.safe_load(yaml.safe_dump({
-        "name": "plugged", "data": {"dataset": "fashion_mnist", "max_train": 1000, "max_test": 200,
-                                    "partition": {"kind": "iid", "n_clients": 5}},
-        "model": {"name": "logreg"}, "train": {"rounds": 2, "clients_per_round": 2, "local": {"epochs": 1, "batch_size": 50}},
-        "privacy": {"kind": "my_gaussian_upload", "noise_multiplier": 2.0},
-        "incentive": {"kind": "flat_pay", "amount": 3.0},
-    }))
+    raw = yaml.safe_load(
+        yaml.safe_dump(
+            {
+                "name": "plugged",
+                "data": {"dataset": "fashion_mnist", "max_train": 1000, "max_test": 200, "partition": {"kind": "iid", "n_clients": 5}},
+                "model": {"name": "logreg"},
+                "train": {"rounds": 2, "clients_per_round": 2, "local": {"epochs": 1, "batch_size": 50}},
+                "privacy": {"kind": "my_gaussian_upload", "noise_multiplier": 2.0},
+                "incentive": {"kind": "flat_pay", "amount": 3.0},
+            }
+        )
+    )
     summary = run_one(parse_recipe(raw), tmp_path / "run")
     assert summary["privacy_accounting"] == "formal" and summary["epsilon_max"] > 0
     rows = list(csv.DictReader((tmp_path / "run" / "metrics.csv").open()))
     assert [float(r["payments"]) for r in rows] == [3.0 * int(r["n_selected"]) for r in rows]
 
 
-def test_a_plugin_declares_what_it_needs_from_another_section(clean_registries: None, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plugin_declares_what_it_needs_from_another_section(
+    clean_registries: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A selection plug-in that ``requires`` FedPCS's game is refused without it (one line naming
     the incentive that provides it) and, with it, is handed the game's ρ schedule in ``ctx.plan``."""
     import numpy as np
@@ -236,8 +257,11 @@ def test_a_plugin_declares_what_it_needs_from_another_section(clean_registries: 
             col = self.rho[:, min(state.t, self.rho.shape[1] - 1)]
             return col / col.sum()
 
-    base = {"data": {"partition": {"kind": "iid", "n_clients": 6}}, "train": {"rounds": 3, "clients_per_round": 2},
-            "selection": {"kind": "rho_greedy"}}
+    base = {
+        "data": {"partition": {"kind": "iid", "n_clients": 6}},
+        "train": {"rounds": 3, "clients_per_round": 2},
+        "selection": {"kind": "rho_greedy"},
+    }
     with pytest.raises(RecipeError, match=r"selection.kind: 'rho_greedy' needs incentive.kind 'fedpcs' \(its rho schedule\)"):
         parse_recipe(base)
     cfg = parse_recipe({**base, "incentive": {"kind": "fedpcs"}, "privacy": {"kind": "zcdp_upload", "rho": "game"}})
@@ -273,9 +297,16 @@ def test_a_plugin_checks_the_rest_of_the_recipe_itself(clean_registries: None) -
     assert parse_recipe({**base, "train": {"clients_per_round": 2}}).selection.kind == "pairs"
     with pytest.raises(RecipeError, match=r"train.clients_per_round: selection 'pairs' picks exactly 2, got 3"):
         parse_recipe({**base, "train": {"clients_per_round": 3}})
-    with pytest.raises(RecipeError, match=r"train.clients_per_round: must be <= data.partition.n_clients \(6\) when sampling without replacement, got 7"):
-        parse_recipe({"data": {"partition": {"kind": "iid", "n_clients": 6}}, "train": {"clients_per_round": 7},
-                      "selection": {"kind": "uniform", "replace": False}})
+    with pytest.raises(
+        RecipeError, match=r"train.clients_per_round: must be <= data.partition.n_clients \(6\) when sampling without replacement, got 7"
+    ):
+        parse_recipe(
+            {
+                "data": {"partition": {"kind": "iid", "n_clients": 6}},
+                "train": {"clients_per_round": 7},
+                "selection": {"kind": "uniform", "replace": False},
+            }
+        )
 
 
 def test_aggregator_and_accountant_plugins_are_named_by_recipes(tmp_path: Path) -> None:
@@ -294,28 +325,38 @@ def test_aggregator_and_accountant_plugins_are_named_by_recipes(tmp_path: Path) 
     saved = dict(AGGREGATORS._items), dict(AGGREGATORS._docs), dict(ACCOUNTANTS._items), dict(ACCOUNTANTS._docs)
     seen: list[int] = []
     try:
+
         @AGGREGATORS.register("my_median")
         def my_median() -> ServerUpdate:
             """The coordinate median of the uploads."""
+
             def update(updates, state, ctx):  # type: ignore[no-untyped-def]
                 seen.append(len(updates))
                 return [torch.stack(list(updates)).median(dim=0).values], state
+
             return ServerUpdate(lambda params: (), update)
 
         @ACCOUNTANTS.register("my_rdp")
         class MyRDP(RDPAccountant):
             """The built-in RDP accountant under another name."""
-        raw = {"name": "plugged", "data": {"dataset": "fashion_mnist", "max_train": 1000, "max_test": 200,
-                                           "partition": {"kind": "iid", "n_clients": 5}},
-               "model": {"name": "logreg"}, "train": {"rounds": 2, "clients_per_round": 3, "local": {"epochs": 1}},
-               "selection": {"kind": "uniform", "replace": False}, "aggregation": {"kind": "my_median"}, "accountant": {"kind": "my_rdp"},
-               "privacy": {"kind": "dpsgd", "noise_multiplier": 1.0, "max_grad_norm": 1.0}}
+
+        raw = {
+            "name": "plugged",
+            "data": {"dataset": "fashion_mnist", "max_train": 1000, "max_test": 200, "partition": {"kind": "iid", "n_clients": 5}},
+            "model": {"name": "logreg"},
+            "train": {"rounds": 2, "clients_per_round": 3, "local": {"epochs": 1}},
+            "selection": {"kind": "uniform", "replace": False},
+            "aggregation": {"kind": "my_median"},
+            "accountant": {"kind": "my_rdp"},
+            "privacy": {"kind": "dpsgd", "noise_multiplier": 1.0, "max_grad_norm": 1.0},
+        }
         summary = run_one(parse_recipe(raw), tmp_path / "run")
         assert seen == [3, 3] and summary["accountant"] == "my_rdp" and summary["epsilon_max"] > 0
         with pytest.raises(RecipeError) as err:
             parse_recipe({**raw, "aggregation": {"kind": "my_mediam"}})
-        assert str(err.value) == ("aggregation.kind: unknown aggregator 'my_mediam'; did you mean 'my_median'? "
-                                  "choose from fedavg, importance, mean, my_median")
+        assert str(err.value) == (
+            "aggregation.kind: unknown aggregator 'my_mediam'; did you mean 'my_median'? choose from fedavg, importance, mean, my_median"
+        )
     finally:
         AGGREGATORS._items, AGGREGATORS._docs = saved[0], saved[1]
         ACCOUNTANTS._items, ACCOUNTANTS._docs = saved[2], saved[3]
@@ -349,7 +390,9 @@ def test_a_plugin_that_fails_to_build_is_one_line_at_validate(tmp_path: Path) ->
     r = _fedgame("--plugin", str(plugin), "validate", str(recipe), *SMOKE)
     err = r.stderr.strip()
     assert r.returncode == 2 and len(err.splitlines()) == 1, err
-    assert ("selection.kind: 'needs_plan' (NeedsPlan) could not be built from the recipe (from_config): "
-            "AttributeError: 'NoneType' object has no attribute 'rho'") in err
+    assert (
+        "selection.kind: 'needs_plan' (NeedsPlan) could not be built from the recipe (from_config): "
+        "AttributeError: 'NoneType' object has no attribute 'rho'"
+    ) in err
     ok = _fedgame("validate", str(ROOT / "src" / "fedgame" / "recipes" / "main" / "fedavg.yaml"), *SMOKE)
     assert ok.returncode == 0 and "plug-ins ok (built as fedgame run builds them): selection Uniform" in ok.stdout, ok.stderr

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
-IDX_CODES = {np.dtype(np.uint8): 0x08, np.dtype(np.int8): 0x09, np.dtype(np.int16): 0x0B, np.dtype(np.int32): 0x0C, np.dtype(np.float32): 0x0D, np.dtype(np.float64): 0x0E}
+IDX_CODES = {
+    np.dtype(np.uint8): 0x08,
+    np.dtype(np.int8): 0x09,
+    np.dtype(np.int16): 0x0B,
+    np.dtype(np.int32): 0x0C,
+    np.dtype(np.float32): 0x0D,
+    np.dtype(np.float64): 0x0E,
+}
 
 
 def idx_bytes(arr: np.ndarray) -> bytes:
@@ -29,7 +36,9 @@ def write_idx(path: Path, arr: np.ndarray, *, gz: bool) -> Path:
     return path
 
 
-def mnist_arrays(rng: np.random.Generator, n_train: int = 30, n_test: int = 10, h: int = 28, w: int = 28, classes: int = 10) -> dict[str, np.ndarray]:
+def mnist_arrays(
+    rng: np.random.Generator, n_train: int = 30, n_test: int = 10, h: int = 28, w: int = 28, classes: int = 10
+) -> dict[str, np.ndarray]:
     return {
         "train_x": rng.integers(0, 256, (n_train, h, w), dtype=np.uint8),
         "train_y": (np.arange(n_train) % classes).astype(np.uint8),
@@ -55,13 +64,24 @@ def write_cifar10(folder: Path, rng: np.random.Generator, per_batch: int = 6, n_
         data = rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8)
         labels = [int(v) for v in rng.integers(0, 10, per_batch)]
         with open(folder / f"data_batch_{i}", "wb") as f:
-            pickle.dump({b"batch_label": f"training batch {i} of 5".encode(), b"labels": labels, b"data": data, b"filenames": [b"x.png"] * per_batch}, f, protocol=2)
+            pickle.dump(
+                {
+                    b"batch_label": f"training batch {i} of 5".encode(),
+                    b"labels": labels,
+                    b"data": data,
+                    b"filenames": [b"x.png"] * per_batch,
+                },
+                f,
+                protocol=2,
+            )
         xs.append(data)
         ys.append(labels)
     tdata = rng.integers(0, 256, (n_test, 3072), dtype=np.uint8)
     tlabels = [int(v) for v in rng.integers(0, 10, n_test)]
     with open(folder / "test_batch", "wb") as f:
-        pickle.dump({b"batch_label": b"testing batch 1 of 1", b"labels": tlabels, b"data": tdata, b"filenames": [b"t.png"] * n_test}, f, protocol=2)
+        pickle.dump(
+            {b"batch_label": b"testing batch 1 of 1", b"labels": tlabels, b"data": tdata, b"filenames": [b"t.png"] * n_test}, f, protocol=2
+        )
     (folder / "batches.meta").write_bytes(pickle.dumps({b"label_names": [b"airplane"] * 10}, protocol=2))
     return {"train_x": np.concatenate(xs), "train_y": np.concatenate(ys), "test_x": tdata, "test_y": np.array(tlabels)}
 
@@ -75,7 +95,17 @@ def write_cifar100(folder: Path, rng: np.random.Generator, n_train: int = 20, n_
         fine = [int(v) for v in rng.integers(0, 100, n)]
         coarse = [v // 5 for v in fine]
         with open(folder / name, "wb") as f:
-            pickle.dump({b"filenames": [b"a.png"] * n, b"batch_label": name.encode(), b"fine_labels": fine, b"coarse_labels": coarse, b"data": data}, f, protocol=2)
+            pickle.dump(
+                {
+                    b"filenames": [b"a.png"] * n,
+                    b"batch_label": name.encode(),
+                    b"fine_labels": fine,
+                    b"coarse_labels": coarse,
+                    b"data": data,
+                },
+                f,
+                protocol=2,
+            )
         out[f"{name}_x"], out[f"{name}_fine"], out[f"{name}_coarse"] = data, np.array(fine), np.array(coarse)
     return out
 

@@ -59,7 +59,7 @@ def test_list_and_info() -> None:
 def test_explicit_root_env_var_data_root_and_default(tmp_path: Path, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
     arr = mnist_arrays(rng)
     a = write_mnist_dir(tmp_path / "a", arr)
-    b = write_mnist_dir(tmp_path / "b" / "mnist", arr)  # parent folder layout
+    write_mnist_dir(tmp_path / "b" / "mnist", arr)  # parent folder layout
     c = write_mnist_dir(tmp_path / "c" / "mnist", arr)
     d = write_mnist_dir(tmp_path / "home" / ".cache" / "fedgame" / "data" / "mnist", arr)
     assert resolve_roots("mnist") == [(d, "default")]

@@ -98,7 +98,9 @@ def test_csv_classes_widens_a_file_that_lacks_the_top_labels(records: Path) -> N
     base = open_dataset("csv", opts).load()
     wide = open_dataset("csv", {**opts, "classes": 4}).load()
     assert (base.classes, wide.classes) == (2, 4) and np.array_equal(base.train.y, wide.train.y)
-    with pytest.raises(ValueError, match=r"^data.options.classes: column 'outcome' holds 2 classes \(labels 0..1\), more than the 1 given$"):
+    with pytest.raises(
+        ValueError, match=r"^data.options.classes: column 'outcome' holds 2 classes \(labels 0..1\), more than the 1 given$"
+    ):
         open_dataset("csv", {**opts, "classes": 1}).load()
 
 
@@ -106,8 +108,14 @@ def test_npz_tokens_and_groups(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     x = rng.integers(1, 50, size=(60, 12))
     x[:, 9:] = 0  # padding
-    np.savez(tmp_path / "texts.npz", x_train=x[:50], y_train=rng.integers(0, 3, 50), x_test=x[50:], y_test=rng.integers(0, 3, 10),
-             group_speaker=np.repeat(["ann", "bob", "cy", "di", "ed"], 10))
+    np.savez(
+        tmp_path / "texts.npz",
+        x_train=x[:50],
+        y_train=rng.integers(0, 3, 50),
+        x_test=x[50:],
+        y_test=rng.integers(0, 3, 10),
+        group_speaker=np.repeat(["ann", "bob", "cy", "di", "ed"], 10),
+    )
     split = check_dataset("npz", {"path": "texts.npz"}, root=str(tmp_path))
     assert split.kind == "tokens" and split.train.x.dtype == np.int64 and split.vocab == int(x.max()) + 1
     assert [p.size for p in natural(split.groups["speaker"])] == [10] * 5
@@ -137,8 +145,11 @@ def test_the_contract_refuses_a_test_split_that_overlaps_the_training_split(rest
 
 def test_arrays_in_memory_and_bad_arrays() -> None:
     rng = np.random.default_rng(2)
-    given = {"train": (rng.normal(size=(30, 5)), rng.integers(0, 2, 30)), "test": (rng.normal(size=(8, 5)), rng.integers(0, 2, 8)),
-             "groups": {"user": rng.choice(["u1", "u2", "u3"], 30)}}
+    given = {
+        "train": (rng.normal(size=(30, 5)), rng.integers(0, 2, 30)),
+        "test": (rng.normal(size=(8, 5)), rng.integers(0, 2, 8)),
+        "groups": {"user": rng.choice(["u1", "u2", "u3"], 30)},
+    }
     split = as_split(given)
     assert split.kind == "features" and sorted(split.groups) == ["user"]
     assert as_split(given).fingerprint == split.fingerprint  # what a run folder records of the data

@@ -82,7 +82,10 @@ def max_class_fraction(parts: list[np.ndarray], labels: np.ndarray) -> float:
 
 
 def test_dirichlet_skew_grows_as_alpha_shrinks() -> None:
-    skew = {a: np.mean([max_class_fraction(dirichlet(LABELS, 10, a, rng(s), min_size=10), LABELS) for s in range(3)]) for a in (0.05, 1.0, 100.0)}
+    skew = {
+        a: np.mean([max_class_fraction(dirichlet(LABELS, 10, a, rng(s), min_size=10), LABELS) for s in range(3)])
+        for a in (0.05, 1.0, 100.0)
+    }
     assert skew[0.05] > skew[1.0] > skew[100.0]
     assert skew[0.05] > 0.6 and skew[100.0] < 0.2
 
@@ -92,7 +95,10 @@ def test_dirichlet_min_size_and_retries() -> None:
         parts = dirichlet(LABELS, 10, 0.1, rng(seed), min_size=50)
         assert min(p.size for p in parts) >= 50
         assert covered_once(parts, LABELS.size)
-    with pytest.raises(ValueError, match=r"partition.min_size: no Dirichlet\(alpha=0.01\) draw in max_retries=3 attempts gave all 50 clients >= 39 examples"):
+    with pytest.raises(
+        ValueError,
+        match=r"partition.min_size: no Dirichlet\(alpha=0.01\) draw in max_retries=3 attempts gave all 50 clients >= 39 examples",
+    ):
         dirichlet(LABELS, 50, 0.01, rng(), min_size=39, max_retries=3)
     with pytest.raises(ValueError, match=r"partition.min_size: must be in \[1, 100\], got 101"):
         dirichlet(LABELS, 20, 0.5, rng(), min_size=101)
@@ -132,7 +138,11 @@ def test_similarity_extremes() -> None:
     parts = similarity(RAND_LABELS, 10, 40, rng())
     assert covered_once(parts, RAND_LABELS.size)
     s_mid = max_class_fraction(parts, RAND_LABELS)
-    assert max_class_fraction(similarity(RAND_LABELS, 10, 0, rng()), RAND_LABELS) > s_mid > max_class_fraction(similarity(RAND_LABELS, 10, 100, rng()), RAND_LABELS)
+    assert (
+        max_class_fraction(similarity(RAND_LABELS, 10, 0, rng()), RAND_LABELS)
+        > s_mid
+        > max_class_fraction(similarity(RAND_LABELS, 10, 100, rng()), RAND_LABELS)
+    )
 
 
 def test_similarity_size_weights() -> None:
@@ -172,15 +182,24 @@ def test_quantity_skew_sizes() -> None:
         (lambda: partition("similarity", LABELS, 10, rng(), s=101), r"partition.s: must be in \[0, 100\], got 101"),
         (lambda: partition("similarity", LABELS, 10, rng(), s=-0.5), r"partition.s: must be in \[0, 100\], got -0.5"),
         (lambda: partition("shards", LABELS, 10, rng(), shards_per_client=0), r"partition.shards_per_client: must be in \[1, 200\], got 0"),
-        (lambda: partition("shards", LABELS, 10, rng(), shards_per_client=201), r"partition.shards_per_client: must be in \[1, 200\], got 201"),
+        (
+            lambda: partition("shards", LABELS, 10, rng(), shards_per_client=201),
+            r"partition.shards_per_client: must be in \[1, 200\], got 201",
+        ),
         (lambda: partition("quantity", LABELS, 10, rng(), alpha=0), r"partition.alpha: must be > 0 and finite, got 0"),
         (lambda: partition("quantity", LABELS, 10, rng(), sigma=-1), r"partition.sigma: must be >= 0 and finite, got -1"),
         (lambda: partition("quantity", LABELS, 10, rng(), min_size=0), r"partition.min_size: must be in \[1, 200\], got 0"),
         (lambda: partition("dirichlet", LABELS, 10, rng(), alpha=1, max_retries=0), r"partition.max_retries: must be >= 1, got 0"),
         (lambda: partition("iid", LABELS, 10, rng(), alpha=1), r"partition.alpha: not a parameter of kind 'iid'; allowed: none"),
         (lambda: partition("shards", LABELS, 10, rng(), s=1), r"partition.s: not a parameter of kind 'shards'; allowed: shards_per_client"),
-        (lambda: partition("pathological", LABELS, 10, rng()), r"partition.kind: unknown 'pathological'; known: iid, dirichlet, shards, similarity, quantity"),
-        (lambda: partition("iid", LABELS.astype(float), 10, rng()), r"partition.labels: must be a 1-d integer array, got shape \(2000,\) dtype float64"),
+        (
+            lambda: partition("pathological", LABELS, 10, rng()),
+            r"partition.kind: unknown 'pathological'; known: iid, dirichlet, shards, similarity, quantity",
+        ),
+        (
+            lambda: partition("iid", LABELS.astype(float), 10, rng()),
+            r"partition.labels: must be a 1-d integer array, got shape \(2000,\) dtype float64",
+        ),
         (lambda: partition("iid", LABELS - 1, 10, rng()), r"partition.labels: must be >= 0, got minimum -1"),
     ],
 )
@@ -209,7 +228,13 @@ def test_fingerprint_is_canonical_and_sensitive() -> None:
     import hashlib
     import struct
 
-    raw = struct.pack("<q", 2) + struct.pack("<q", 2) + np.array([4, 7], "<i8").tobytes() + struct.pack("<q", 1) + np.array([1], "<i8").tobytes()
+    raw = (
+        struct.pack("<q", 2)
+        + struct.pack("<q", 2)
+        + np.array([4, 7], "<i8").tobytes()
+        + struct.pack("<q", 1)
+        + np.array([1], "<i8").tobytes()
+    )
     assert fingerprint([np.array([4, 7]), np.array([1])]) == hashlib.sha256(raw).hexdigest()[:16]
 
 
@@ -279,7 +304,9 @@ def hamilton(quotas: list[Fraction], total: int) -> list[int]:
     return floors
 
 
-def a13_reference(labels: np.ndarray, n_clients: int, s: float, seed: int, weights: np.ndarray | None = None) -> tuple[list[np.ndarray], list[int], list[int]]:
+def a13_reference(
+    labels: np.ndarray, n_clients: int, s: float, seed: int, weights: np.ndarray | None = None
+) -> tuple[list[np.ndarray], list[int], list[int]]:
     """PHS A13 written out step by step from the spec text (loops, Fractions), replaying the
     partition generator: v_k ~ U(0.5, 1.5) first (unless weights are given), then π."""
     g = rng(seed)

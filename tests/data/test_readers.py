@@ -76,7 +76,9 @@ def test_idx_truncated_data(tmp_path: Path, gz: bool) -> None:
     data = idx_bytes(np.zeros((4, 28, 28), dtype=np.uint8))[:-100]
     p = tmp_path / ("t.gz" if gz else "t")
     p.write_bytes(gzip.compress(data) if gz else data)
-    with pytest.raises(DatasetFormatError, match=r"IDX data truncated: shape \(4, 28, 28\) of uint8 needs 3136 bytes after the header, found 3036"):
+    with pytest.raises(
+        DatasetFormatError, match=r"IDX data truncated: shape \(4, 28, 28\) of uint8 needs 3136 bytes after the header, found 3036"
+    ):
         read_idx(p)
 
 

@@ -39,7 +39,7 @@ def test_the_app_is_a_flower_app_carrying_the_resolved_recipe(tmp_path: Path) ->
     over = get_fused_config_from_dir(tmp_path / "app", parse_config_args(["on-missing='continue' round-timeout=0"]))
     assert DeploymentConfig.from_run_config(over).on_missing == "continue" and DeploymentConfig.from_run_config(over).timeout is None
     readme = (tmp_path / "app" / "README.md").read_text()
-    assert 'partition-id=3 num-partitions=4' in readme and "flwr run" in readme
+    assert "partition-id=3 num-partitions=4" in readme and "flwr run" in readme
 
 
 @pytest.mark.parametrize(
@@ -73,10 +73,12 @@ def test_commands_and_connection() -> None:
 def test_cli_flower_app(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["flower", "app", str(RECIPE), str(tmp_path / "a"), "--nodes", "3", "--set", "train.clients_per_round=2"])
     assert r.exit_code == 0, r.output
-    assert "3 clients" in r.output and 'partition-id=2 num-partitions=3' in r.output
+    assert "3 clients" in r.output and "partition-id=2 num-partitions=3" in r.output
     bad = CliRunner().invoke(cli, ["flower", "app", str(RECIPE), str(tmp_path / "b"), "--nodes", "3"])
     assert bad.exit_code == 2 and "train.clients_per_round: must be <= data.partition.n_clients (3)" in bad.output
-    clash = CliRunner().invoke(cli, ["flower", "app", str(RECIPE), str(tmp_path / "c"), "--nodes", "3", "--set", "data.partition.n_clients=4"])
+    clash = CliRunner().invoke(
+        cli, ["flower", "app", str(RECIPE), str(tmp_path / "c"), "--nodes", "3", "--set", "data.partition.n_clients=4"]
+    )
     assert clash.exit_code == 2 and "--nodes 3 contradicts" in clash.output
     jdp = Path(__file__).resolve().parents[2] / "recipes" / "jdp" / "fig3.yaml"
     if jdp.exists():

@@ -31,15 +31,26 @@ def jdp_recipe(**jdp: Any) -> dict[str, Any]:
     """6 candidates, an M2 auction on their bids, a dirty-label adversary among the winners,
     M3 at eps = 2, leave-one-out M4 + M5, 2 rounds."""
     return {
-        "name": "jdp_flower", "seed": 5,
-        "data": {"dataset": "fashion_mnist", "max_train": 900, "max_test": 200, "validation": 150, "partition": {"kind": "iid", "n_clients": 6}},
+        "name": "jdp_flower",
+        "seed": 5,
+        "data": {
+            "dataset": "fashion_mnist",
+            "max_train": 900,
+            "max_test": 200,
+            "validation": 150,
+            "partition": {"kind": "iid", "n_clients": 6},
+        },
         "model": {"name": "logreg"},
         "train": {"rounds": 2, "threads": 1, "local": {"epochs": 1, "batch_size": 32, "lr": 0.05, "momentum": 0.9}},
         "selection": {"kind": "full"},
         "privacy": {"kind": "jdp", "epsilon": 2.0, "delta": 1e-5, "clip": 20, "sensitivity": "record", "calibrator": "analytic"},
         "accountant": {"kind": "rdp", "delta": 1e-5},
-        "jdp": {"aggregator": "leave_one_out", "attack": {"kind": "dirty_label"},
-                "auction": {"mechanism": "M2", "budget": 3000, "cost_low": 1, "cost_high": 1000}, **jdp},
+        "jdp": {
+            "aggregator": "leave_one_out",
+            "attack": {"kind": "dirty_label"},
+            "auction": {"mechanism": "M2", "budget": 3000, "cost_low": 1, "cost_high": 1000},
+            **jdp,
+        },
     }
 
 

@@ -44,9 +44,13 @@ def task_identity() -> Iterator[None]:
 def test_a_job_and_its_result_round_trip_exactly() -> None:
     params = torch.randn(1234, generator=torch.Generator().manual_seed(0))
     job = ClientJob(
-        t=7, client=3, copy=1, params=params,
+        t=7,
+        client=3,
+        copy=1,
+        params=params,
         dpsgd=DPSGD(max_grad_norm=0.7, noise_multiplier=1.2345678901234567, sampling="poisson"),
-        upload=GaussianMechanism(clip=0.3, noise_std=0.1 / 3), grad_variance=True,
+        upload=GaussianMechanism(clip=0.3, noise_std=0.1 / 3),
+        grad_variance=True,
     )
     back = decode_job(encode_job(job, info={"local-steps": np.int64(5), "privacy": "dpsgd"}))
     assert torch.equal(back.params, params) and back.params.dtype == torch.float32
@@ -97,9 +101,15 @@ class FakeGrid:
 
 def smoke() -> dict[str, object]:
     return {
-        "name": "fake_grid", "seed": 2, "data": {"dataset": "fashion_mnist", "max_train": 800, "max_test": 100, "partition": {"kind": "iid", "n_clients": 4}},
-        "model": {"name": "logreg"}, "train": {"rounds": 2, "clients_per_round": 2, "local": {"epochs": 1, "batch_size": 50, "lr": 0.1}},
-        "selection": {"kind": "uniform"}, "privacy": {"kind": "zcdp_upload", "rho": 1.0}, "accountant": {"kind": "zcdp"}, "aggregation": {"kind": "importance"},
+        "name": "fake_grid",
+        "seed": 2,
+        "data": {"dataset": "fashion_mnist", "max_train": 800, "max_test": 100, "partition": {"kind": "iid", "n_clients": 4}},
+        "model": {"name": "logreg"},
+        "train": {"rounds": 2, "clients_per_round": 2, "local": {"epochs": 1, "batch_size": 50, "lr": 0.1}},
+        "selection": {"kind": "uniform"},
+        "privacy": {"kind": "zcdp_upload", "rho": 1.0},
+        "accountant": {"kind": "zcdp"},
+        "aggregation": {"kind": "importance"},
     }
 
 
@@ -160,7 +170,9 @@ def test_query_messages_are_answered_by_the_registry_function() -> None:
     ref = built.engine.executor.query("label_counts", [2, 0, 3, 1])
     assert all(g is not None and r is not None and g.dtype == r.dtype and np.array_equal(g, r) for g, r in zip(got, ref, strict=True))
     bids = ex.query("bid", range(4), {"low": 1, "high": 1000})
-    assert [float(b) for b in bids if b is not None] == [float(b) for b in built.engine.executor.query("bid", range(4), {"low": 1, "high": 1000}) if b is not None]
+    assert [float(b) for b in bids if b is not None] == [
+        float(b) for b in built.engine.executor.query("bid", range(4), {"low": 1, "high": 1000}) if b is not None
+    ]
     assert ex.queries == {"label_counts": 4, "bid": 4}
     sent = len(grid.sent)
     with pytest.raises(ValueError, match=r"query 'histogram': unknown; known queries: 'bid', 'label_counts'"):

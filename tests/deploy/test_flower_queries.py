@@ -37,13 +37,21 @@ def qidpfl() -> dict[str, Any]:
     """A smoke QI-DPFL run (tests/experiments/test_qidpfl_run.py, smaller): 6 candidates, half
     kept by the EMD screening, the game's participation sets train for 2 rounds."""
     return {
-        "name": "qidpfl_flower", "seed": 0,
-        "data": {"dataset": "fashion_mnist", "max_train": 1200, "max_test": 200, "partition": {"kind": "dirichlet", "n_clients": 6, "alpha": 0.5}},
+        "name": "qidpfl_flower",
+        "seed": 0,
+        "data": {
+            "dataset": "fashion_mnist",
+            "max_train": 1200,
+            "max_test": 200,
+            "partition": {"kind": "dirichlet", "n_clients": 6, "alpha": 0.5},
+        },
         "model": {"name": "logreg"},
         "train": {"rounds": 2, "clients_per_round": 3, "threads": 1, "local": {"epochs": 1, "batch_size": 32, "lr": 0.01}},
-        "selection": {"kind": "participants"}, "aggregation": {"kind": "mean"},
+        "selection": {"kind": "participants"},
+        "aggregation": {"kind": "mean"},
         "privacy": {"kind": "zcdp_upload", "rho": "game", "clip": 1.0, "mode": "paper_update"},
-        "accountant": {"kind": "zcdp", "delta": 1e-5}, "incentive": {"kind": "qidpfl", "keep_fraction": 0.5},
+        "accountant": {"kind": "zcdp", "delta": 1e-5},
+        "incentive": {"kind": "qidpfl", "keep_fraction": 0.5},
     }
 
 
@@ -75,11 +83,25 @@ def test_qidpfl_on_flower_screens_on_queried_histograms_and_equals_in_process(mo
 
 def test_jdp_bids_over_flower_equal_in_process_and_the_auction_costs() -> None:
     raw = {
-        "name": "jdp_bids", "seed": 3,
-        "data": {"dataset": "fashion_mnist", "max_train": 600, "max_test": 100, "validation": 100, "partition": {"kind": "iid", "n_clients": 4}},
-        "model": {"name": "logreg"}, "train": {"rounds": 1, "threads": 1, "local": {"epochs": None, "steps": 1, "batch_size": 32, "lr": 0.01}},
-        "selection": {"kind": "full"}, "privacy": {"kind": "none"}, "accountant": {"kind": "rdp", "delta": 1e-5},
-        "jdp": {"aggregator": "fedavg", "attack": {"kind": "none"}, "auction": {"mechanism": "M2", "budget": 1e6, "cost_low": 1, "cost_high": 50}},
+        "name": "jdp_bids",
+        "seed": 3,
+        "data": {
+            "dataset": "fashion_mnist",
+            "max_train": 600,
+            "max_test": 100,
+            "validation": 100,
+            "partition": {"kind": "iid", "n_clients": 4},
+        },
+        "model": {"name": "logreg"},
+        "train": {"rounds": 1, "threads": 1, "local": {"epochs": None, "steps": 1, "batch_size": 32, "lr": 0.01}},
+        "selection": {"kind": "full"},
+        "privacy": {"kind": "none"},
+        "accountant": {"kind": "rdp", "delta": 1e-5},
+        "jdp": {
+            "aggregator": "fedavg",
+            "attack": {"kind": "none"},
+            "auction": {"mechanism": "M2", "budget": 1e6, "cost_low": 1, "cost_high": 50},
+        },
     }
     cfg = parse_recipe(raw)
     jdp = build_jdp(cfg)

@@ -56,9 +56,23 @@ def ray_head() -> Iterator[tuple[str, Path]]:
     log = Path(tmp) / "head.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [str(ray_bin), "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=2",
-             "--num-gpus=0", "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={tmp}"],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            [
+                str(ray_bin),
+                "start",
+                "--head",
+                "--block",
+                f"--port={port}",
+                "--node-ip-address=127.0.0.1",
+                "--num-cpus=2",
+                "--num-gpus=0",
+                "--include-dashboard=false",
+                "--disable-usage-stats",
+                f"--temp-dir={tmp}",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
         )
     try:
         deadline = time.monotonic() + 90

@@ -75,7 +75,7 @@ SILOS = [(48, 12, (0.7, 0.2, 0.1)), (30, 10, (0.1, 0.3, 0.6)), (72, 16, (0.34, 0
 def _labels(n: int, mix: tuple[float, ...], rng: np.random.Generator) -> np.ndarray:
     """``n`` labels, every class at least once, in proportions about ``mix``."""
     y = rng.choice(len(mix), size=n, p=np.asarray(mix) / sum(mix))
-    y[:len(mix)] = np.arange(len(mix))
+    y[: len(mix)] = np.arange(len(mix))
     return rng.permutation(y)
 
 
@@ -107,17 +107,30 @@ def write_csv_silos(root: Path, *, seed: int = 0) -> list[dict[str, Any]]:
     return out
 
 
-CSV_DATA = {"dataset": "csv", "options": {"path": "train.csv", "test_path": "test.csv", "label": "label", "classes": CLASSES},
-            "partition": {"kind": "iid", "n_clients": 3}}
+CSV_DATA = {
+    "dataset": "csv",
+    "options": {"path": "train.csv", "test_path": "test.csv", "label": "label", "classes": CLASSES},
+    "partition": {"kind": "iid", "n_clients": 3},
+}
 
 
 def fedpcs(**data: Any) -> dict[str, Any]:
     """FedPCS (the Stackelberg game, privacy-aware draws, ρ-zCDP uploads), smoke-sized."""
     return {
-        "name": "silo_fedpcs", "seed": 0, "data": data or CSV_DATA, "model": {"name": "mlp"},
-        "train": {"rounds": 2, "clients_per_round": 2, "eval_every": 1, "threads": 1, "workers": 1,
-                  "local": {"epochs": 1, "batch_size": 16, "lr": 0.1}},
-        "selection": {"kind": "privacy_aware", "sampler": "multinomial"}, "aggregation": {"kind": "importance"},
+        "name": "silo_fedpcs",
+        "seed": 0,
+        "data": data or CSV_DATA,
+        "model": {"name": "mlp"},
+        "train": {
+            "rounds": 2,
+            "clients_per_round": 2,
+            "eval_every": 1,
+            "threads": 1,
+            "workers": 1,
+            "local": {"epochs": 1, "batch_size": 16, "lr": 0.1},
+        },
+        "selection": {"kind": "privacy_aware", "sampler": "multinomial"},
+        "aggregation": {"kind": "importance"},
         "privacy": {"kind": "zcdp_upload", "rho": "game", "clip": 1.0, "mode": "paper_update"},
         "accountant": {"kind": "zcdp", "delta": 1e-5},
         "incentive": {"kind": "fedpcs", "gamma": 0.5, "acc_scale": 10000, "inclusion": "privacy"},
@@ -134,8 +147,13 @@ class SiloGrid:
         self.app = make_client_app()  # the deployed ClientApp: the recipe from the run config
         run_config = {"recipe": recipe_text(cfg), "silo": True}
         self.contexts = {
-            node: Context(run_id=1, node_id=node, node_config={} if d is None else {"data-dir": str(d)}, state=RecordDict(),
-                          run_config=dict(run_config))
+            node: Context(
+                run_id=1,
+                node_id=node,
+                node_config={} if d is None else {"data-dir": str(d)},
+                state=RecordDict(),
+                run_config=dict(run_config),
+            )
             for node, d in zip(ids, dirs, strict=True)
         }
         self.sent: dict[str, int] = {}
@@ -152,8 +170,9 @@ class SiloGrid:
         return out
 
 
-def run_silo(tmp_path: Path, raw: dict[str, Any], dirs: list[Path | str | None], *, ids: list[int] | None = None,
-             server_data: Path | None = None) -> tuple[dict[str, Any], Path, SiloGrid, SiloDeployment]:
+def run_silo(
+    tmp_path: Path, raw: dict[str, Any], dirs: list[Path | str | None], *, ids: list[int] | None = None, server_data: Path | None = None
+) -> tuple[dict[str, Any], Path, SiloGrid, SiloDeployment]:
     """``raw`` as a silo deployment over a :class:`SiloGrid` (Flower's strategy loop, the
     ServerApp's builder): (summary, results folder, grid, deployment)."""
     cfg = parse_recipe(raw)
@@ -202,8 +221,12 @@ def test_a_silo_run_equals_the_in_process_run_of_the_same_clients(tmp_path: Path
     # nodes join b (id 20), c (id 31), a (id 7): client 0 is the smallest id, silo a
     summary, out, grid, dep = run_silo(tmp_path, raw, [dirs[1], dirs[2], dirs[0]], ids=[20, 31, 7], server_data=server)
 
-    memory = {"train": (np.concatenate(xs), np.concatenate(ys)), "test": (xt, yt),
-              "groups": {"silo": np.repeat(np.arange(3), sizes)}, "classes": CLASSES}
+    memory = {
+        "train": (np.concatenate(xs), np.concatenate(ys)),
+        "test": (xt, yt),
+        "groups": {"silo": np.repeat(np.arange(3), sizes)},
+        "classes": CLASSES,
+    }
     ref_raw = {**raw, "data": {"dataset": "npz", "options": {"path": "unused.npz"}, "partition": {"kind": "natural", "column": "silo"}}}
     ref = run_one(parse_recipe(ref_raw), tmp_path / "inprocess", data=memory)
 
@@ -251,13 +274,27 @@ def test_phs_budgets_loss_probes_and_histograms_are_asked_of_the_silos(tmp_path:
     histogram the server used came from a silo's answer, listed in queries.jsonl."""
     silos = write_csv_silos(tmp_path / "silos")
     phs = {
-        "name": "silo_phs", "seed": 1, "data": CSV_DATA, "model": {"name": "mlp"},
-        "train": {"rounds": 2, "clients_per_round": 2, "threads": 1, "workers": 1,
-                  "local": {"epochs": None, "steps": 2, "batch_size": 8, "lr": 0.05}},
+        "name": "silo_phs",
+        "seed": 1,
+        "data": CSV_DATA,
+        "model": {"name": "mlp"},
+        "train": {
+            "rounds": 2,
+            "clients_per_round": 2,
+            "threads": 1,
+            "workers": 1,
+            "local": {"epochs": None, "steps": 2, "batch_size": 8, "lr": 0.05},
+        },
         "selection": {"kind": "power_of_choice", "d": None, "losses": "current", "ties": "id", "cap": "planned"},
         "aggregation": {"kind": "mean"},
-        "privacy": {"kind": "phs", "budgets": {"kind": "uniform", "low": 0, "high": 1}, "delta": 1e-5, "max_grad_norm": 1.0,
-                    "calibration": "paper", "batch": "poisson"},
+        "privacy": {
+            "kind": "phs",
+            "budgets": {"kind": "uniform", "low": 0, "high": 1},
+            "delta": 1e-5,
+            "max_grad_norm": 1.0,
+            "calibration": "paper",
+            "batch": "poisson",
+        },
         "accountant": {"kind": "rdp", "delta": 1e-5},
     }
     summary, out, _, _ = run_silo(tmp_path, phs, [s["dir"] for s in silos])
@@ -268,8 +305,14 @@ def test_phs_budgets_loss_probes_and_histograms_are_asked_of_the_silos(tmp_path:
         assert sorted(e["client"] for e in probed) == [0, 1, 2] and all(np.isfinite(e["answer"]["loss"]) for e in probed)
     assert summary["backend_info"]["queries"].get("label_counts") is None
 
-    cbs = {**fedpcs(), "name": "silo_fedcbs", "selection": {"kind": "fedcbs"}, "aggregation": {"kind": "mean"},
-           "privacy": {"kind": "none"}, "incentive": {"kind": "none"}}
+    cbs = {
+        **fedpcs(),
+        "name": "silo_fedcbs",
+        "selection": {"kind": "fedcbs"},
+        "aggregation": {"kind": "mean"},
+        "privacy": {"kind": "none"},
+        "incentive": {"kind": "none"},
+    }
     summary, out, _, _ = run_silo(tmp_path / "cbs", cbs, [s["dir"] for s in silos])
     asked = sorted((e for e in _queries(out) if e["query"] == "label_counts"), key=lambda e: e["client"])
     assert [e["answer"] for e in asked] == [s["histogram"] for s in silos] and summary["backend_info"]["queries"]["label_counts"] == 3
@@ -280,8 +323,11 @@ def test_phs_budgets_loss_probes_and_histograms_are_asked_of_the_silos(tmp_path:
     [
         ("missing", r"^silo nodes: node 307: data-dir '[^']*/nowhere' does not exist$"),
         ("no_dir", r"^silo nodes: node 307: node config: 'data-dir' is missing; start the SuperNode with --node-config"),
-        ("classes", r"^silo nodes disagree on the number of classes: 3 at node\(s\) 300 \(client 0\), 314 \(client 2\); "
-                    r"2 at node\(s\) 307 \(client 1\)"),
+        (
+            "classes",
+            r"^silo nodes disagree on the number of classes: 3 at node\(s\) 300 \(client 0\), 314 \(client 2\); "
+            r"2 at node\(s\) 307 \(client 1\)",
+        ),
         ("held_out", r"^evaluation: federated \(the server has no test set\), but no node has a held-out split"),
     ],
 )
@@ -305,8 +351,13 @@ def test_bad_silos_stop_the_run_in_one_line_naming_the_node(tmp_path: Path, case
         for i in range(3):
             d = tmp_path / "npz" / str(i)
             d.mkdir(parents=True)
-            np.savez(d / "data.npz", x_train=np.ones((6, 2), np.float32) * i, y_train=np.arange(6) % 3,
-                     x_test=np.zeros((0, 2), np.float32), y_test=np.zeros(0, np.int64))
+            np.savez(
+                d / "data.npz",
+                x_train=np.ones((6, 2), np.float32) * i,
+                y_train=np.arange(6) % 3,
+                x_test=np.zeros((0, 2), np.float32),
+                y_test=np.zeros(0, np.int64),
+            )
             dirs.append(d)
         raw = fedpcs(dataset="npz", options={"path": "data.npz", "classes": 3}, partition={"kind": "iid", "n_clients": 3})
     with pytest.raises(SiloRefused) as e:
@@ -330,8 +381,11 @@ def test_too_many_nodes_and_the_cli_refuse_what_a_silo_cannot_run(tmp_path: Path
     assert r.exit_code != 0 and "server-data: only with --silo" in r.output
     dep = DeploymentConfig.from_run_config({"recipe": "name: x\n", "out": "/tmp/x", "silo": True, "server-data": "/srv/test"})
     assert (dep.silo, dep.server_data) == (True, "/srv/test")
-    for bad, message in (({"silo": "yes"}, "'silo' must be true or false"), ({"silo": True, "server-data": "rel"}, "'server-data' must be an absolute path"),
-                         ({"server-data": "/srv/test"}, "'server-data' is for silo deployments")):
+    for bad, message in (
+        ({"silo": "yes"}, "'silo' must be true or false"),
+        ({"silo": True, "server-data": "rel"}, "'server-data' must be an absolute path"),
+        ({"server-data": "/srv/test"}, "'server-data' is for silo deployments"),
+    ):
         with pytest.raises(ValueError, match=message):
             DeploymentConfig.from_run_config({"recipe": "name: x\n", "out": "/tmp/x", **bad})
     jdp = Path(__file__).resolve().parents[2] / "recipes" / "jdp" / "fmnist.yaml"
@@ -379,14 +433,18 @@ sys.addaudithook(_hook)
 '''
 
 
-def _loopback(tmp_path: Path, raw: dict[str, Any], dirs: list[Path], *extra: str) -> tuple[subprocess.CompletedProcess[str], Path, Path, str]:
+def _loopback(
+    tmp_path: Path, raw: dict[str, Any], dirs: list[Path], *extra: str
+) -> tuple[subprocess.CompletedProcess[str], Path, Path, str]:
     """Write the silo app, start a SuperLink and one SuperNode per folder (``data-dir``) from
     a working folder outside the silos, every process auditing opens under the silos' root;
     ``flwr run``. (flwr run, results folder, audit folder, superlink log)."""
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump(raw))
     app_dir, out = tmp_path / "app", tmp_path / "results"
-    r = CliRunner().invoke(cli, ["flower", "app", str(recipe), str(app_dir), "--silo", "--out", str(out), "--register-timeout", "120", *extra])
+    r = CliRunner().invoke(
+        cli, ["flower", "app", str(recipe), str(app_dir), "--silo", "--out", str(out), "--register-timeout", "120", *extra]
+    )
     assert r.exit_code == 0, r.output
     audit = tmp_path / "audit"
     audit.mkdir()
@@ -396,8 +454,9 @@ def _loopback(tmp_path: Path, raw: dict[str, Any], dirs: list[Path], *extra: str
     work.mkdir()
     env = {"FEDGAME_PLUGINS": str(plugin), "SILO_AUDIT_ROOT": str((tmp_path / "silos").resolve()), "SILO_AUDIT_OUT": str(audit)}
     run = None
-    with LoopbackFederation(tmp_path / "flwr-home", nodes=len(dirs), env=env, cwd=work,
-                            node_configs=[silo_node_config(d) for d in dirs]) as fed:
+    with LoopbackFederation(
+        tmp_path / "flwr-home", nodes=len(dirs), env=env, cwd=work, node_configs=[silo_node_config(d) for d in dirs]
+    ) as fed:
         run = fed.run(app_dir, timeout=RUN_TIMEOUT)
         log = fed.log_text("superlink")
     return run, out, audit, log

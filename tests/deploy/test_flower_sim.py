@@ -42,7 +42,12 @@ def recipe(**over: Any) -> dict[str, Any]:
     raw: dict[str, Any] = {
         "name": "flower_smoke",
         "seed": 11,
-        "data": {"dataset": "fashion_mnist", "max_train": 1200, "max_test": 300, "partition": {"kind": "dirichlet", "n_clients": 6, "alpha": 0.5, "min_size": 30}},
+        "data": {
+            "dataset": "fashion_mnist",
+            "max_train": 1200,
+            "max_test": 300,
+            "partition": {"kind": "dirichlet", "n_clients": 6, "alpha": 0.5, "min_size": 30},
+        },
         "model": {"name": "logreg"},
         "train": {"rounds": 2, "clients_per_round": 3, "threads": 1, "local": {"epochs": 1, "batch_size": 32, "lr": 0.1}},
         "selection": {"kind": "uniform", "replace": False},

@@ -39,11 +39,20 @@ pytestmark = pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fa
 def recipe(**over: Any) -> dict[str, Any]:
     """5 clients, 2 rounds, 2 per round; zCDP upload noise."""
     raw: dict[str, Any] = {
-        "name": "strategy", "seed": 4,
-        "data": {"dataset": "fashion_mnist", "max_train": 700, "max_test": 100, "partition": {"kind": "dirichlet", "n_clients": 5, "alpha": 0.5, "min_size": 20}},
-        "model": {"name": "logreg"}, "train": {"rounds": 2, "clients_per_round": 2, "threads": 1, "local": {"epochs": 1, "batch_size": 32, "lr": 0.1}},
-        "selection": {"kind": "uniform"}, "aggregation": {"kind": "importance"},
-        "privacy": {"kind": "zcdp_upload", "rho": 1.0, "clip": 1.0}, "accountant": {"kind": "zcdp"},
+        "name": "strategy",
+        "seed": 4,
+        "data": {
+            "dataset": "fashion_mnist",
+            "max_train": 700,
+            "max_test": 100,
+            "partition": {"kind": "dirichlet", "n_clients": 5, "alpha": 0.5, "min_size": 20},
+        },
+        "model": {"name": "logreg"},
+        "train": {"rounds": 2, "clients_per_round": 2, "threads": 1, "local": {"epochs": 1, "batch_size": 32, "lr": 0.1}},
+        "selection": {"kind": "uniform"},
+        "aggregation": {"kind": "importance"},
+        "privacy": {"kind": "zcdp_upload", "rho": 1.0, "clip": 1.0},
+        "accountant": {"kind": "zcdp"},
     }
     raw.update(over)
     return raw
@@ -57,7 +66,8 @@ SELECTIONS = {
     "aocs": {"selection": {"kind": "aocs", "stale_norms": False}},
     # FedPCS: the Stackelberg game's rho_i^t, sampling x_i ∝ rho_i^t, per-client zCDP noise, payments
     "fedpcs": {
-        "selection": {"kind": "privacy_aware"}, "privacy": {"kind": "zcdp_upload", "rho": "game", "clip": 1.0},
+        "selection": {"kind": "privacy_aware"},
+        "privacy": {"kind": "zcdp_upload", "rho": "game", "clip": 1.0},
         "incentive": {"kind": "fedpcs", "gamma": 0.5, "inclusion": "privacy"},
     },
 }
@@ -96,8 +106,11 @@ def test_each_message_carries_its_clients_noise_and_a_missing_reply_is_not_charg
     train message to each chosen node carries that client's multiplier, so they differ; the
     node whose reply never comes is listed missing, not charged, not aggregated."""
     raw = recipe(
-        selection={"kind": "uniform", "replace": False}, aggregation={"kind": "fedavg"}, train={**recipe()["train"], "clients_per_round": 3},
-        privacy={"kind": "dpsgd", "max_grad_norm": 1.0, "target_epsilon": 8.0, "delta": 1e-5}, accountant={"kind": "rdp", "delta": 1e-5},
+        selection={"kind": "uniform", "replace": False},
+        aggregation={"kind": "fedavg"},
+        train={**recipe()["train"], "clients_per_round": 3},
+        privacy={"kind": "dpsgd", "max_grad_norm": 1.0, "target_epsilon": 8.0, "delta": 1e-5},
+        accountant={"kind": "rdp", "delta": 1e-5},
     )
     cfg = parse_recipe(raw)
     built = build_engine(cfg)

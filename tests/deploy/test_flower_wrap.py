@@ -53,8 +53,11 @@ def example() -> object:
 
 def train_message(d: int, rho: float | None, rnd: int = 1) -> Message:
     cfg = ConfigRecord({"server-round": rnd, **({KEY_RHO: rho} if rho is not None else {})})
-    return Message(content=RecordDict({"arrays": ArrayRecord({"w": Array(np.zeros(d, dtype=np.float32))}), "config": cfg}),
-                   dst_node_id=1, message_type=MessageType.TRAIN)
+    return Message(
+        content=RecordDict({"arrays": ArrayRecord({"w": Array(np.zeros(d, dtype=np.float32))}), "config": cfg}),
+        dst_node_id=1,
+        message_type=MessageType.TRAIN,
+    )
 
 
 def context() -> Context:
@@ -63,8 +66,11 @@ def context() -> Context:
 
 def replying(update: np.ndarray) -> object:
     def call_next(msg: Message, ctx: Context) -> Message:
-        return Message(RecordDict({"arrays": ArrayRecord({"w": Array(update.astype(np.float32))}),
-                                   "metrics": MetricRecord({"num-examples": 10})}), reply_to=msg)
+        return Message(
+            RecordDict({"arrays": ArrayRecord({"w": Array(update.astype(np.float32))}), "metrics": MetricRecord({"num-examples": 10})}),
+            reply_to=msg,
+        )
+
     return call_next
 
 
@@ -108,8 +114,10 @@ class LocalGrid:
 
     def __init__(self, app: object, n: int) -> None:
         self.app, self.n = app, n
-        self.contexts = {100 + i: Context(run_id=1, node_id=100 + i, node_config={"partition-id": i}, state=RecordDict(),
-                                          run_config={}) for i in range(n)}
+        self.contexts = {
+            100 + i: Context(run_id=1, node_id=100 + i, node_config={"partition-id": i}, state=RecordDict(), run_config={})
+            for i in range(n)
+        }
         self.replies: list[Message] = []
 
     def get_node_ids(self) -> Iterable[int]:
@@ -131,10 +139,14 @@ def test_wrapped_fedavg_draws_by_rho_weights_by_eq4_and_pays_r_rho() -> None:
     rho, k, rounds = ex.RHO, 2, 300  # type: ignore[attr-defined]
     reward = np.linspace(1.0, 0.5, rounds)
     grid = LocalGrid(ex.client_app, 3)  # type: ignore[attr-defined]
-    s = FedgameSampling(FedAvg(fraction_train=1.0, fraction_evaluate=0.0), PrivacyAware(rho=rho), clients_per_round=k,
-                        rho=rho, reward=reward, seed=1)
-    result = s.start(grid=grid, initial_arrays=ArrayRecord({"w": Array(np.zeros(ex.FEATURES))}),  # type: ignore[arg-type,attr-defined]
-                     num_rounds=rounds)
+    s = FedgameSampling(
+        FedAvg(fraction_train=1.0, fraction_evaluate=0.0), PrivacyAware(rho=rho), clients_per_round=k, rho=rho, reward=reward, seed=1
+    )
+    result = s.start(
+        grid=grid,
+        initial_arrays=ArrayRecord({"w": Array(np.zeros(ex.FEATURES))}),  # type: ignore[arg-type,attr-defined]
+        num_rounds=rounds,
+    )
     x = rho / rho.sum()
     draws = np.array([d - 100 for r in s.records for d in r.draws])
     counts = np.bincount(draws, minlength=3)
@@ -209,8 +221,14 @@ def test_fedgame_draws_under_flowers_central_dp_wrapper_and_its_accountant() -> 
 
     ex = example()
     z, clip, k, rounds = 1.2, 1.0, 2, 3
-    acc = RdpAccountant(PrivacyConfig(target_delta=1e-5, population_size=3, neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
-                                      sampling_method=SamplingMethod.NO_AMPLIFICATION))
+    acc = RdpAccountant(
+        PrivacyConfig(
+            target_delta=1e-5,
+            population_size=3,
+            neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
+            sampling_method=SamplingMethod.NO_AMPLIFICATION,
+        )
+    )
     # the inner FedAvg configures k nodes (the wrapper checks it against num_sampled_clients); fedgame redraws them
     dp = DifferentialPrivacyServerSideFixedClipping(FedAvg(fraction_train=0.67, fraction_evaluate=0.0), z, clip, k, accountant=acc)
     from flwr.clientapp import ClientApp
@@ -227,8 +245,13 @@ def test_fedgame_draws_under_flowers_central_dp_wrapper_and_its_accountant() -> 
     assert spent.epsilon == pytest.approx(want, rel=1e-6)
     with pytest.raises(ValueError, match="^aggregation: Flower's DifferentialPrivacyServerSideFixedClipping"):
         FedgameSampling(dp, Uniform(replace=False), clients_per_round=k)
-    rep = FedgameSampling(DifferentialPrivacyServerSideFixedClipping(FedAvg(fraction_train=0.67, fraction_evaluate=0.0), z, clip, k),
-                          PrivacyAware(rho=ex.RHO), clients_per_round=k, aggregation="mean", seed=0)  # type: ignore[attr-defined]
+    rep = FedgameSampling(
+        DifferentialPrivacyServerSideFixedClipping(FedAvg(fraction_train=0.67, fraction_evaluate=0.0), z, clip, k),
+        PrivacyAware(rho=ex.RHO),
+        clients_per_round=k,
+        aggregation="mean",
+        seed=0,
+    )  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="^selection: Flower's .* needs exactly clients_per_round = 2 distinct"):
         for _ in range(50):  # x ∝ ρ with replacement repeats its heaviest node soon
             rep.configure_train(1, ArrayRecord({"w": Array(np.zeros(ex.FEATURES))}), ConfigRecord(), grid)  # type: ignore[arg-type,attr-defined]

@@ -58,7 +58,12 @@ def write_texts(folder: Path, seed: int = 0) -> None:
                 lab = str(rng.choice(list(own)))
                 words = list(rng.choice(shared, size=int(rng.integers(6, 20)))) + list(rng.choice(own[lab], size=3))
                 rng.shuffle(words)
-                f.write(json.dumps({"text": " ".join(words), "label": lab, "speaker": str(rng.choice(speakers, p=[.3, .25, .15, .12, .1, .08]))}) + "\n")
+                f.write(
+                    json.dumps(
+                        {"text": " ".join(words), "label": lab, "speaker": str(rng.choice(speakers, p=[0.3, 0.25, 0.15, 0.12, 0.1, 0.08]))}
+                    )
+                    + "\n"
+                )
 
 
 def test_a_tabular_csv_natural_partition_fedpcs_against_random(tmp_path: Path) -> None:
@@ -92,7 +97,9 @@ def test_b_text_plugin_passes_the_contract_and_trains_under_phs_budgets(tmp_path
     plug = str(EXAMPLES / "jsonl_texts.py")
     r = fedgame("--plugin", plug, "validate", str(EXAMPLES / "text_phs.yaml"), "--set", f"data.root={tmp_path}")
     assert r.returncode == 0 and "over 6 clients" in r.stdout, r.stdout + r.stderr
-    r = fedgame("--plugin", plug, "run", str(EXAMPLES / "text_phs.yaml"), "--set", f"data.root={tmp_path}", "--out", str(tmp_path / "run"), *SMOKE)
+    r = fedgame(
+        "--plugin", plug, "run", str(EXAMPLES / "text_phs.yaml"), "--set", f"data.root={tmp_path}", "--out", str(tmp_path / "run"), *SMOKE
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     cfg = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert cfg["model"] == {"name": "embedding_bag", "options": {"dim": 32}} and cfg["data"]["partition"]["n_clients"] == 6
@@ -141,9 +148,26 @@ def test_validate_refuses_what_cannot_train_in_one_line(tmp_path: Path) -> None:
     root = ["--set", f"data.root={tmp_path}"]
     cases = {
         ("--set", "data.partition.column=ward"): "data.partition.column: 'ward' is not one of the dataset's groupings: hospital",
-        ("--plugin", str(models), "--set", "model.name=one_output"): "model.name: 'one_output' outputs (2, 1) for 2 examples; the data has 2 classes and train.loss is 'cross_entropy'",
-        ("--plugin", str(models), "--set", "model.name=bn_mlp", "--set", "privacy={kind: dpsgd, noise_multiplier: 1.0, max_grad_norm: 1.0}",
-         "--set", "incentive={kind: none}", "--set", "aggregation.kind=mean", "--set", "accountant.kind=rdp"): "model.name: layer '1' (BatchNorm1d) mixes the examples of a batch",
+        (
+            "--plugin",
+            str(models),
+            "--set",
+            "model.name=one_output",
+        ): "model.name: 'one_output' outputs (2, 1) for 2 examples; the data has 2 classes and train.loss is 'cross_entropy'",
+        (
+            "--plugin",
+            str(models),
+            "--set",
+            "model.name=bn_mlp",
+            "--set",
+            "privacy={kind: dpsgd, noise_multiplier: 1.0, max_grad_norm: 1.0}",
+            "--set",
+            "incentive={kind: none}",
+            "--set",
+            "aggregation.kind=mean",
+            "--set",
+            "accountant.kind=rdp",
+        ): "model.name: layer '1' (BatchNorm1d) mixes the examples of a batch",
         ("--set", "model.name=mcmahan_cnn"): "model.name: 'mcmahan_cnn' cannot be built for features inputs 3",
         ("--set", "data.partition.n_clients=9"): "a natural partition has one client per group; the data has 4 groups, got 9",
         ("--set", "data.options.label=missing"): "data.options: column 'missing' is not in records.csv",
@@ -151,6 +175,6 @@ def test_validate_refuses_what_cannot_train_in_one_line(tmp_path: Path) -> None:
     }
     for extra, expected in cases.items():
         plugin = list(extra[:2]) if extra[0] == "--plugin" else []
-        r = fedgame(*plugin, "validate", recipe, *root, *extra[len(plugin):])
+        r = fedgame(*plugin, "validate", recipe, *root, *extra[len(plugin) :])
         err = r.stderr.strip()
         assert r.returncode != 0 and expected in err and len(err.splitlines()) == 1, (extra, err)

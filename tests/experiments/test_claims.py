@@ -142,12 +142,19 @@ def test_table2_orderings_carry_computed_verdicts(tmp_path: Path) -> None:
     fed_iid, rnd_iid = {0: 90.0, 1: 91.0, 2: 89.5}, {0: 85.0, 1: 86.5, 2: 84.0}
     fed_non, rnd_non = {0: 80.0, 1: 77.0, 2: 83.0}, {0: 79.0, 1: 78.0, 2: 80.0}
     abl = {0: 70.0, 1: 71.0, 2: 69.0}
-    values = {("FedPCS", 0.2, "IID"): fed_iid, ("Random", 0.2, "IID"): rnd_iid, ("FedPCS", 0.2, "Non-IID"): fed_non,
-              ("Random", 0.2, "Non-IID"): rnd_non, ("FedPCS incentive + uniform draws", 0.2, "Non-IID"): abl}
+    values = {
+        ("FedPCS", 0.2, "IID"): fed_iid,
+        ("Random", 0.2, "IID"): rnd_iid,
+        ("FedPCS", 0.2, "Non-IID"): fed_non,
+        ("Random", 0.2, "Non-IID"): rnd_non,
+        ("FedPCS incentive + uniform draws", 0.2, "Non-IID"): abl,
+    }
     decided = orderings(values)
     by = {(lab["split"], lab["a"], lab["b"]): d for lab, d in decided}
-    raw = [stats.ttest_rel(list(fed_iid.values()), list(rnd_iid.values()), alternative="greater").pvalue,
-           stats.ttest_rel(list(fed_non.values()), list(rnd_non.values()), alternative="greater").pvalue]
+    raw = [
+        stats.ttest_rel(list(fed_iid.values()), list(rnd_iid.values()), alternative="greater").pvalue,
+        stats.ttest_rel(list(fed_non.values()), list(rnd_non.values()), alternative="greater").pvalue,
+    ]
     assert len(decided) == 4 and all(d.adjusted and d.test == "paired t" for _, d in decided)
     iid = by[("IID", "FedPCS", "Random")]
     assert iid.verdict == "holds" and raw[0] <= iid.p <= 4 * raw[0] + 1e-15

@@ -19,9 +19,7 @@ REPORTED = sorted(RESULTS.glob(f"*/{PROVENANCE}"))
 
 
 @pytest.mark.parametrize("record", REPORTED, ids=[p.parent.name for p in REPORTED])
-def test_every_committed_report_regenerates_from_its_per_seed_files(
-    record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_every_committed_report_regenerates_from_its_per_seed_files(record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The report kinds recorded in ``report.json``, run again on the per-seed files committed
     in the same folder, write the committed tables and pages byte for byte (figures aside).
     JSON files are compared as data, their numbers to 1e-7 relative: a fitted curve (SciPy's
@@ -168,4 +166,5 @@ def test_the_reproduction_page_is_what_the_committed_results_give(monkeypatch: p
     monkeypatch.chdir(RESULTS.parent)
     page = Path("docs/reproduction.md")
     assert reproduction_text(Path("results"), page) == page.read_text(), (
-        "docs/reproduction.md is stale: run `fedgame report results --reproduction`")
+        "docs/reproduction.md is stale: run `fedgame report results --reproduction`"
+    )

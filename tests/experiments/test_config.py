@@ -41,7 +41,11 @@ def test_bad_values_name_the_field(overrides: list[str], message: str) -> None:
 
 
 def test_overrides_are_applied_and_typed() -> None:
-    cfg = parse_recipe(apply_overrides({"train": {"rounds": 3}}, ["train.local.lr=0.2", "data.partition={kind: iid, n_clients: 7}", "train.clients_per_round=7"]))
+    cfg = parse_recipe(
+        apply_overrides(
+            {"train": {"rounds": 3}}, ["train.local.lr=0.2", "data.partition={kind: iid, n_clients: 7}", "train.clients_per_round=7"]
+        )
+    )
     assert cfg.train.rounds == 3 and cfg.train.local.lr == 0.2
     assert cfg.data.partition.kind == "iid" and cfg.data.partition.n_clients == 7
 
@@ -67,8 +71,10 @@ def test_switching_a_kind_drops_the_old_kinds_fields() -> None:
     """``--set data.partition.kind=iid`` on a Dirichlet split forgets ``alpha`` and ``min_size``
     (fields IID has not) and keeps ``n_clients`` (a field both have); also when the old kind was
     the section's default (no ``kind`` written)."""
-    for raw in ({"data": {"partition": {"kind": "dirichlet", "alpha": 0.3, "n_clients": 7}}},
-                {"data": {"partition": {"alpha": 0.3, "n_clients": 7}}}):
+    for raw in (
+        {"data": {"partition": {"kind": "dirichlet", "alpha": 0.3, "n_clients": 7}}},
+        {"data": {"partition": {"alpha": 0.3, "n_clients": 7}}},
+    ):
         out = apply_overrides(raw, ["data.partition.kind=iid", "train.clients_per_round=3"])
         assert out["data"]["partition"] == {"kind": "iid", "n_clients": 7}
         assert parse_recipe(out).data.partition.n_clients == 7

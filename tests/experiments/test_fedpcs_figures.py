@@ -25,8 +25,14 @@ def test_files_and_numbers_follow_the_plans(plans: tuple[FedPCSPlan, FedPCSPlan]
     fed, rnd = plans
     budget = (40.0, 20.0)
     out = write_fedpcs_figures({0: (fed, rnd)}, tmp_path, budget=budget, instance="tiny", commit="abc1234")
-    for name in ("figures.md", "figures.json", "fig4_rho_correlation.png", "fig5_welfare.png",
-                 "fig6_server_cost.png", "fig78_budget_tau.png"):
+    for name in (
+        "figures.md",
+        "figures.json",
+        "fig4_rho_correlation.png",
+        "fig5_welfare.png",
+        "fig6_server_cost.png",
+        "fig78_budget_tau.png",
+    ):
         assert (tmp_path / name).stat().st_size > 0, name
     on_disk = json.loads((tmp_path / "figures.json").read_text())
     assert on_disk == json.loads(json.dumps(out))
@@ -86,7 +92,6 @@ def test_client_costs_split_eq13(plans: tuple[FedPCSPlan, FedPCSPlan]) -> None:
 
 def test_refuses_a_baseline_of_other_clients(plans: tuple[FedPCSPlan, FedPCSPlan]) -> None:
     fed, _ = plans
-    other = baseline_plan(FedPCSGame(n_clients=4, clients_per_round=2, rounds=3, acc_scale=1e4, seed=1,
-                                     inclusion="uniform"), "initial")
+    other = baseline_plan(FedPCSGame(n_clients=4, clients_per_round=2, rounds=3, acc_scale=1e4, seed=1, inclusion="uniform"), "initial")
     with pytest.raises(ValueError, match="same clients"):
         figure_numbers(fed, other, budget=(40.0, 20.0))

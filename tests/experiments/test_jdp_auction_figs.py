@@ -20,8 +20,7 @@ from fedgame.experiments.jdp_auction_figs import (
 
 
 def test_reduced_run_is_within_the_reference_tolerances(tmp_path: Path) -> None:
-    res = write_auction_figures(tmp_path, seeds=100, budgets=tuple(REFERENCE_BY_BUDGET),
-                                candidates=tuple(REFERENCE_BY_CANDIDATES))
+    res = write_auction_figures(tmp_path, seeds=100, budgets=tuple(REFERENCE_BY_BUDGET), candidates=tuple(REFERENCE_BY_CANDIDATES))
     rows = res["rows"]
     assert len(rows) == 2 * (len(REFERENCE_BY_BUDGET) + len(REFERENCE_BY_CANDIDATES))
     # check 25, recomputed here from the rows rather than read from the module's flags
@@ -48,8 +47,13 @@ def test_reduced_run_is_within_the_reference_tolerances(tmp_path: Path) -> None:
     assert m2[0]["payment_ratio_mean"] == pytest.approx(REFERENCE_PAYMENT_RATIO[10_000.0], rel=0.15)
     assert m2[-1]["payment_ratio_mean"] == pytest.approx(REFERENCE_PAYMENT_RATIO[100_000.0], rel=0.15)
     assert all(r["cost_ratio_mean"] <= 1 for r in m2)
-    assert res["checks"] == {"within_reference": True, "non_decreasing_in_budget": True,
-                             "non_decreasing_in_candidates": True, "m2_data_ge_m1": True, "m1_within_budget": True}
+    assert res["checks"] == {
+        "within_reference": True,
+        "non_decreasing_in_budget": True,
+        "non_decreasing_in_candidates": True,
+        "m2_data_ge_m1": True,
+        "m1_within_budget": True,
+    }
     # files
     for name in ("fig2.png", "fig2_payments.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

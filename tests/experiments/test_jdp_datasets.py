@@ -18,8 +18,14 @@ from fedgame.pipeline.runner import run_one
 from tests.data._formats import mnist_arrays, write_cifar10, write_mnist_dir
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "jdp"
-SMOKE = ["data.partition.n_clients=4", "data.validation=40", "train.rounds=2", "train.local.epochs=null",
-         "train.local.steps=2", "train.local.batch_size=16"]
+SMOKE = [
+    "data.partition.n_clients=4",
+    "data.validation=40",
+    "train.rounds=2",
+    "train.local.epochs=null",
+    "train.local.steps=2",
+    "train.local.batch_size=16",
+]
 
 
 def _check(out: Path, eps: float) -> None:

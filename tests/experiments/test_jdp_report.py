@@ -21,10 +21,13 @@ from fedgame.experiments.jdp_report import write_fig3, write_fig4, write_fig5
 
 # (aggregator, attacked, eps) -> accuracy per seed 0, 1
 ACC = {
-    ("leave_one_out", True, 0.5): (0.70, 0.72), ("leave_one_out", True, 1.0): (0.78, 0.80),
+    ("leave_one_out", True, 0.5): (0.70, 0.72),
+    ("leave_one_out", True, 1.0): (0.78, 0.80),
     ("leave_one_out", False, 1.0): (0.80, 0.81),
-    ("fedavg", True, 0.5): (0.66, 0.68), ("fedavg", True, 1.0): (0.74, 0.76),
-    ("fedavg", False, 0.5): (0.73, 0.73), ("fedavg", False, 1.0): (0.80, 0.82),
+    ("fedavg", True, 0.5): (0.66, 0.68),
+    ("fedavg", True, 1.0): (0.74, 0.76),
+    ("fedavg", False, 0.5): (0.73, 0.73),
+    ("fedavg", False, 1.0): (0.80, 0.82),
     ("krum", True, 1.0): (0.60, 0.62),
 }
 
@@ -33,17 +36,31 @@ def _run(root: Path, agg: str, attacked: bool, eps: float, seed: int, acc: float
     name = f"jdp_fig3_epsilon={eps:g}_kind={'dirty_label' if attacked else 'none'}_aggregator={agg}"
     d = root / name / f"seed_{seed}"
     d.mkdir(parents=True)
-    cfg = {"name": "jdp_fig3", "seed": seed, "privacy": {"kind": "jdp", "epsilon": eps, "clip": 20.0, "delta": 1e-5,
-                                                         "sensitivity": "record"},
-           "jdp": {"aggregator": agg, "epsilon_exp": "same", "attack": {"kind": "dirty_label" if attacked else "none"}},
-           "train": {"rounds": rounds, "local": {"lr": 0.01}},
-           "data": {"dataset": "fashion_mnist", "max_test": 2000, "partition": {"n_clients": 20}}}
+    cfg = {
+        "name": "jdp_fig3",
+        "seed": seed,
+        "privacy": {"kind": "jdp", "epsilon": eps, "clip": 20.0, "delta": 1e-5, "sensitivity": "record"},
+        "jdp": {"aggregator": agg, "epsilon_exp": "same", "attack": {"kind": "dirty_label" if attacked else "none"}},
+        "train": {"rounds": rounds, "local": {"lr": 0.01}},
+        "data": {"dataset": "fashion_mnist", "max_test": 2000, "partition": {"n_clients": 20}},
+    }
     (d / "config.yaml").write_text(yaml.safe_dump(cfg))
-    (d / "summary.json").write_text(json.dumps({
-        "name": name, "seed": seed, "rounds": rounds, "final_accuracy": acc, "last5_accuracy": acc - 0.01, "wall_time": 60.0,
-        "adversary_used_fraction": (0.4 if agg == "leave_one_out" else 1.0) if attacked else None,
-        "eps_paper_max": 10 * 2 * eps, "eps_rdp_max": 5.0, "m": 20,
-    }))
+    (d / "summary.json").write_text(
+        json.dumps(
+            {
+                "name": name,
+                "seed": seed,
+                "rounds": rounds,
+                "final_accuracy": acc,
+                "last5_accuracy": acc - 0.01,
+                "wall_time": 60.0,
+                "adversary_used_fraction": (0.4 if agg == "leave_one_out" else 1.0) if attacked else None,
+                "eps_paper_max": 10 * 2 * eps,
+                "eps_rdp_max": 5.0,
+                "m": 20,
+            }
+        )
+    )
 
 
 @pytest.fixture
@@ -74,11 +91,15 @@ def test_fig3_table_costs_and_orderings(grid: Path, tmp_path: Path) -> None:
     md = (dest / "fig3.md").read_text()
     assert md.startswith("# JDP-FL Fig. 3 on Fashion-MNIST (reduced budget)")
     assert "| ours (M4 + M5) | yes | 71.00 ± 1.41 (2) | 79.00 ± 1.41 (2) |" in md
-    assert ("Budget of these runs (from their config.yaml): 5 rounds (the paper gives no round count); local lr 0.01 "
-            "(paper 0.001); test accuracy on 2000 test examples (paper the full test set).") in md
-    assert ("Runs (read from their config.yaml and summary.json): 16 runs over seeds 0, 1; Fashion-MNIST; m = 20 "
-            "participants; ε = ε_L = ε_E per round: 0.5 / 1; no attack in 6 runs; one dirty-label adversary "
-            "(all its labels → class 2) in 10 runs; M3 with record-level sensitivity 2C/d_i, C = 20, δ = 1e-05") in md
+    assert (
+        "Budget of these runs (from their config.yaml): 5 rounds (the paper gives no round count); local lr 0.01 "
+        "(paper 0.001); test accuracy on 2000 test examples (paper the full test set)."
+    ) in md
+    assert (
+        "Runs (read from their config.yaml and summary.json): 16 runs over seeds 0, 1; Fashion-MNIST; m = 20 "
+        "participants; ε = ε_L = ε_E per round: 0.5 / 1; no attack in 6 runs; one dirty-label adversary "
+        "(all its labels → class 2) in 10 runs; M3 with record-level sensitivity 2C/d_i, C = 20, δ = 1e-05"
+    ) in md
     # ours at eps = 1: own cost 80.5 - 79 = +1.50; paper's reading 81 - 79 = +2.00; FedAvg: 81 - 75 = +6.00
     assert "+1.50 / +2.00" in md and "+6.00 / +6.00" in md
     # no other rule than the one: no tolerance, no threshold verdicts, no typed paper round count
@@ -87,12 +108,15 @@ def test_fig3_table_costs_and_orderings(grid: Path, tmp_path: Path) -> None:
     decided = read_orderings(dest / ORDERINGS)
     claims = [lab["claim"] for lab, _ in decided]
     assert claims == ["no attack > ours, at each ε"] * 2 + ["ours > traditional, at each ε"] * 2 + [
-        "ours (M4 + M5), attack: rises with ε", "traditional (FedAvg), attack: rises with ε",
-        "traditional (FedAvg), no attack: rises with ε"]
+        "ours (M4 + M5), attack: rises with ε",
+        "traditional (FedAvg), attack: rises with ε",
+        "traditional (FedAvg), no attack: rises with ε",
+    ]
     # every pair of cells differs by the same amount on both seeds: zero spread, decided by the sign
     verdicts = {(lab["claim"], lab["A"], lab["B"]): d.verdict for lab, d in decided}
-    assert verdicts[("ours > traditional, at each ε", "ours (M4 + M5), attack, ε = 0.5",
-                     "traditional (FedAvg), attack, ε = 0.5")] == "holds"
+    assert (
+        verdicts[("ours > traditional, at each ε", "ours (M4 + M5), attack, ε = 0.5", "traditional (FedAvg), attack, ε = 0.5")] == "holds"
+    )
     assert all(d.adjusted and d.test == "paired t" and d.n_pairs == 2 for _, d in decided)
     assert "| ours > traditional, at each ε | ours (M4 + M5), attack, ε = 1 | traditional (FedAvg), attack, ε = 1 | +4.00 |" in md
     assert (dest / "fig3.png").stat().st_size > 1000
@@ -132,8 +156,11 @@ def test_fig3_verdicts_are_the_rules_on_the_per_seed_values(case: str, tmp_path:
         _run(root, "fedavg", True, 1.0, seed, x)
     write_fig3(root, tmp_path / "out", budget="reduced")
     [(lab, d)] = read_orderings(tmp_path / "out" / ORDERINGS)
-    assert lab == {"claim": "ours > traditional, at each ε", "A": "ours (M4 + M5), attack, ε = 1",
-                   "B": "traditional (FedAvg), attack, ε = 1"}
+    assert lab == {
+        "claim": "ours > traditional, at each ε",
+        "A": "ours (M4 + M5), attack, ε = 1",
+        "B": "traditional (FedAvg), attack, ε = 1",
+    }
     want = case.split(" (Welch)")[0]
     assert d.verdict == want
     a, b = _pct(tuple(ours.values())), _pct(tuple(trad.values()))
@@ -163,8 +190,17 @@ def _group_run(root: Path, s: int | None, seed: int, acc: float) -> None:
     d = root / name / f"seed_{seed}"
     d.mkdir(parents=True)
     j = {"aggregator": "random_groups", "group_size": s} if s is not None else {"aggregator": "leave_one_out"}
-    (d / "config.yaml").write_text(yaml.safe_dump({"seed": seed, "data": {"partition": {"n_clients": 60}}, "jdp": j,
-                                                   "train": {"rounds": 5}, "privacy": {"kind": "jdp", "epsilon": 1.0}}))
+    (d / "config.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "seed": seed,
+                "data": {"partition": {"n_clients": 60}},
+                "jdp": j,
+                "train": {"rounds": 5},
+                "privacy": {"kind": "jdp", "epsilon": 1.0},
+            }
+        )
+    )
     (d / "summary.json").write_text(json.dumps({"seed": seed, "final_accuracy": acc, "m": 60, "adversary_used_fraction": 0.5}))
 
 
@@ -188,17 +224,23 @@ def test_fig5_group_sizes(tmp_path: Path) -> None:
     assert "| random groups | 30 | 70.11 ± 0.11 (3) |" in md
     decided = read_orderings(tmp_path / "out" / ORDERINGS)
     pct = {s: dict(enumerate(_pct(a))) for s, a in FIG5.items()}
-    expect = [("random groups: rises with s", "s = 10", "s = 5", pct[10], pct[5]),
-              ("random groups: rises with s", "s = 30", "s = 10", pct[30], pct[10]),
-              *(("leave-one-out above every group size", "leave-one-out (s = 59)", f"random groups, s = {s}", pct[None], pct[s])
-                for s in (5, 10, 30))]
+    expect = [
+        ("random groups: rises with s", "s = 10", "s = 5", pct[10], pct[5]),
+        ("random groups: rises with s", "s = 30", "s = 10", pct[30], pct[10]),
+        *(
+            ("leave-one-out above every group size", "leave-one-out (s = 59)", f"random groups, s = {s}", pct[None], pct[s])
+            for s in (5, 10, 30)
+        ),
+    ]
     assert [(lab["claim"], lab["A"], lab["B"]) for lab, _ in decided] == [e[:3] for e in expect]
     # Holm over the page's five orderings: the rule's own adjustment of the rule's own decisions
     assert [d for _, d in decided] == holm([decide(a, b) for *_, a, b in expect])
-    assert all(d.p >= stats.ttest_rel(list(a.values()), list(b.values()), alternative="greater").pvalue - 1e-12
-               for (_, d), (*_, a, b) in zip(decided, expect))
+    assert all(
+        d.p >= stats.ttest_rel(list(a.values()), list(b.values()), alternative="greater").pvalue - 1e-12
+        for (_, d), (*_, a, b) in zip(decided, expect)
+    )
     assert "Holm-adjusted over the 5 orderings of this page" in md
-    for (lab, d) in decided:
+    for lab, d in decided:
         assert f"| {lab['claim']} | {lab['A']} | {lab['B']} | {' | '.join(d.cells())} |" in md
     v = {(lab["A"], lab["B"]): d.verdict for lab, d in decided}
     assert v[("leave-one-out (s = 59)", "random groups, s = 5")] == "holds"
@@ -211,7 +253,9 @@ def test_fig5_group_sizes(tmp_path: Path) -> None:
     write_fig5(root, tmp_path / "out2", budget="reduced")
     md = (tmp_path / "out2" / "fig5.md").read_text()
     by_pair = {(lab["A"], lab["B"]): d for lab, d in read_orderings(tmp_path / "out2" / ORDERINGS)}
-    assert by_pair[("s = 30", "s = 15")].verdict == "fails" and by_pair[("leave-one-out (s = 59)", "random groups, s = 15")].verdict == "fails"
+    assert (
+        by_pair[("s = 30", "s = 15")].verdict == "fails" and by_pair[("leave-one-out (s = 59)", "random groups, s = 15")].verdict == "fails"
+    )
     assert "- random groups: rises with s: **fails**" in md and "- leave-one-out above every group size: **fails**" in md
 
 
@@ -230,11 +274,19 @@ def test_exclusion_probability_reads_the_logged_draws(tmp_path: Path) -> None:
 def _m_run(root: Path, m: int, eps: float, seed: int, acc: float, *, agg: str = "leave_one_out", attacked: bool = True) -> None:
     d = root / f"jdp_fig3_n_clients={m}_epsilon={eps:g}_{agg}_{attacked}" / f"seed_{seed}"
     d.mkdir(parents=True)
-    cfg = {"seed": seed, "data": {"partition": {"n_clients": m}}, "privacy": {"kind": "jdp", "epsilon": eps},
-           "jdp": {"aggregator": agg, "attack": {"kind": "dirty_label" if attacked else "none"}}, "train": {"rounds": 5}}
+    cfg = {
+        "seed": seed,
+        "data": {"partition": {"n_clients": m}},
+        "privacy": {"kind": "jdp", "epsilon": eps},
+        "jdp": {"aggregator": agg, "attack": {"kind": "dirty_label" if attacked else "none"}},
+        "train": {"rounds": 5},
+    }
     (d / "config.yaml").write_text(yaml.safe_dump(cfg))
-    (d / "summary.json").write_text(json.dumps({"seed": seed, "final_accuracy": acc, "m": m, "adversary_used_fraction": 0.9,
-                                                "wall_time": 10.0, "eps_paper_max": 10 * eps}))
+    (d / "summary.json").write_text(
+        json.dumps(
+            {"seed": seed, "final_accuracy": acc, "m": m, "adversary_used_fraction": 0.9, "wall_time": 10.0, "eps_paper_max": 10 * eps}
+        )
+    )
     adv = 1
     (d / "jdp.json").write_text(json.dumps({"winners": list(range(m)), "adversary": adv, "aggregator": agg}))
     probs = [0.5 if i == adv else 0.5 / (m - 1) for i in range(m)]
@@ -259,8 +311,10 @@ def test_fig4_by_m_and_eps(tmp_path: Path) -> None:
     assert "within 1 point" not in md and "two standard errors" not in md and "paper 30" not in md
     decided = read_orderings(tmp_path / "out" / ORDERINGS)
     assert [(lab["claim"], lab["A"], lab["B"]) for lab, _ in decided] == [
-        ("m = 10: rises with ε", "ε = 1", "ε = 0.5"), ("m = 10: rises with ε", "ε = 5", "ε = 1"),
-        *((("ε = 1: rises with m (the paper's MNIST claim)", f"m = {b}", f"m = {a}")) for a, b in ((5, 10), (10, 20), (20, 40)))]
+        ("m = 10: rises with ε", "ε = 1", "ε = 0.5"),
+        ("m = 10: rises with ε", "ε = 5", "ε = 1"),
+        *((("ε = 1: rises with m (the paper's MNIST claim)", f"m = {b}", f"m = {a}")) for a, b in ((5, 10), (10, 20), (20, 40))),
+    ]
     # both seeds move together at every step: zero spread, every rise holds
     assert all(d.verdict == "holds" and d.test == "paired t" for _, d in decided)
     assert "- m = 10: rises with ε: **holds** (2 orderings: 2 holds)" in md

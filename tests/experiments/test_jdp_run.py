@@ -27,8 +27,13 @@ def _raw(**jdp: Any) -> dict[str, Any]:
     return {
         "name": "jdp_smoke",
         "seed": 3,
-        "data": {"dataset": "fashion_mnist", "max_train": 2400, "max_test": 300, "validation": 200,
-                 "partition": {"kind": "iid", "n_clients": 5}},
+        "data": {
+            "dataset": "fashion_mnist",
+            "max_train": 2400,
+            "max_test": 300,
+            "validation": 200,
+            "partition": {"kind": "iid", "n_clients": 5},
+        },
         "model": {"name": "jdp_mnist_cnn"},
         "train": {"rounds": 2, "local": {"epochs": None, "steps": 3, "batch_size": 32, "lr": 0.01, "momentum": 0.9}},
         "selection": {"kind": "full"},
@@ -68,8 +73,9 @@ def test_round_applies_m3_m4_m5_exactly() -> None:
     torch.testing.assert_close(eng.params, (sel.agg / sel.total).float(), rtol=0, atol=1e-6)
     # the left-out client k* ends with the exact weighted average of everyone, its own true θ
     k = sel.chosen
-    exact = (sum(float(eng.sizes[j]) * uploads[j].double() for j in range(len(uploads)) if j != k)
-             + float(eng.sizes[k]) * kept[k].double()) / float(eng.sizes.sum())
+    exact = (
+        sum(float(eng.sizes[j]) * uploads[j].double() for j in range(len(uploads)) if j != k) + float(eng.sizes[k]) * kept[k].double()
+    ) / float(eng.sizes.sum())
     torch.testing.assert_close(eng.thetas[k].double(), exact, rtol=0, atol=1e-5)
 
 

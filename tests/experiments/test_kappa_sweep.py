@@ -30,8 +30,19 @@ def test_a_row_matches_the_plan_and_the_files_hold_the_table(tmp_path: Path, mon
     with (tmp_path / "sweep.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [float(r["kappa"]) for r in rows] == [1.0, 1000.0]
-    assert {"R_min", "R_mean", "phi_0", "phi_T", "welfare", "poa", "tau_first", "tau_last", "tau_nonincreasing",
-            "cost", "cost_lemma2"} <= set(rows[0])
+    assert {
+        "R_min",
+        "R_mean",
+        "phi_0",
+        "phi_T",
+        "welfare",
+        "poa",
+        "tau_first",
+        "tau_last",
+        "tau_nonincreasing",
+        "cost",
+        "cost_lemma2",
+    } <= set(rows[0])
     md = (tmp_path / "sweep.md").read_text()
     assert "| 1000 |" in md and "tiny" in md
     assert json.loads((tmp_path / "sweep.json").read_text())["chosen_acc_scale"] == chosen == choose_default([dead, row])[0]

@@ -52,7 +52,11 @@ def test_build_data_passes_size_spread_through(tmp_path: Path) -> None:
             cfg = parse_recipe(
                 apply_overrides(
                     {"seed": 3, "data": {"dataset": "mnist", "root": str(root)}},
-                    ["data.partition={kind: similarity, n_clients: 8, s: 30}", f"data.partition.size_spread={spread}", "train.clients_per_round=4"],
+                    [
+                        "data.partition={kind: similarity, n_clients: 8, s: 30}",
+                        f"data.partition.size_spread={spread}",
+                        "train.clients_per_round=4",
+                    ],
                 )
             )
             data = build_data(cfg, Streams(seed=3))
@@ -103,8 +107,14 @@ def test_budget_cfg_reaches_draw_budgets_unchanged(spec: dict[str, Any]) -> None
             {"kind": "mixture", "components": [{"weight": 0.3, "mean": 0.5, "var": 0.04}, {"weight": 0.6, "mean": 10, "var": 1}]},
             "budgets.components: weights must sum to 1 (to 1e-9); they sum to 0.9",
         ),
-        ({"kind": "mixture", "components": [{"weight": 1, "mean": 0, "var": 1}]}, "budgets.components.0.mean: Input should be greater than 0, got 0"),
-        ({"kind": "mixture", "components": [{"weight": 1, "mean": 1, "std": 1}]}, "budgets.components.0.std: Extra inputs are not permitted"),
+        (
+            {"kind": "mixture", "components": [{"weight": 1, "mean": 0, "var": 1}]},
+            "budgets.components.0.mean: Input should be greater than 0, got 0",
+        ),
+        (
+            {"kind": "mixture", "components": [{"weight": 1, "mean": 1, "std": 1}]},
+            "budgets.components.0.std: Extra inputs are not permitted",
+        ),
         ({"kind": "mixture", "components": []}, "budgets.components: Tuple should have at least 1 item"),
         ({"kind": "constant", "value": 0}, "budgets.value: Input should be greater than 0, got 0"),
         ({"kind": "list", "values": [1, 0]}, "budgets.values.1: Input should be greater than 0, got 0"),

@@ -20,8 +20,12 @@ from tests.data._formats import mnist_arrays, write_mnist_dir
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "phs" / "mnist.yaml"
 SMOKE = [
-    "data.partition.n_clients=6", "train.clients_per_round=2", "train.rounds=2", "train.local.steps=1",
-    "train.local.batch_size=32", "train.eval_every=1",
+    "data.partition.n_clients=6",
+    "train.clients_per_round=2",
+    "train.rounds=2",
+    "train.local.steps=1",
+    "train.local.batch_size=32",
+    "train.eval_every=1",
 ]
 
 
@@ -67,7 +71,17 @@ def test_the_users_command_works(mnist_root: Path, tmp_path: Path) -> None:
 
 
 def test_a_missing_mnist_folder_says_where_to_point(tmp_path: Path) -> None:
-    res = CliRunner().invoke(app, ["run", str(RECIPE), "--set", f"data.root={tmp_path / 'nowhere'}", *[
-        a for kv in SMOKE for a in ("--set", kv)], "--out", str(tmp_path / "x")])
+    res = CliRunner().invoke(
+        app,
+        [
+            "run",
+            str(RECIPE),
+            "--set",
+            f"data.root={tmp_path / 'nowhere'}",
+            *[a for kv in SMOKE for a in ("--set", kv)],
+            "--out",
+            str(tmp_path / "x"),
+        ],
+    )
     assert res.exit_code == 2
     assert "mnist" in res.output and "train-images-idx3-ubyte" in res.output

@@ -33,10 +33,19 @@ def recipe(mech: str, model: str = "logreg", **over: Any) -> dict[str, Any]:
     raw: dict[str, Any] = {
         "name": f"phs_{mech}",
         "seed": 0,
-        "data": {"dataset": "fashion_mnist", "max_train": 3000, "max_test": 300,
-                 "partition": {"kind": "similarity", "n_clients": 12, "s": 30, "size_spread": [0.5, 1.5]}},
+        "data": {
+            "dataset": "fashion_mnist",
+            "max_train": 3000,
+            "max_test": 300,
+            "partition": {"kind": "similarity", "n_clients": 12, "s": 30, "size_spread": [0.5, 1.5]},
+        },
         "model": {"name": model},
-        "train": {"rounds": 4, "clients_per_round": 3, "eval_every": 2, "local": {"epochs": None, "steps": 2, "batch_size": 64, "lr": 0.05}},
+        "train": {
+            "rounds": 4,
+            "clients_per_round": 3,
+            "eval_every": 2,
+            "local": {"epochs": None, "steps": 2, "batch_size": 64, "lr": 0.05},
+        },
         "selection": SELECTIONS[mech],
         "aggregation": {"kind": "mean"},
         "privacy": PRIVACY,
@@ -125,7 +134,10 @@ def test_same_seed_same_run_and_resume(mech: str) -> None:
     [
         ({"privacy": {"kind": "none"}}, "selection.kind: 'phs' needs privacy.kind 'phs'"),
         ({"selection": {"kind": "uniform"}}, "privacy.kind: 'phs' calibrates for participation counts fixed before training"),
-        ({"privacy": {**PRIVACY, "budgets": {"kind": "uniform", "low": 1, "high": 0.5}}}, "privacy.budgets: high: must be > low (1), got 0.5"),
+        (
+            {"privacy": {**PRIVACY, "budgets": {"kind": "uniform", "low": 1, "high": 0.5}}},
+            "privacy.budgets: high: must be > low (1), got 0.5",
+        ),
         ({"privacy": {**PRIVACY, "delta": 0}}, "privacy.delta: Input should be greater than 0"),
         ({"selection": {"kind": "phs", "eta": -1}}, "selection.eta: Input should be greater than 0"),
         ({"accountant": {"kind": "zcdp"}}, "accountant.kind: use 'rdp' or 'pld' with privacy.kind 'phs'"),

@@ -19,8 +19,14 @@ from typer.testing import CliRunner
 from fedgame.cli import app
 from fedgame.experiments.qidpfl_report import ClaimCheck, write_comparison, write_curve
 
-RECIPES = {"FedAvg": "fedavg", "FedAvg-select": "fedavg_select", "FedAvg-DP": "fedavg_dp",
-           "QI-DPFL": "qidpfl", "Max": "qidpfl_max", "Random": "qidpfl_random"}
+RECIPES = {
+    "FedAvg": "fedavg",
+    "FedAvg-select": "fedavg_select",
+    "FedAvg-DP": "fedavg_dp",
+    "QI-DPFL": "qidpfl",
+    "Max": "qidpfl_max",
+    "Random": "qidpfl_random",
+}
 GAME = ("FedAvg-DP", "QI-DPFL", "Max", "Random")
 T = 6  # rounds; the first third is rounds 1-2
 SEEDS = (0, 1)
@@ -72,8 +78,13 @@ def _cfg(name: str, seed: int, kind: str, **extra: Any) -> dict[str, Any]:
     part: dict[str, Any] = {"kind": kind, "n_clients": 20}
     if kind == "dirichlet":
         part["alpha"] = 1.0
-    return {"name": name, "seed": seed, "data": {"dataset": "fashion_mnist", "partition": part},
-            "train": {"rounds": T, "clients_per_round": 10}, **extra}
+    return {
+        "name": name,
+        "seed": seed,
+        "data": {"dataset": "fashion_mnist", "partition": part},
+        "train": {"rounds": T, "clients_per_round": 10},
+        **extra,
+    }
 
 
 def _write_run(d: Path, cfg: dict[str, Any], summary: dict[str, Any], rows: list[dict[str, Any]]) -> None:
@@ -93,18 +104,33 @@ def _comparison_tree(root: Path) -> None:
             for seed in SEEDS:
                 rows: list[dict[str, Any]] = []
                 for t in range(T):
-                    row: dict[str, Any] = {"round": t, "n_selected": 20 if method == "FedAvg" else 10,
-                                           "train_loss": 1.0 / (t + 1), "payments": 0.0,
-                                           "test_acc": acc[t] + OFFSET[seed]}
+                    row: dict[str, Any] = {
+                        "round": t,
+                        "n_selected": 20 if method == "FedAvg" else 10,
+                        "train_loss": 1.0 / (t + 1),
+                        "payments": 0.0,
+                        "test_acc": acc[t] + OFFSET[seed],
+                    }
                     if method in GAME:
                         R = REWARD[kind][method][seed][t]
                         no_range = method == "FedAvg-DP"
-                        row.update(payments=R, reward=R, R_star=min(R, 1.0), R_min=0.0 if no_range else 1.0,
-                                   R_max=math.nan if no_range else 4.0, cost_u_t=COST[kind][method][seed],
-                                   rho_global=0.01, n_part=10.0)
+                        row.update(
+                            payments=R,
+                            reward=R,
+                            R_star=min(R, 1.0),
+                            R_min=0.0 if no_range else 1.0,
+                            R_max=math.nan if no_range else 4.0,
+                            cost_u_t=COST[kind][method][seed],
+                            rho_global=0.01,
+                            n_part=10.0,
+                        )
                     rows.append(row)
-                summary: dict[str, Any] = {"name": RECIPES[method], "seed": seed, "final_accuracy": acc[-1] + OFFSET[seed],
-                                           "wall_time": 1.0}
+                summary: dict[str, Any] = {
+                    "name": RECIPES[method],
+                    "seed": seed,
+                    "final_accuracy": acc[-1] + OFFSET[seed],
+                    "wall_time": 1.0,
+                }
                 if method in GAME:
                     summary["epsilon_max"] = EPS[seed]
                 elif method == "FedAvg-select":
@@ -118,8 +144,12 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[d
     root = tmp / "runs"
     _comparison_tree(root)
     # a run of another paper under the same root is ignored
-    _write_run(root / "other" / "fedpcs" / "seed_0", _cfg("fedpcs", 0, "iid"),
-               {"name": "fedpcs", "seed": 0, "final_accuracy": 0.1}, [{"round": 0, "test_acc": 0.1}])
+    _write_run(
+        root / "other" / "fedpcs" / "seed_0",
+        _cfg("fedpcs", 0, "iid"),
+        {"name": "fedpcs", "seed": 0, "final_accuracy": 0.1},
+        [{"round": 0, "test_acc": 0.1}],
+    )
     dest = tmp / "out"
     rows = write_comparison(root, dest, budget="test")
     return root, dest, rows
@@ -136,8 +166,18 @@ def test_comparison_csv_numbers(report: tuple[Path, Path, list[dict[str, Any]]])
     with (dest / "comparison.csv").open() as f:
         csv_rows = list(csv.DictReader(f))
     assert len(csv_rows) == 12
-    assert list(csv_rows[0])[:10] == ["partition", "method", "n_seeds", "seeds", "final_acc_mean", "final_acc_std",
-                                      "total_reward_mean", "total_cost_mean", "epsilon_max_mean", "early_acc_mean"]
+    assert list(csv_rows[0])[:10] == [
+        "partition",
+        "method",
+        "n_seeds",
+        "seeds",
+        "final_acc_mean",
+        "final_acc_std",
+        "total_reward_mean",
+        "total_cost_mean",
+        "epsilon_max_mean",
+        "early_acc_mean",
+    ]
     by = {(r["partition"], r["method"]): r for r in csv_rows}
     qi = by[("iid", "QI-DPFL")]
     assert qi["n_seeds"] == "2" and qi["seeds"] == "0 1"
@@ -169,44 +209,59 @@ def _checks(dest: Path) -> str:
     return (dest / "comparison.md").read_text()
 
 
-@pytest.mark.parametrize(("kind", "line"), [
-    # C1: every method's seeds move together (OFFSET), so each paired difference has no spread and
-    # its sign decides (p = 0 or 1)
-    ("iid", "FedAvg-DP has the lowest final accuracy of FedAvg, FedAvg-select, FedAvg-DP, QI-DPFL: holds (FedAvg-DP 60.00 %; "
-            "FedAvg 75.00, FedAvg-select 80.00, QI-DPFL 78.50)"),
-    # FedAvg is 1 point below FedAvg-DP in both seeds: FedAvg > FedAvg-DP fails, and so does the statement
-    ("dirichlet", "FedAvg-DP has the lowest final accuracy of FedAvg, FedAvg-select, FedAvg-DP, QI-DPFL: fails "
-                  "(FedAvg-DP 66.00 %; FedAvg 65.00, FedAvg-select 76.00, QI-DPFL 75.50)"),
-    ("iid", "FedAvg-select above FedAvg at the end: holds (final 80.00 vs 75.00 %)"),
-    ("iid", "QI-DPFL above FedAvg over the first third of rounds (faster convergence): holds (mean 53.00 vs 45.00 %)"),
-    ("dirichlet", "QI-DPFL above FedAvg at the end: holds (final 75.50 vs 65.00 %)"),
-    ("dirichlet", "QI-DPFL above FedAvg over the first third of rounds (faster convergence): fails (mean 30.00 vs 35.00 %)"),
-    # 1.5 points apart: QI-DPFL + 1 > FedAvg-select fails
-    ("iid", "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point): fails (78.50 vs 80.00 %)"),
-    ("dirichlet", "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point): holds (75.50 vs 76.00 %)"),
-    # C2
-    ("iid", "QI-DPFL final accuracy within 1 point of Max: holds (78.50 vs 79.00 %)"),
-    ("dirichlet", "QI-DPFL final accuracy within 1 point of Max: fails (75.50 vs 78.00 %)"),
-    # Random's cost differs between the seeds (6 and 9) while QI-DPFL's does not: paired t on 2 seeds cannot decide
-    ("iid", "QI-DPFL has the lowest total cost U_T of QI-DPFL, Max, Random: not decided (QI-DPFL 3, Max 12, Random 7.5)"),
-    ("dirichlet", "QI-DPFL has the lowest total cost U_T of QI-DPFL, Max, Random: fails (QI-DPFL 12, Max 9, Random 15)"),
-    # Random's reward varies over the two seeds: Random against QI-DPFL is not decided either way
-    ("iid", "QI-DPFL pays the lowest total reward of QI-DPFL, Max, Random: not decided (QI-DPFL 15.5, Max 24, Random 14)"),
-    ("dirichlet", "QI-DPFL pays the lowest total reward of QI-DPFL, Max, Random: not decided (QI-DPFL 15.5, Max 24, Random 18.5)"),
-    ("iid", "Random's total reward lies between QI-DPFL's and Max's: not decided (QI-DPFL 15.5, Random 14, Max 24)"),
-    ("dirichlet", "Random's total reward lies between QI-DPFL's and Max's: not decided (QI-DPFL 15.5, Random 18.5, Max 24)"),
-    # C3: the gaps are per seed, both seeds alike
-    ("iid", "QI-DPFL above FedAvg-DP at the end (effect of screening): holds (78.50 vs 60.00 %)"),
-    ("dirichlet vs iid", "gap QI-DPFL − FedAvg-DP larger under Non-IID than IID: fails (9.50 vs 18.50 points)"),
-    ("dirichlet vs iid", "gap FedAvg-select − FedAvg larger under Non-IID than IID: holds (11.00 vs 5.00 points)"),
-    ("dirichlet vs iid", "gap QI-DPFL − FedAvg larger under Non-IID than IID: holds (10.50 vs 3.50 points)"),
-    # C4: each seed's smallest step up to R_max against 0; under Non-IID seed 0 falls by 0.5 at
-    # round 3 and seed 1 rises by at least 0.5: the mean step is 0, not decided
-    ("iid", "QI-DPFL reward R_t rises at every step t until it reaches R_max,t: holds (smallest step R_t − R_{t−1} up to "
-            "R_max,t per seed: 0: 0.5, 1: 0.5)"),
-    ("dirichlet", "QI-DPFL reward R_t rises at every step t until it reaches R_max,t: not decided (smallest step R_t − R_{t−1} "
-                  "up to R_max,t per seed: 0: -0.5, 1: 0.5)"),
-])
+@pytest.mark.parametrize(
+    ("kind", "line"),
+    [
+        # C1: every method's seeds move together (OFFSET), so each paired difference has no spread and
+        # its sign decides (p = 0 or 1)
+        (
+            "iid",
+            "FedAvg-DP has the lowest final accuracy of FedAvg, FedAvg-select, FedAvg-DP, QI-DPFL: holds (FedAvg-DP 60.00 %; "
+            "FedAvg 75.00, FedAvg-select 80.00, QI-DPFL 78.50)",
+        ),
+        # FedAvg is 1 point below FedAvg-DP in both seeds: FedAvg > FedAvg-DP fails, and so does the statement
+        (
+            "dirichlet",
+            "FedAvg-DP has the lowest final accuracy of FedAvg, FedAvg-select, FedAvg-DP, QI-DPFL: fails "
+            "(FedAvg-DP 66.00 %; FedAvg 65.00, FedAvg-select 76.00, QI-DPFL 75.50)",
+        ),
+        ("iid", "FedAvg-select above FedAvg at the end: holds (final 80.00 vs 75.00 %)"),
+        ("iid", "QI-DPFL above FedAvg over the first third of rounds (faster convergence): holds (mean 53.00 vs 45.00 %)"),
+        ("dirichlet", "QI-DPFL above FedAvg at the end: holds (final 75.50 vs 65.00 %)"),
+        ("dirichlet", "QI-DPFL above FedAvg over the first third of rounds (faster convergence): fails (mean 30.00 vs 35.00 %)"),
+        # 1.5 points apart: QI-DPFL + 1 > FedAvg-select fails
+        ("iid", "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point): fails (78.50 vs 80.00 %)"),
+        ("dirichlet", "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point): holds (75.50 vs 76.00 %)"),
+        # C2
+        ("iid", "QI-DPFL final accuracy within 1 point of Max: holds (78.50 vs 79.00 %)"),
+        ("dirichlet", "QI-DPFL final accuracy within 1 point of Max: fails (75.50 vs 78.00 %)"),
+        # Random's cost differs between the seeds (6 and 9) while QI-DPFL's does not: paired t on 2 seeds cannot decide
+        ("iid", "QI-DPFL has the lowest total cost U_T of QI-DPFL, Max, Random: not decided (QI-DPFL 3, Max 12, Random 7.5)"),
+        ("dirichlet", "QI-DPFL has the lowest total cost U_T of QI-DPFL, Max, Random: fails (QI-DPFL 12, Max 9, Random 15)"),
+        # Random's reward varies over the two seeds: Random against QI-DPFL is not decided either way
+        ("iid", "QI-DPFL pays the lowest total reward of QI-DPFL, Max, Random: not decided (QI-DPFL 15.5, Max 24, Random 14)"),
+        ("dirichlet", "QI-DPFL pays the lowest total reward of QI-DPFL, Max, Random: not decided (QI-DPFL 15.5, Max 24, Random 18.5)"),
+        ("iid", "Random's total reward lies between QI-DPFL's and Max's: not decided (QI-DPFL 15.5, Random 14, Max 24)"),
+        ("dirichlet", "Random's total reward lies between QI-DPFL's and Max's: not decided (QI-DPFL 15.5, Random 18.5, Max 24)"),
+        # C3: the gaps are per seed, both seeds alike
+        ("iid", "QI-DPFL above FedAvg-DP at the end (effect of screening): holds (78.50 vs 60.00 %)"),
+        ("dirichlet vs iid", "gap QI-DPFL − FedAvg-DP larger under Non-IID than IID: fails (9.50 vs 18.50 points)"),
+        ("dirichlet vs iid", "gap FedAvg-select − FedAvg larger under Non-IID than IID: holds (11.00 vs 5.00 points)"),
+        ("dirichlet vs iid", "gap QI-DPFL − FedAvg larger under Non-IID than IID: holds (10.50 vs 3.50 points)"),
+        # C4: each seed's smallest step up to R_max against 0; under Non-IID seed 0 falls by 0.5 at
+        # round 3 and seed 1 rises by at least 0.5: the mean step is 0, not decided
+        (
+            "iid",
+            "QI-DPFL reward R_t rises at every step t until it reaches R_max,t: holds (smallest step R_t − R_{t−1} up to "
+            "R_max,t per seed: 0: 0.5, 1: 0.5)",
+        ),
+        (
+            "dirichlet",
+            "QI-DPFL reward R_t rises at every step t until it reaches R_max,t: not decided (smallest step R_t − R_{t−1} "
+            "up to R_max,t per seed: 0: -0.5, 1: 0.5)",
+        ),
+    ],
+)
 def test_claim_sentences(report: tuple[Path, Path, list[dict[str, Any]]], kind: str, line: str) -> None:
     _, dest, _ = report
     md = _checks(dest)
@@ -230,10 +285,12 @@ def test_claim_verdicts_per_claim(report: tuple[Path, Path, list[dict[str, Any]]
     assert "| QI-DPFL | 2 | 78.50 ± 0.71 | 53.00 | 15.5 | 3 | 10.00 | — | 2.5 |" in iid  # no qidpfl.npz: ρ_tot —
     assert "| FedAvg | 2 | 75.00 ± 0.71 | 45.00 | — | — | 20.00 | — | — |" in iid
     # each ordering under its statement, by the rule (a paired difference without spread: p = 0)
-    assert ("  - QI-DPFL ≈ FedAvg-select (final accuracy within 1 point): fails (78.50 vs 80.00 %)\n"
-            "    - QI-DPFL + 1 > FedAvg-select: -0.50 points [-0.50, -0.50] (paired t, n = 2, df 1, p = 1 Holm-adjusted; "
-            "B > A: p = 0): fails\n"
-            "    - FedAvg-select + 1 > QI-DPFL: +2.50 points [2.50, 2.50] (paired t, n = 2, df 1, p = 0 Holm-adjusted): holds\n") in iid
+    assert (
+        "  - QI-DPFL ≈ FedAvg-select (final accuracy within 1 point): fails (78.50 vs 80.00 %)\n"
+        "    - QI-DPFL + 1 > FedAvg-select: -0.50 points [-0.50, -0.50] (paired t, n = 2, df 1, p = 1 Holm-adjusted; "
+        "B > A: p = 0): fails\n"
+        "    - FedAvg-select + 1 > QI-DPFL: +2.50 points [2.50, 2.50] (paired t, n = 2, df 1, p = 0 Holm-adjusted): holds\n"
+    ) in iid
     # no verdict on the page but the rule's (the old two-standard-error reading is gone)
     assert "standard error" not in md and "within two" not in md and "ties count" not in md
 
@@ -257,8 +314,10 @@ def test_page_states_the_rule_and_the_runs(report: tuple[Path, Path, list[dict[s
     assert shared["claim"] == "C1; C3" and shared["quantity"] == "final accuracy (%)"
     gap = [lab for lab, _ in rows if lab["split"] == "dirichlet vs iid"]
     assert [lab["a"] for lab in gap] == ["QI-DPFL − FedAvg-DP (Non-IID)", "FedAvg-select − FedAvg (Non-IID)", "QI-DPFL − FedAvg (Non-IID)"]
-    assert ("Runs (from their configs): 24 runs of 6 rounds over 20 clients; `train.clients_per_round` 10 for FedAvg, "
-            "FedAvg-select, FedAvg-DP, QI-DPFL, Max, Random") in md
+    assert (
+        "Runs (from their configs): 24 runs of 6 rounds over 20 clients; `train.clients_per_round` 10 for FedAvg, "
+        "FedAvg-select, FedAvg-DP, QI-DPFL, Max, Random"
+    ) in md
     assert "seeds 0 1 in each of the 12 cells." in md and "rounds 1 to ⌈6/3⌉ = 2" in md
 
 
@@ -365,8 +424,12 @@ def test_orderings_are_decided_per_seed_against_scipy(tmp_path: Path) -> None:
     for method, base in (("FedAvg", 0.50), ("QI-DPFL", 0.505)):
         for seed, off in enumerate(offs[method]):
             rows = [{"round": t, "n_selected": 10, "test_acc": base + off, "reward": 1.0, "cost_u_t": 1.0} for t in range(T)]
-            _write_run(root / "qidpfl_iid" / RECIPES[method] / f"seed_{seed}", _cfg(RECIPES[method], seed, "iid"),
-                       {"name": RECIPES[method], "seed": seed, "final_accuracy": base + off}, rows)
+            _write_run(
+                root / "qidpfl_iid" / RECIPES[method] / f"seed_{seed}",
+                _cfg(RECIPES[method], seed, "iid"),
+                {"name": RECIPES[method], "seed": seed, "final_accuracy": base + off},
+                rows,
+            )
     write_comparison(root, tmp_path / "out", budget="test")
     md = (tmp_path / "out" / "comparison.md").read_text()
     got = {lab["quantity"]: d for lab, d in read_orderings(tmp_path / "out" / "orderings.csv")}
@@ -392,8 +455,9 @@ def test_figures_and_configs(report: tuple[Path, Path, list[dict[str, Any]]]) ->
     configs = sorted(p.name for p in (dest / "configs").iterdir())
     assert len(configs) == 24  # 6 methods × 2 partitions × 2 seeds, the two grids kept apart
     assert "qidpfl_iid__qidpfl__seed_0.yaml" in configs and "qidpfl_dirichlet__qidpfl__seed_0.yaml" in configs
-    assert (dest / "configs" / "qidpfl_dirichlet__qidpfl_max__seed_1.yaml").read_text() == \
-        (root / "qidpfl_dirichlet" / "qidpfl_max" / "seed_1" / "config.yaml").read_text()
+    assert (dest / "configs" / "qidpfl_dirichlet__qidpfl_max__seed_1.yaml").read_text() == (
+        root / "qidpfl_dirichlet" / "qidpfl_max" / "seed_1" / "config.yaml"
+    ).read_text()
 
 
 def test_missing_method_is_undecided(tmp_path: Path) -> None:
@@ -425,7 +489,7 @@ def test_mixed_cell_raises(tmp_path: Path) -> None:
 # -- the accuracy curve ----------------------------------------------------------------------------
 TRUTH = {"iid": (0.88, 0.70, 80.0), "dirichlet": (0.80, 0.60, 30.0)}  # (I1, B, I3)
 N = 10  # screened clients per round
-RHO_I = [float(10.0 ** k) for k in np.arange(-6.0, -0.99, 0.5)]  # the recipe grid of privacy.rho (per client)
+RHO_I = [float(10.0**k) for k in np.arange(-6.0, -0.99, 0.5)]  # the recipe grid of privacy.rho (per client)
 
 
 def _sweep_tree(root: Path) -> None:
@@ -435,8 +499,12 @@ def _sweep_tree(root: Path) -> None:
             name = f"qidpfl_sweep[rho={rho_i:g}]"
             cfg = _cfg(name, 0, kind, privacy={"kind": "zcdp_upload", "rho": rho_i, "clip": 1.0})
             rows = [{"round": t, "n_selected": N, "test_acc": acc if t == T - 1 else math.nan} for t in range(T)]
-            _write_run(root / f"qidpfl_sweep_{kind}" / f"qidpfl_sweep_rho={rho_i:g}" / "seed_0", cfg,
-                       {"name": name, "seed": 0, "final_accuracy": acc}, rows)
+            _write_run(
+                root / f"qidpfl_sweep_{kind}" / f"qidpfl_sweep_rho={rho_i:g}" / "seed_0",
+                cfg,
+                {"name": name, "seed": 0, "final_accuracy": acc},
+                rows,
+            )
 
 
 def test_curve_recovers_truth(tmp_path: Path) -> None:

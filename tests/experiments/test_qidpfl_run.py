@@ -30,8 +30,12 @@ def recipe(**over: Any) -> dict[str, Any]:
     raw: dict[str, Any] = {
         "name": "qidpfl",
         "seed": 0,
-        "data": {"dataset": "fashion_mnist", "max_train": 3000, "max_test": 300,
-                 "partition": {"kind": "dirichlet", "n_clients": 8, "alpha": 1.0}},
+        "data": {
+            "dataset": "fashion_mnist",
+            "max_train": 3000,
+            "max_test": 300,
+            "partition": {"kind": "dirichlet", "n_clients": 8, "alpha": 1.0},
+        },
         "model": {"name": "logreg"},
         "train": {"rounds": 3, "clients_per_round": 4, "eval_every": 1, "local": {"epochs": 1, "batch_size": 32, "lr": 0.01}},
         "selection": {"kind": "participants"},
@@ -86,8 +90,15 @@ def test_max_and_random_policies_stay_in_the_range() -> None:
 
 
 def test_fedavg_select_trains_the_screened_clients_every_round(tmp_path: Path) -> None:
-    cfg = parse_recipe(recipe(name="fedavg_select", selection={"kind": "screened", "keep_fraction": 0.5},
-                              aggregation={"kind": "fedavg"}, privacy={"kind": "none"}, incentive={"kind": "none"}))
+    cfg = parse_recipe(
+        recipe(
+            name="fedavg_select",
+            selection={"kind": "screened", "keep_fraction": 0.5},
+            aggregation={"kind": "fedavg"},
+            privacy={"kind": "none"},
+            incentive={"kind": "none"},
+        )
+    )
     built = build_engine(cfg)
     kept = screen(built.data.label_counts(), keep_fraction=0.5).kept
     res = built.engine.run(2)
@@ -116,8 +127,10 @@ def test_a_client_sitting_out_cannot_upload() -> None:
         ({"incentive": {"kind": "qidpfl", "acc_scale": "calibrate"}}, "incentive.acc_scale: 'calibrate' needs incentive.curve"),
         ({"incentive": {"kind": "qidpfl", "nu": [2, 1]}}, "incentive.nu: must be [a, b] with 0 < a <= b"),
         ({"incentive": {"kind": "qidpfl", "keep_fraction": 0}}, "incentive.keep_fraction: Input should be greater than 0"),
-        ({"selection": {"kind": "screened", "keep_fraction": None}, "incentive": {"kind": "none"}, "privacy": {"kind": "none"}},
-         "selection.keep_fraction, selection.theta_th: give exactly one"),
+        (
+            {"selection": {"kind": "screened", "keep_fraction": None}, "incentive": {"kind": "none"}, "privacy": {"kind": "none"}},
+            "selection.keep_fraction, selection.theta_th: give exactly one",
+        ),
     ],
 )
 def test_bad_qidpfl_recipes_name_the_field(over: dict[str, Any], message: str) -> None:

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from fedgame.cli import app
 from fedgame.experiments.claims import decide, holm, write_orderings
-from fedgame.experiments.reproduction import reproduction_text, write_reproduction
+from fedgame.experiments.reproduction import write_reproduction
 
 T2 = """dataset,tau,method,split,ours_mean,ours_std,seeds,paper_mean,paper_std,ours_minus_paper,rounds,local,budget
 Fashion-MNIST,0.2,Random,IID,60.00,1.00,0 1 2,74.69,0.78,-14.69,10,{},reduced
@@ -31,10 +31,17 @@ def _results(tmp_path: Path) -> Path:
     (tmp_path / "r" / "phs_table4_reduced" / "table4.csv").write_text(T4)
     # the orderings each table's page decided (the page's generator writes them; here, by hand)
     fed, rnd, aocs = {0: 61.0, 1: 58.0, 2: 64.0}, {0: 59.0, 1: 60.0, 2: 61.0}, {0: 70.0, 1: 69.0, 2: 71.0}
-    write_orderings(tmp_path / "r" / "fedpcs_table2_reduced" / "orderings.csv", list(zip(
-        [{"tau": "0.2", "split": "IID", "a": "FedPCS", "b": b, "family": "paper", "what": "Table II"} for b in ("Random", "AOCS")]
-        + [{"tau": "0.2", "split": "IID", "a": "FedPCS", "b": "ablation", "family": "decomposition", "what": "x"}],
-        holm([decide(fed, rnd), decide(fed, aocs)]) + [decide(fed, rnd)], strict=True)))
+    write_orderings(
+        tmp_path / "r" / "fedpcs_table2_reduced" / "orderings.csv",
+        list(
+            zip(
+                [{"tau": "0.2", "split": "IID", "a": "FedPCS", "b": b, "family": "paper", "what": "Table II"} for b in ("Random", "AOCS")]
+                + [{"tau": "0.2", "split": "IID", "a": "FedPCS", "b": "ablation", "family": "decomposition", "what": "x"}],
+                holm([decide(fed, rnd), decide(fed, aocs)]) + [decide(fed, rnd)],
+                strict=True,
+            )
+        ),
+    )
     p, u = {0: 50.0, 1: 51.0}, {0: 20.0, 1: 21.5}
     write_orderings(tmp_path / "r" / "phs_table4_reduced" / "orderings.csv", [({"s": "30", "a": "P", "b": "U"}, decide(p, u))])
     return tmp_path / "r"
@@ -68,7 +75,9 @@ def test_cli_writes_the_page_and_refuses_an_empty_folder(tmp_path: Path) -> None
 def test_jdp_figures_are_included_with_their_claims_and_images(tmp_path: Path) -> None:
     r = tmp_path / "r" / "jdp_fig5_reduced"
     r.mkdir(parents=True)
-    (r / "fig5.md").write_text("# JDP-FL Fig. 5 on Fashion-MNIST (reduced budget)\n\n| rule | s |\n\n- rises with s: **holds**\n\n![Fig. 5](fig5.png)\n")
+    (r / "fig5.md").write_text(
+        "# JDP-FL Fig. 5 on Fashion-MNIST (reduced budget)\n\n| rule | s |\n\n- rises with s: **holds**\n\n![Fig. 5](fig5.png)\n"
+    )
     page = write_reproduction(tmp_path / "r", tmp_path / "docs" / "reproduction.md").read_text()
     assert "## JDP-FL Fig. 5 on Fashion-MNIST (reduced budget) (`" in page
     assert "- rises with s: **holds**" in page and "![Fig. 5](../r/jdp_fig5_reduced/fig5.png)" in page

@@ -47,12 +47,17 @@ def test_cells_means_and_paper_numbers(tmp_path: Path) -> None:
     assert len(list((tmp_path / "out" / "configs").glob("*.yaml"))) == 6  # the unknown method is left out
 
 
-def _run_with(root: Path, name: str, incentive: dict[str, object] | None, seed: int, acc: float, weights: list[float] | None = None) -> None:
+def _run_with(
+    root: Path, name: str, incentive: dict[str, object] | None, seed: int, acc: float, weights: list[float] | None = None
+) -> None:
     """A finished run folder of recipe ``name`` at τ = 0.2 (IID) whose resolved config has
     ``incentive`` (None: no incentive section) and, if given, a ``max_agg_weight`` column."""
     d = root / name / f"seed_{seed}"
     d.mkdir(parents=True)
-    cfg: dict[str, object] = {"data": {"partition": {"kind": "iid", "n_clients": 100}}, "train": {"rounds": 2, "clients_per_round": 20, "local": {"steps": 3}}}
+    cfg: dict[str, object] = {
+        "data": {"partition": {"kind": "iid", "n_clients": 100}},
+        "train": {"rounds": 2, "clients_per_round": 20, "local": {"steps": 3}},
+    }
     if incentive is not None:
         cfg["incentive"] = incentive
     (d / "config.yaml").write_text(yaml.safe_dump(cfg))
@@ -79,8 +84,13 @@ def test_baseline_rho_variants_and_r4_ablations_are_extra_rows(tmp_path: Path) -
     _run_with(runs, "ablation_fedavg_weights", {"kind": "fedpcs", "inclusion": "privacy"}, 0, 0.79, [0.2, 0.3])
     rows = {r["method"]: r for r in write_table2(runs, tmp_path / "out", budget="test")}
     assert set(rows) == {
-        "Random", "Random (game ρ)", "AOCS (game ρ)", "DELTA (ρ_L)", "FedPCS",
-        "FedPCS incentive + uniform draws", "FedPCS + FedAvg weights",
+        "Random",
+        "Random (game ρ)",
+        "AOCS (game ρ)",
+        "DELTA (ρ_L)",
+        "FedPCS",
+        "FedPCS incentive + uniform draws",
+        "FedPCS + FedAvg weights",
     }
     paper = PAPER_TABLE2_FMNIST[0.2]
     assert rows["Random"]["paper_mean"] == rows["Random (game ρ)"]["paper_mean"] == paper["Random"][0][0]

@@ -46,8 +46,12 @@ RECIPES = {"P": "phs_privacy_aware", "U": "phs_unbiased", "B": "phs_biased"}
 
 # (mechanism, s) → final accuracy per seed 0, 1; at s = 30 the biased mechanism beats P
 ACC = {
-    ("P", 100): (0.60, 0.64), ("U", 100): (0.20, 0.22), ("B", 100): (0.30, 0.36),
-    ("P", 30): (0.50, 0.52), ("U", 30): (0.10, 0.14), ("B", 30): (0.55, 0.57),
+    ("P", 100): (0.60, 0.64),
+    ("U", 100): (0.20, 0.22),
+    ("B", 100): (0.30, 0.36),
+    ("P", 30): (0.50, 0.52),
+    ("U", 30): (0.10, 0.14),
+    ("B", 30): (0.55, 0.57),
 }
 PLD_MEAN, PLD_MAX = (0.80, 0.90), (0.95, 0.99)  # per seed, even / odd
 
@@ -73,11 +77,29 @@ def _phs_json(mech: str) -> dict[str, Any]:
     V = np.asarray(phs_V(EPS, DELTA, B / SIZES, SIZES))
     p_u = SIZES / SIZES.sum()
     if mech != "P":
-        return {"D": D, "eta": None, "eps": EPS.tolist(), "V": V.tolist(), "p_u": p_u.tolist(), "p_s": p_u.tolist(),
-                "l1_from_p_u": 0.0, "objective": None, "eta_star": None}
+        return {
+            "D": D,
+            "eta": None,
+            "eps": EPS.tolist(),
+            "V": V.tolist(),
+            "p_u": p_u.tolist(),
+            "p_s": p_u.tolist(),
+            "l1_from_p_u": 0.0,
+            "objective": None,
+            "eta_star": None,
+        }
     sol = solve_p1(p_u, D * V, ETA)
-    return {"D": D, "eta": ETA, "eps": EPS.tolist(), "V": V.tolist(), "p_u": p_u.tolist(), "p_s": sol.p.tolist(),
-            "l1_from_p_u": float(np.abs(sol.p - p_u).sum()), "objective": sol.objective, "eta_star": sol.eta_star}
+    return {
+        "D": D,
+        "eta": ETA,
+        "eps": EPS.tolist(),
+        "V": V.tolist(),
+        "p_u": p_u.tolist(),
+        "p_s": sol.p.tolist(),
+        "l1_from_p_u": float(np.abs(sol.p - p_u).sum()),
+        "objective": sol.objective,
+        "eta_star": sol.eta_star,
+    }
 
 
 def _run(
@@ -90,27 +112,61 @@ def _run(
     d = root / f"{RECIPES[mech]}_{grid}" / f"seed_{seed}"
     d.mkdir(parents=True)
     cfg = {
-        "name": name, "seed": seed,
+        "name": name,
+        "seed": seed,
         "data": {"dataset": dataset, "partition": {"kind": "similarity", "n_clients": 5, "s": float(s), "size_spread": [0.5, 1.5]}},
-        "train": {"rounds": 10, "clients_per_round": 2, "eval_every": 5,
-                  "local": {"epochs": None, "steps": 5, "batch_size": B if batch is None else batch, "lr": 0.05}},
+        "train": {
+            "rounds": 10,
+            "clients_per_round": 2,
+            "eval_every": 5,
+            "local": {"epochs": None, "steps": 5, "batch_size": B if batch is None else batch, "lr": 0.05},
+        },
     }
     (d / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    (d / "summary.json").write_text(json.dumps({
-        "name": name, "seed": seed, "rounds": 10, "final_accuracy": acc, "wall_time": 1.5, "delta": DELTA,
-        "eps_pld_over_budget_mean": PLD_MEAN[seed % 2], "eps_pld_over_budget_max": PLD_MAX[seed % 2],
-        "eps_rdp_over_budget_mean": PLD_MEAN[seed % 2] + 0.05, "eps_rdp_over_budget_max": 1.0,
-        "eps_paper_over_budget_mean": 1.0, "eps_paper_over_budget_max": 1.0,
-    }))
-    _write_csv(d / "metrics.csv", [
-        {"round": t, "test_acc": acc * (t + 1) / 10 if t % 5 == 4 else math.nan, "train_loss": 1.0 / (t + 1)} for t in range(10)
-    ])
-    _write_csv(d / "privacy.csv", [
-        {"client": i, "size": int(SIZES[i]), "selected": 0 if i == 0 else 4, "epsilon": 0.5 * EPS[i], "eps_budget": EPS[i],
-         "T_k": 0 if i == 0 else 4, "steps_planned": 20, "steps_done": 0 if i == 0 else 20, "sample_rate": B / SIZES[i],
-         "noise_multiplier": 10.0, "sigma": 10.0 / B, "eps_paper": EPS[i], "eps_pld": 0.85 * EPS[i], "eps_rdp": 0.9 * EPS[i]}
-        for i in range(5)
-    ])
+    (d / "summary.json").write_text(
+        json.dumps(
+            {
+                "name": name,
+                "seed": seed,
+                "rounds": 10,
+                "final_accuracy": acc,
+                "wall_time": 1.5,
+                "delta": DELTA,
+                "eps_pld_over_budget_mean": PLD_MEAN[seed % 2],
+                "eps_pld_over_budget_max": PLD_MAX[seed % 2],
+                "eps_rdp_over_budget_mean": PLD_MEAN[seed % 2] + 0.05,
+                "eps_rdp_over_budget_max": 1.0,
+                "eps_paper_over_budget_mean": 1.0,
+                "eps_paper_over_budget_max": 1.0,
+            }
+        )
+    )
+    _write_csv(
+        d / "metrics.csv",
+        [{"round": t, "test_acc": acc * (t + 1) / 10 if t % 5 == 4 else math.nan, "train_loss": 1.0 / (t + 1)} for t in range(10)],
+    )
+    _write_csv(
+        d / "privacy.csv",
+        [
+            {
+                "client": i,
+                "size": int(SIZES[i]),
+                "selected": 0 if i == 0 else 4,
+                "epsilon": 0.5 * EPS[i],
+                "eps_budget": EPS[i],
+                "T_k": 0 if i == 0 else 4,
+                "steps_planned": 20,
+                "steps_done": 0 if i == 0 else 20,
+                "sample_rate": B / SIZES[i],
+                "noise_multiplier": 10.0,
+                "sigma": 10.0 / B,
+                "eps_paper": EPS[i],
+                "eps_pld": 0.85 * EPS[i],
+                "eps_rdp": 0.9 * EPS[i],
+            }
+            for i in range(5)
+        ],
+    )
     if phs:
         (d / "phs.json").write_text(json.dumps(_phs_json(mech)))
     return d
@@ -156,17 +212,26 @@ def test_cells_paper_values_orderings_and_figures(tmp_path: Path) -> None:
     assert "| Unbiased | 21.00±1.41 / 14.68% | — / 16.47% | 12.00±2.83 / 16.27% | — / 10.69% |" in md
     assert "| Biased | 33.00±4.24 / 23.63% |" in md
     # P − B at s = 30 is −5 points on both seeds: a zero-spread paired difference, decided (fails)
-    assert ("**P above U and B at every s (the paper's claim): fails** (the paper has both at every s); "
-            "per s: s = 100 (IID): holds, s = 30: fails. Of its 4 orderings: 3 hold, 1 fails.") in md
+    assert (
+        "**P above U and B at every s (the paper's claim): fails** (the paper has both at every s); "
+        "per s: s = 100 (IID): holds, s = 30: fails. Of its 4 orderings: 3 hold, 1 fails."
+    ) in md
     # a fail prints the reverse ordering's p, which decides it (here ~0: both seeds 5 points below)
-    assert re.search(r"\| 30 \| Privacy-aware \| Biased \| -5\.00 \| \[-5\.00, -5\.00\] \| paired t, n = 2, df 1 \| 1 \(B > A: "
-                     r"[0-9.e-]+\) \| fails \| \+39\.41 \|", md)
+    assert re.search(
+        r"\| 30 \| Privacy-aware \| Biased \| -5\.00 \| \[-5\.00, -5\.00\] \| paired t, n = 2, df 1 \| 1 \(B > A: "
+        r"[0-9.e-]+\) \| fails \| \+39\.41 \|",
+        md,
+    )
     assert "| 100 | Privacy-aware | Unbiased | +41.00 |" in md and "| +38.85 |" in md  # ours and the paper's gap
     assert "Holm-adjusted over the 4 orderings of this page" in md and "two standard errors" not in md
     assert "| Privacy-aware | 0.850 / 0.970 | — | 0.850 / 0.970 | — |" in md
     decided = _decided(out)
     assert [(lab["s"], lab["a"], lab["b"], d.verdict) for lab, d in decided] == [
-        ("100", "P", "U", "holds"), ("100", "P", "B", "holds"), ("30", "P", "U", "holds"), ("30", "P", "B", "fails")]
+        ("100", "P", "U", "holds"),
+        ("100", "P", "B", "holds"),
+        ("30", "P", "U", "holds"),
+        ("30", "P", "B", "fails"),
+    ]
     assert all(lab["table"] == "IV" and lab["dataset"] == "fashion_mnist" and d.adjusted for lab, d in decided)
     for name in ("table4.csv", "table4.md", ORDERINGS, "fig4_accuracy_fashion_mnist.png", "fig3_selection.png", "privacy_spent.png"):
         assert (out / name).stat().st_size > 0
@@ -195,10 +260,17 @@ def test_mnist_uses_table_iii_and_older_runs_without_phs_json(tmp_path: Path) ->
 # decided); s = 30: B 5 points above P on every seed (fails); s = 0: U run at seeds 3, 4, 5 only
 # (no common seed: Welch's test, holds) and B at one seed (not decided (one seed)).
 T4_ACC: dict[tuple[str, int], tuple[float, ...]] = {
-    ("P", 100): (0.60, 0.63, 0.58), ("U", 100): (0.20, 0.235, 0.175), ("B", 100): (0.305, 0.33, 0.275),
-    ("P", 70): (0.55, 0.58, 0.53), ("U", 70): (0.155, 0.18, 0.13), ("B", 70): (0.50, 0.61, 0.52),
-    ("P", 30): (0.50, 0.53, 0.48), ("U", 30): (0.10, 0.135, 0.075), ("B", 30): (0.55, 0.585, 0.525),
-    ("P", 0): (0.45, 0.48, 0.43), ("B", 0): (0.40,),
+    ("P", 100): (0.60, 0.63, 0.58),
+    ("U", 100): (0.20, 0.235, 0.175),
+    ("B", 100): (0.305, 0.33, 0.275),
+    ("P", 70): (0.55, 0.58, 0.53),
+    ("U", 70): (0.155, 0.18, 0.13),
+    ("B", 70): (0.50, 0.61, 0.52),
+    ("P", 30): (0.50, 0.53, 0.48),
+    ("U", 30): (0.10, 0.135, 0.075),
+    ("B", 30): (0.55, 0.585, 0.525),
+    ("P", 0): (0.45, 0.48, 0.43),
+    ("B", 0): (0.40,),
 }
 T4_U0 = {3: 0.05, 4: 0.06, 5: 0.04}  # U at s = 0: seeds 3, 4, 5
 
@@ -218,8 +290,15 @@ def test_table4_orderings_are_decided_from_per_seed_accuracies(tmp_path: Path) -
     decided = _decided(out)
     by = {(int(lab["s"]), lab["b"]): d for lab, d in decided}
     assert {k: d.verdict for k, d in by.items()} == {
-        (100, "U"): "holds", (100, "B"): "holds", (70, "U"): "holds", (70, "B"): "not decided",
-        (30, "U"): "holds", (30, "B"): "fails", (0, "U"): "holds", (0, "B"): "not decided (one seed)"}
+        (100, "U"): "holds",
+        (100, "B"): "holds",
+        (70, "U"): "holds",
+        (70, "B"): "not decided",
+        (30, "U"): "holds",
+        (30, "B"): "fails",
+        (0, "U"): "holds",
+        (0, "B"): "not decided (one seed)",
+    }
 
     raw: dict[tuple[int, str], float] = {}
     for (s, other), d in by.items():
@@ -249,9 +328,11 @@ def test_table4_orderings_are_decided_from_per_seed_accuracies(tmp_path: Path) -
     assert by[(30, "B")].p_reverse == pytest.approx(7 * rev) and by[(30, "B")].p_reverse < 0.05
 
     md = (out / "table4.md").read_text()
-    assert ("**P above U and B at every s (the paper's claim): fails** (the paper has both at every s); per s: "
-            "s = 100 (IID): holds, s = 70: not decided, s = 30: fails, s = 0: not decided (one seed). "
-            "Of its 8 orderings: 5 hold, 1 fails, 1 not decided, 1 not decided (one seed).") in md
+    assert (
+        "**P above U and B at every s (the paper's claim): fails** (the paper has both at every s); per s: "
+        "s = 100 (IID): holds, s = 70: not decided, s = 30: fails, s = 0: not decided (one seed). "
+        "Of its 8 orderings: 5 hold, 1 fails, 1 not decided, 1 not decided (one seed)."
+    ) in md
     names = {"U": "Unbiased", "B": "Biased"}
     for (s, other), d in by.items():  # every ordering of orderings.csv on the page, the same cells
         assert f"| {s} | Privacy-aware | {names[other]} | " + " | ".join(d.cells()) + " |" in md
@@ -265,12 +346,18 @@ def test_table4_orderings_are_decided_from_per_seed_accuracies(tmp_path: Path) -
 # P − B = +6, −4, −1 at 256 (not decided). P and U rise by 10 points from 32 to 64 and 64 to 128
 # (holds) and are flat from 128 to 256 (not decided); B rises by 35 from 32 to 64 (holds).
 FIG5_ACC: dict[tuple[str, int], tuple[float, ...]] = {
-    ("P", 32): (0.400, 0.434, 0.376), ("P", 64): (0.504, 0.526, 0.480),
-    ("P", 128): (0.596, 0.630, 0.584), ("P", 256): (0.630, 0.610, 0.580),
-    ("U", 32): (0.105, 0.134, 0.071), ("U", 64): (0.204, 0.221, 0.185),
-    ("U", 128): (0.291, 0.335, 0.284), ("U", 256): (0.335, 0.305, 0.280),
-    ("B", 32): (0.203, 0.231, 0.176), ("B", 64): (0.554, 0.579, 0.527),
-    ("B", 128): (0.40, 0.42), ("B", 256): (0.570, 0.650, 0.590),
+    ("P", 32): (0.400, 0.434, 0.376),
+    ("P", 64): (0.504, 0.526, 0.480),
+    ("P", 128): (0.596, 0.630, 0.584),
+    ("P", 256): (0.630, 0.610, 0.580),
+    ("U", 32): (0.105, 0.134, 0.071),
+    ("U", 64): (0.204, 0.221, 0.185),
+    ("U", 128): (0.291, 0.335, 0.284),
+    ("U", 256): (0.335, 0.305, 0.280),
+    ("B", 32): (0.203, 0.231, 0.176),
+    ("B", 64): (0.554, 0.579, 0.527),
+    ("B", 128): (0.40, 0.42),
+    ("B", 256): (0.570, 0.650, 0.590),
 }
 
 
@@ -312,12 +399,26 @@ def test_fig5_cells_by_mechanism_and_batch_size(tmp_path: Path) -> None:
     above = {(k[3], k[2]): d for k, d in verdicts.items() if k[0] == "P above U and B"}
     rises = {(k[1], k[4], k[2]): d for k, d in verdicts.items() if k[0] == "rises with B"}
     assert {k: d.verdict for k, d in above.items()} == {
-        ("U", 32): "holds", ("B", 32): "holds", ("U", 64): "holds", ("B", 64): "fails",
-        ("U", 128): "holds", ("B", 128): "not decided (one seed)", ("U", 256): "holds", ("B", 256): "not decided"}
+        ("U", 32): "holds",
+        ("B", 32): "holds",
+        ("U", 64): "holds",
+        ("B", 64): "fails",
+        ("U", 128): "holds",
+        ("B", 128): "not decided (one seed)",
+        ("U", 256): "holds",
+        ("B", 256): "not decided",
+    }
     assert {k: d.verdict for k, d in rises.items()} == {
-        ("P", 32, 64): "holds", ("P", 64, 128): "holds", ("P", 128, 256): "not decided",
-        ("U", 32, 64): "holds", ("U", 64, 128): "holds", ("U", 128, 256): "not decided",
-        ("B", 32, 64): "holds", ("B", 64, 128): "not decided (one seed)", ("B", 128, 256): "not decided (one seed)"}
+        ("P", 32, 64): "holds",
+        ("P", 64, 128): "holds",
+        ("P", 128, 256): "not decided",
+        ("U", 32, 64): "holds",
+        ("U", 64, 128): "holds",
+        ("U", 128, 256): "not decided",
+        ("B", 32, 64): "holds",
+        ("B", 64, 128): "not decided (one seed)",
+        ("B", 128, 256): "not decided (one seed)",
+    }
     # p of every paired ordering against SciPy on the same per-seed values; Holm over 14 live orderings
     raw = []
     for (claim, a, ba, b, bb), d in verdicts.items():
@@ -334,11 +435,15 @@ def test_fig5_cells_by_mechanism_and_batch_size(tmp_path: Path) -> None:
     rev = stats.ttest_rel(_pct(FIG5_ACC[("B", 64)]), _pct(FIG5_ACC[("P", 64)]), alternative="greater").pvalue
     assert above[("B", 64)].p_reverse == pytest.approx(14 * rev) and above[("B", 64)].p_reverse < 0.05
 
-    assert ("P above U and B at every B: **fails**; per B: B = 32: holds, B = 64: fails, "
-            "B = 128: not decided (one seed), B = 256: not decided "
-            "(of its 8 orderings: 5 hold, 1 fails, 1 not decided, 1 not decided (one seed)).") in md
-    assert ("Accuracy rises with B: **not decided (one seed)**; per mechanism: P: not decided, U: not decided, "
-            "B: not decided (one seed) (of its 9 orderings: 5 hold, 2 not decided, 2 not decided (one seed)).") in md
+    assert (
+        "P above U and B at every B: **fails**; per B: B = 32: holds, B = 64: fails, "
+        "B = 128: not decided (one seed), B = 256: not decided "
+        "(of its 8 orderings: 5 hold, 1 fails, 1 not decided, 1 not decided (one seed))."
+    ) in md
+    assert (
+        "Accuracy rises with B: **not decided (one seed)**; per mechanism: P: not decided, U: not decided, "
+        "B: not decided (one seed) (of its 9 orderings: 5 hold, 2 not decided, 2 not decided (one seed))."
+    ) in md
     assert "| P above U and B | P > B at B = 64 | " + " | ".join(above[("B", 64)].cells()) + " |" in md
     assert "| rises with B | P: B = 64 > B = 32 | " + " | ".join(rises[("P", 32, 64)].cells()) + " |" in md
     assert "Holm-adjusted over the 14 orderings of this page" in md and "two standard errors" not in md
@@ -349,13 +454,20 @@ def test_fig5_cells_by_mechanism_and_batch_size(tmp_path: Path) -> None:
 def test_fig5_ordering_holds_and_the_report_command(tmp_path: Path) -> None:
     runs, out = tmp_path / "runs", tmp_path / "out"
     # B 20 points under P at every B, steady over seeds: every "P above" ordering holds
-    _fig5_tree(runs, {k: (v if k[0] != "B" else tuple(a - 0.20 + 0.003 * (i % 2) for i, a in enumerate(FIG5_ACC[("P", k[1])])))
-                      for k, v in FIG5_ACC.items()})
+    _fig5_tree(
+        runs,
+        {
+            k: (v if k[0] != "B" else tuple(a - 0.20 + 0.003 * (i % 2) for i, a in enumerate(FIG5_ACC[("P", k[1])])))
+            for k, v in FIG5_ACC.items()
+        },
+    )
     r = CliRunner().invoke(app, ["report", str(runs), "--kind", "phs-fig5", "--out", str(out), "--budget", "reduced"])
     assert r.exit_code == 0, r.output
     md = (out / "fig5.md").read_text()
-    assert ("P above U and B at every B: **holds**; per B: B = 32: holds, B = 64: holds, B = 128: holds, "
-            "B = 256: holds (of its 8 orderings: 8 hold).") in md
+    assert (
+        "P above U and B at every B: **holds**; per B: B = 32: holds, B = 64: holds, B = 128: holds, "
+        "B = 256: holds (of its 8 orderings: 8 hold)."
+    ) in md
     assert "budget: reduced" in md
     assert (out / "fig5_batch.png").exists() and (out / "fig5.csv").exists() and (out / ORDERINGS).exists()
     assert fig5_ordering([]) == "P above U and B at every B: **not decided** (no B with P and U or B beside it)."
@@ -390,14 +502,27 @@ def _tight_tree(root: Path, accs: dict[str, tuple[float, ...]], *, first_seed: d
             seed = (first_seed or {}).get(name, 0) + i
             d = root / name / f"seed_{seed}"
             d.mkdir(parents=True)
-            cfg = {"name": name, "seed": seed, "data": {"dataset": "fashion_mnist", "partition": {"kind": "similarity", "n_clients": 5, "s": 30.0}},
-                   "train": {"rounds": 30, "clients_per_round": 2, "local": {"steps": 5, "batch_size": 128}}}
+            cfg = {
+                "name": name,
+                "seed": seed,
+                "data": {"dataset": "fashion_mnist", "partition": {"kind": "similarity", "n_clients": 5, "s": 30.0}},
+                "train": {"rounds": 30, "clients_per_round": 2, "local": {"steps": 5, "batch_size": 128}},
+            }
             (d / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
             pld = 1.0 if name.endswith("pld") else 0.2 + 0.01 * seed
-            (d / "summary.json").write_text(json.dumps({
-                "name": name, "seed": seed, "rounds": 30, "final_accuracy": acc,
-                "eps_pld_over_budget_mean": pld, "eps_pld_over_budget_max": pld + 0.05 * (pld < 1),
-                "eps_paper_over_budget_mean": 9.0 if name.endswith("pld") else 1.0}))
+            (d / "summary.json").write_text(
+                json.dumps(
+                    {
+                        "name": name,
+                        "seed": seed,
+                        "rounds": 30,
+                        "final_accuracy": acc,
+                        "eps_pld_over_budget_mean": pld,
+                        "eps_pld_over_budget_max": pld + 0.05 * (pld < 1),
+                        "eps_paper_over_budget_mean": 9.0 if name.endswith("pld") else 1.0,
+                    }
+                )
+            )
 
 
 def test_tight_vs_paper_cells_spent_and_verdict(tmp_path: Path) -> None:
@@ -460,7 +585,8 @@ def test_a_report_records_its_runs_and_regenerates_from_them(tmp_path: Path, mon
     _tight_tree(folder / "runs", {"phs_privacy_aware": (0.20, 0.22, 0.21), "phs_privacy_aware_pld": (0.30, 0.31, 0.32)})
     write("phs-tight", [folder / "runs"], folder, budget="reduced")
     assert json.loads((folder / PROVENANCE).read_text()) == {
-        "reports": [{"kind": "phs-tight", "runs": ["results/tight/runs"], "budget": "reduced"}]}
+        "reports": [{"kind": "phs-tight", "runs": ["results/tight/runs"], "budget": "reduced"}]
+    }
     names = regenerate(folder, tmp_path / "again")
     assert "tight_vs_paper.md" in names and "tight_vs_paper.csv" in names
     for name in names:

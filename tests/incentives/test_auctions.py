@@ -182,14 +182,28 @@ def test_audit_catches_a_non_truthful_auction() -> None:
 
         def _run(self, bids: np.ndarray, data_sizes: np.ndarray, budget: float) -> AuctionOutcome:
             w = knapsack_allocation(bids, data_sizes, budget).winners
-            return AuctionOutcome(mechanism=self.name, winners=w, payments=bids[w], n=bids.size, budget=budget,
-                                  winners_cost=float(bids[w].sum()), data_bought=float(data_sizes[w].sum()))
+            return AuctionOutcome(
+                mechanism=self.name,
+                winners=w,
+                payments=bids[w],
+                n=bids.size,
+                budget=budget,
+                winners_cost=float(bids[w].sum()),
+                data_bought=float(data_sizes[w].sum()),
+            )
 
     class Stingy(PayYourBid):
         def _run(self, bids: np.ndarray, data_sizes: np.ndarray, budget: float) -> AuctionOutcome:
             o = super()._run(bids, data_sizes, budget)
-            return AuctionOutcome(mechanism="stingy", winners=o.winners, payments=0.5 * o.payments, n=o.n,
-                                  budget=budget, winners_cost=o.winners_cost, data_bought=o.data_bought)
+            return AuctionOutcome(
+                mechanism="stingy",
+                winners=o.winners,
+                payments=0.5 * o.payments,
+                n=o.n,
+                budget=budget,
+                winners_cost=o.winners_cost,
+                data_bought=o.data_bought,
+            )
 
     audit = truthfulness_audit(PayYourBid(), *WORKED)
     assert audit.max_gain[0] == pytest.approx(10.0, rel=1e-6)  # bid just under τ_0 = 20 instead of 10
@@ -407,8 +421,9 @@ def test_outcome_arrays_are_read_only_and_aligned() -> None:
     with pytest.raises(ValueError):
         out.payments[0] = 0.0
     with pytest.raises(ValueError):
-        AuctionOutcome(mechanism="x", winners=np.array([0, 1]), payments=np.array([1.0]), n=2, budget=1.0,
-                       winners_cost=0.0, data_bought=0.0)
+        AuctionOutcome(
+            mechanism="x", winners=np.array([0, 1]), payments=np.array([1.0]), n=2, budget=1.0, winners_cost=0.0, data_bought=0.0
+        )
 
 
 def test_misreport_grid_has_the_spec_points() -> None:

@@ -20,8 +20,7 @@ A5_ALPHA = [0.2363, 0.2464, 0.0699, 0.0048]
 
 
 @pytest.mark.parametrize(("seed", "N", "K"), [(0, 10, 3), (1, 10, 3), (2, 50, 20)])
-def test_best_response_beats_finite_difference_lbfgsb_from_20_starts(seed: int, N: int,
-                                                                      K: int) -> None:
+def test_best_response_beats_finite_difference_lbfgsb_from_20_starts(seed: int, N: int, K: int) -> None:
     """Acceptance 2: U ≥ best FD-L-BFGS-B (20 random starts) − 1e-6 relative; α agree to
     1e-4 where the optimum is unique; KKT residual ≤ 1e-7."""
     rng = np.random.default_rng(seed)
@@ -49,8 +48,7 @@ def test_a5_regression_instance() -> None:
     assert br.alpha.shape == (21,) and br.rho.shape == (21,)
 
 
-@pytest.mark.parametrize(("N", "K", "U_star", "U_sweep"),
-                         [(1, 1, 13.771443, 12.920000), (10, 10, 9.327730, 8.624063)])
+@pytest.mark.parametrize(("N", "K", "U_star", "U_sweep"), [(1, 1, 13.771443, 12.920000), (10, 10, 9.327730, 8.624063)])
 def test_a5_companion_instances(N: int, K: int, U_star: float, U_sweep: float) -> None:
     """Spec A5: same client, T = 5: direct optimum vs last iterate of the undamped sweep —
     N = K = 1: 13.771443 vs 12.920000; N = K = 10: 9.327730 vs 8.624063."""
@@ -96,13 +94,9 @@ def test_alpha_terminal_zero_and_rho_stays_between_start_and_mean_field() -> Non
     hi = np.maximum(inst.rho0, inst.phi.max())[:, None]
     assert np.all(br.rho >= lo - 1e-12) and np.all(br.rho <= hi + 1e-12)
     # the reported quantities are those of the returned α
-    np.testing.assert_allclose(
-        br.utility, client_utility(br.alpha, inst.rho0, inst.varphi, inst.phi, inst.R,
-                                   inst.N, inst.K), rtol=1e-13)
-    grad = client_utility_gradient(br.alpha[:, :-1], inst.rho0, inst.varphi, inst.phi,
-                                   inst.R, inst.N, inst.K)
-    np.testing.assert_allclose(br.kkt_residual, kkt_residual(br.alpha[:, :-1], grad),
-                               atol=1e-15)
+    np.testing.assert_allclose(br.utility, client_utility(br.alpha, inst.rho0, inst.varphi, inst.phi, inst.R, inst.N, inst.K), rtol=1e-13)
+    grad = client_utility_gradient(br.alpha[:, :-1], inst.rho0, inst.varphi, inst.phi, inst.R, inst.N, inst.K)
+    np.testing.assert_allclose(br.kkt_residual, kkt_residual(br.alpha[:, :-1], grad), atol=1e-15)
 
 
 @pytest.mark.filterwarnings("ignore:best_response. KKT residual")
@@ -122,8 +116,7 @@ def test_joint_lbfgsb_per_client_lbfgsb_and_newton_agree() -> None:
     assert newton.converged and np.all(newton.kkt_residual <= 1e-9)
 
 
-def test_vectorised_equals_one_client_at_a_time_and_duplicates_solved_once(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vectorised_equals_one_client_at_a_time_and_duplicates_solved_once(monkeypatch: pytest.MonkeyPatch) -> None:
     import fedgame.incentives.fedpcs._best_response as brm
 
     seen: list[int] = []
@@ -177,10 +170,8 @@ def test_newton_step_equals_the_dense_hessian_solve() -> None:
         if not free.any() or np.linalg.eigvalsh(-H[np.ix_(free, free)]).min() <= 1e-6:
             continue
         checked += 1
-        ev = evaluate(np.ascontiguousarray(a.T), inst.rho0, inst.varphi, inst.phi, inst.R,
-                      inst.N, inst.K, second=True)
-        d = _newton_direction(np.ascontiguousarray(a.T), ev, inst.phi, inst.varphi,
-                              -ev.grad, free[:, None], Workspace())
+        ev = evaluate(np.ascontiguousarray(a.T), inst.rho0, inst.varphi, inst.phi, inst.R, inst.N, inst.K, second=True)
+        d = _newton_direction(np.ascontiguousarray(a.T), ev, inst.phi, inst.varphi, -ev.grad, free[:, None], Workspace())
         g = client_utility_gradient(a, *args)[0]
         want = np.linalg.solve(-H[np.ix_(free, free)], g[free])
         np.testing.assert_allclose(d[free, 0], want, rtol=1e-8, atol=1e-12)
@@ -224,14 +215,11 @@ def test_both_newton_steps_equal_the_dense_hessian_solve(engine: str) -> None:
             continue
         checked += 1
         at = np.ascontiguousarray(a.T)
-        ev = evaluate(at, inst.rho0, inst.varphi, inst.phi, inst.R, inst.N, inst.K,
-                      second=True)
+        ev = evaluate(at, inst.rho0, inst.varphi, inst.phi, inst.R, inst.N, inst.K, second=True)
         if engine == "streamed":
-            d = _riccati_step(at, ev, inst.phi, inst.varphi, -ev.grad, ~free[:, None],
-                              Workspace())
+            d = _riccati_step(at, ev, inst.phi, inst.varphi, -ev.grad, ~free[:, None], Workspace())
         else:
-            d = _newton_direction(at, ev, inst.phi, inst.varphi, -ev.grad, free[:, None],
-                                  Workspace())
+            d = _newton_direction(at, ev, inst.phi, inst.varphi, -ev.grad, free[:, None], Workspace())
         g = client_utility_gradient(a, *args)[0]
         want = np.linalg.solve(-H[np.ix_(free, free)], g[free])
         np.testing.assert_allclose(d[free, 0], want, rtol=1e-8, atol=1e-12)

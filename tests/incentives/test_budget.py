@@ -17,8 +17,7 @@ from fedgame.incentives.fedpcs import (
 
 def _random_case(rng: np.random.Generator) -> tuple[float, float, float, float, float]:
     # the ranges of spec A12
-    return (rng.uniform(0.1, 3.0), rng.uniform(0.0, 2.0) + 1e-3, rng.uniform(0.5, 50.0),
-            rng.uniform(0.1, 0.9), rng.uniform(100.0, 700.0))
+    return (rng.uniform(0.1, 3.0), rng.uniform(0.0, 2.0) + 1e-3, rng.uniform(0.5, 50.0), rng.uniform(0.1, 0.9), rng.uniform(100.0, 700.0))
 
 
 def test_closed_form_equals_numerical_minimiser_of_the_binding_cost() -> None:
@@ -32,9 +31,12 @@ def test_closed_form_equals_numerical_minimiser_of_the_binding_cost() -> None:
             continue
         checked += 1
         assert res.rho_star > H and not res.slack
-        ref = minimize_scalar(lambda R: budget_binding_cost(R, G, H, v, gamma, B),
-                              bounds=(0.0, 10 * res.R_star + 10), method="bounded",
-                              options={"xatol": 1e-14})
+        ref = minimize_scalar(
+            lambda R: budget_binding_cost(R, G, H, v, gamma, B),
+            bounds=(0.0, 10 * res.R_star + 10),
+            method="bounded",
+            options={"xatol": 1e-14},
+        )
         assert res.R_star == pytest.approx(ref.x, rel=1e-7)
         assert res.rho_star == pytest.approx(G * ref.x + H, rel=1e-7)
         assert res.K_continuous == pytest.approx(B / res.rho_star, rel=1e-12)
@@ -52,9 +54,9 @@ def test_corner_case_gives_zero_reward() -> None:
             continue
         corners += 1
         assert res.R_star == 0.0 and res.rho_star == H
-        ref = minimize_scalar(lambda R: budget_binding_cost(R, G, H, v, gamma, B),
-                              bounds=(0.0, 50.0), method="bounded",
-                              options={"xatol": 1e-12})
+        ref = minimize_scalar(
+            lambda R: budget_binding_cost(R, G, H, v, gamma, B), bounds=(0.0, 50.0), method="bounded", options={"xatol": 1e-12}
+        )
         assert ref.x == pytest.approx(0.0, abs=1e-6)
     assert corners > 10
     # no reaction at all (G = 0) is a corner too
@@ -86,8 +88,7 @@ def test_theorem7_integer_k_and_slack_budget() -> None:
     slack = theorem7(1.0, 0.5, 20.0, 0.5, 1e5, N=10, rho_max=12.0)
     assert slack.slack and slack.K == 10 and slack.tau == 1.0
     # fixed-K problem: N (G R + H) ≤ B and its own minimiser
-    ref = minimize_scalar(lambda R: 20.0 / (R + 0.5) + 0.5 * R * (R + 0.5),
-                          bounds=(0.0, 11.5), method="bounded", options={"xatol": 1e-12})
+    ref = minimize_scalar(lambda R: 20.0 / (R + 0.5) + 0.5 * R * (R + 0.5), bounds=(0.0, 11.5), method="bounded", options={"xatol": 1e-12})
     assert slack.R_star == pytest.approx(ref.x, rel=1e-6)
 
 
@@ -121,6 +122,5 @@ def test_rho_star_is_held_within_rho_max() -> None:
     grid = np.linspace(0.0, hi, 2001)
     best = budget_binding_cost(res.R_star, G, H, v, gamma, B)
     assert best <= min(budget_binding_cost(float(R), G, H, v, gamma, B) for R in grid) + 1e-9
-    sched = adaptive_schedule(np.full((3, 4), G), np.full((3, 4), H), np.full((3, 4), 0.5), v,
-                              gamma, B, rho_max=12.0)
+    sched = adaptive_schedule(np.full((3, 4), G), np.full((3, 4), H), np.full((3, 4), 0.5), v, gamma, B, rho_max=12.0)
     assert np.all(sched.rho_star <= 12.0)

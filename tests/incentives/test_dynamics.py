@@ -25,10 +25,8 @@ from tests.incentives._helpers import random_instance
 def test_inclusion_probability_exact_values() -> None:
     # N = 10, φ = 5, K = 3, ρ = 2: x = 2/50 = 0.04, P = 1 − 0.96³
     assert inclusion_probability(2.0, 5.0, 10, 3) == pytest.approx(1 - 0.96**3, rel=1e-15)
-    assert inclusion_probability_derivative(2.0, 5.0, 10, 3) == pytest.approx(
-        3 / 50 * 0.96**2, rel=1e-14)
-    assert inclusion_probability_second_derivative(2.0, 5.0, 10, 3) == pytest.approx(
-        -3 * 2 / 50**2 * 0.96, rel=1e-14)
+    assert inclusion_probability_derivative(2.0, 5.0, 10, 3) == pytest.approx(3 / 50 * 0.96**2, rel=1e-14)
+    assert inclusion_probability_second_derivative(2.0, 5.0, 10, 3) == pytest.approx(-3 * 2 / 50**2 * 0.96, rel=1e-14)
     # tiny x keeps full relative precision: P ≈ K x
     assert inclusion_probability(1e-12, 1.0, 1, 5) == pytest.approx(5e-12, rel=1e-9)
     # the cap x ≤ 1 (spec §3.3): ρ ≥ Nφ is always drawn, and P no longer moves
@@ -42,14 +40,10 @@ def test_inclusion_probability_derivatives_match_finite_differences() -> None:
     rho = np.linspace(0.1, 9.0, 17)
     for N, K in [(10, 1), (10, 3), (100, 40), (3, 3)]:
         h = 1e-6
-        fd = (inclusion_probability(rho + h, 4.0, N, K)
-              - inclusion_probability(rho - h, 4.0, N, K)) / (2 * h)
-        np.testing.assert_allclose(inclusion_probability_derivative(rho, 4.0, N, K), fd,
-                                   rtol=1e-7, atol=1e-10)
-        fd2 = (inclusion_probability_derivative(rho + h, 4.0, N, K)
-               - inclusion_probability_derivative(rho - h, 4.0, N, K)) / (2 * h)
-        np.testing.assert_allclose(inclusion_probability_second_derivative(rho, 4.0, N, K),
-                                   fd2, rtol=1e-6, atol=1e-9)
+        fd = (inclusion_probability(rho + h, 4.0, N, K) - inclusion_probability(rho - h, 4.0, N, K)) / (2 * h)
+        np.testing.assert_allclose(inclusion_probability_derivative(rho, 4.0, N, K), fd, rtol=1e-7, atol=1e-10)
+        fd2 = (inclusion_probability_derivative(rho + h, 4.0, N, K) - inclusion_probability_derivative(rho - h, 4.0, N, K)) / (2 * h)
+        np.testing.assert_allclose(inclusion_probability_second_derivative(rho, 4.0, N, K), fd2, rtol=1e-6, atol=1e-9)
 
 
 def test_dynamics_and_payoff_exact_values() -> None:
@@ -63,8 +57,7 @@ def test_dynamics_and_payoff_exact_values() -> None:
     g = stage_payoff(rho, [0.5, 0.2, 0.0], [2.0, 2.0, 2.0], 0.3)
     np.testing.assert_allclose(g, rho * 2 - 0.3 * rho**2 - 0.7 * np.array([0.25, 0.04, 0.0]))
     P = inclusion_probability(rho, phi, 10, 3)
-    assert client_utility([0.5, 0.2], 2.0, 0.3, phi, 2.0, 10, 3) == pytest.approx(
-        float(np.sum(P * g)), rel=1e-14)
+    assert client_utility([0.5, 0.2], 2.0, 0.3, phi, 2.0, 10, 3) == pytest.approx(float(np.sum(P * g)), rel=1e-14)
 
 
 def test_vectorised_formulas_equal_one_client_at_a_time() -> None:
@@ -75,8 +68,7 @@ def test_vectorised_formulas_equal_one_client_at_a_time() -> None:
     for i in range(5):
         args = (inst.rho0[i], inst.varphi[i], inst.phi, inst.R, inst.N, inst.K)
         assert client_utility(a[i], *args) == pytest.approx(U[i], rel=1e-14)
-        np.testing.assert_allclose(client_utility_gradient(a[i], *args), G[i], rtol=1e-13,
-                                   atol=1e-15)
+        np.testing.assert_allclose(client_utility_gradient(a[i], *args), G[i], rtol=1e-13, atol=1e-15)
 
 
 def _fd_gradient(a: np.ndarray, args: tuple, h: float = 1e-6) -> np.ndarray:
@@ -111,8 +103,7 @@ def test_gradient_with_explicit_terminal_alpha() -> None:
     np.testing.assert_allclose(g, _fd_gradient(a, args), atol=1e-6)
 
 
-def _paper_gradient(a: np.ndarray, rho0: float, varphi: float, phi: np.ndarray,
-                    R: np.ndarray, N: int, K: int) -> np.ndarray:
+def _paper_gradient(a: np.ndarray, rho0: float, varphi: float, phi: np.ndarray, R: np.ndarray, N: int, K: int) -> np.ndarray:
     """Eq. (21)/(53) with the paper's M (missing the factor K/(Nφ)), spec A2."""
     T = a.size
     rho = trajectory(a, rho0, phi)
@@ -121,8 +112,7 @@ def _paper_gradient(a: np.ndarray, rho0: float, varphi: float, phi: np.ndarray,
     P = 1 - (1 - x) ** K
     dP = K / (N * phi) * (1 - x) ** (K - 1)
     Q = P + rho * dP
-    M_paper = -2 * varphi * rho * P - (1 - x) ** (K - 1) * (varphi * rho**2
-                                                             + (1 - varphi) * af**2)
+    M_paper = -2 * varphi * rho * P - (1 - x) ** (K - 1) * (varphi * rho**2 + (1 - varphi) * af**2)
     S = Q * R + M_paper
     lam = np.zeros(T + 1)
     lam[T] = S[T]
@@ -170,8 +160,7 @@ def test_hessian_matches_finite_differences_of_the_gradient() -> None:
         for t in range(T):
             e = np.zeros_like(a)
             e[:, t] = h
-            fd[:, :, t] = (client_utility_gradient(a + e, *args)
-                           - client_utility_gradient(a - e, *args)) / (2 * h)
+            fd[:, :, t] = (client_utility_gradient(a + e, *args) - client_utility_gradient(a - e, *args)) / (2 * h)
         np.testing.assert_allclose(H, fd, atol=1e-6 * max(1.0, np.abs(H).max()))
         np.testing.assert_allclose(H, H.transpose(0, 2, 1), atol=1e-12)
 

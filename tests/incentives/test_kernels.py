@@ -62,14 +62,19 @@ def test_branch_free_log1p_and_expm1_are_the_c_librarys_to_two_ulp() -> None:
     import math
 
     rng = np.random.default_rng(11)
-    xs = np.concatenate([-rng.uniform(0.0, 1.0, 4000), -(10.0 ** rng.uniform(-300, 0, 4000)),
-                         rng.uniform(0.0, 50.0, 1000), [0.0, -1e-300, -0.5, -(1 - 2**-52)]])
+    xs = np.concatenate(
+        [
+            -rng.uniform(0.0, 1.0, 4000),
+            -(10.0 ** rng.uniform(-300, 0, 4000)),
+            rng.uniform(0.0, 50.0, 1000),
+            [0.0, -1e-300, -0.5, -(1 - 2**-52)],
+        ]
+    )
     got = np.array([_kernels._log1p(x) for x in xs])
     want = np.array([math.log1p(x) for x in xs])
     np.testing.assert_allclose(got, want, rtol=4.5e-16, atol=0)
     assert _kernels._log1p(0.0) == 0.0
-    zs = np.concatenate([-rng.uniform(0.0, 50.0, 4000), -(10.0 ** rng.uniform(-300, 1, 4000)),
-                         [0.0, -40.0, -45.0, -800.0]])
+    zs = np.concatenate([-rng.uniform(0.0, 50.0, 4000), -(10.0 ** rng.uniform(-300, 1, 4000)), [0.0, -40.0, -45.0, -800.0]])
     got = np.array([_kernels._neg_expm1(z) for z in zs])
     want = np.array([-math.expm1(z) for z in zs])
     np.testing.assert_allclose(got, want, rtol=4.5e-16, atol=0)
@@ -93,20 +98,17 @@ def test_compiled_evaluation_gives_the_inclusion_probability(K: int) -> None:
     capped = 0
     for _ in range(50):
         w = np.zeros((9, _kernels._padded(T)))
-        _kernels._evaluate_col(rng.uniform(size=T), rng.uniform(0.01, 40.0), 0.3, phi,
-                               np.ones(T + 1), N, K, -1.0, 0, w, rc)
-        rho = w[0, :T + 1]
-        np.testing.assert_allclose(w[1, :T + 1], inclusion_probability(rho, phi, N, K),
-                                   rtol=9e-16, atol=0)
+        _kernels._evaluate_col(rng.uniform(size=T), rng.uniform(0.01, 40.0), 0.3, phi, np.ones(T + 1), N, K, -1.0, 0, w, rc)
+        rho = w[0, : T + 1]
+        np.testing.assert_allclose(w[1, : T + 1], inclusion_probability(rho, phi, N, K), rtol=9e-16, atol=0)
         cap = rho >= N * phi
-        assert np.all(w[1, :T + 1][cap] == 1.0) and np.all(w[2, :T + 1][cap] == 0.0)
+        assert np.all(w[1, : T + 1][cap] == 1.0) and np.all(w[2, : T + 1][cap] == 0.0)
         capped += int(cap.sum())
     assert capped > 0
 
 
 @compiled
-@pytest.mark.parametrize(("N", "K", "rule"), [(50, 10, "privacy"), (3, 2, "privacy"),
-                                              (50, 1, "privacy"), (50, 10, "uniform")])
+@pytest.mark.parametrize(("N", "K", "rule"), [(50, 10, "privacy"), (3, 2, "privacy"), (50, 1, "privacy"), (50, 10, "uniform")])
 def test_lane_kernels_give_the_one_problem_kernels_bits(N: int, K: int, rule: str) -> None:
     """The Newton and sweep kernels that solve _WIDTH problems side by side (the engine's)
     give the one-problem kernels' α, U and KKT residuals to the last bit: corner, random and
@@ -132,10 +134,8 @@ def test_lane_kernels_give_the_one_problem_kernels_bits(N: int, K: int, rule: st
             np.testing.assert_array_equal(got, want)
     for iters, window in ((500, 250), (37, 10), (0, 250)):
         one_s, lanes_s = np.empty((T, m)), np.empty((T, m))
-        _kernels._sweep_nb(a0, rho0, varphi, phi, R, N, K, pu, 0.05, iters, 1e-10, window,
-                           one_s)
-        _kernels.sweep(a0, rho0, varphi, phi, R, N, K, pu, 0.05, iters, 1e-10, window,
-                       lanes_s)
+        _kernels._sweep_nb(a0, rho0, varphi, phi, R, N, K, pu, 0.05, iters, 1e-10, window, one_s)
+        _kernels.sweep(a0, rho0, varphi, phi, R, N, K, pu, 0.05, iters, 1e-10, window, lanes_s)
         np.testing.assert_array_equal(lanes_s, one_s)
 
 
@@ -152,10 +152,10 @@ def test_threaded_mean_field_is_bit_identical(monkeypatch: pytest.MonkeyPatch) -
     assert one.converged
     for name in ("phi", "alpha", "rho", "utility", "kkt_residual"):
         np.testing.assert_array_equal(getattr(three, name), getattr(one, name), err_msg=name)
-    uni = mean_field(rho0, varphi, np.full(T + 1, 1.0), 24, T, rng=0, threads=3,
-                     inclusion="uniform")  # the sampling rule reaches the threads
-    ref = mean_field(rho0, varphi, np.full(T + 1, 1.0), 24, T, rng=0, threads=1,
-                     inclusion="uniform")
+    uni = mean_field(
+        rho0, varphi, np.full(T + 1, 1.0), 24, T, rng=0, threads=3, inclusion="uniform"
+    )  # the sampling rule reaches the threads
+    ref = mean_field(rho0, varphi, np.full(T + 1, 1.0), 24, T, rng=0, threads=1, inclusion="uniform")
     np.testing.assert_array_equal(uni.phi, ref.phi)
     assert not np.array_equal(uni.phi, one.phi)
 
@@ -189,8 +189,7 @@ def test_the_equilibria_of_the_solver_before_the_speed_work() -> None:
 
 
 @compiled
-@pytest.mark.parametrize(("N", "K", "rule"), [(50, 10, "privacy"), (3, 2, "privacy"),
-                                              (50, 1, "privacy"), (50, 10, "uniform")])
+@pytest.mark.parametrize(("N", "K", "rule"), [(50, 10, "privacy"), (3, 2, "privacy"), (50, 1, "privacy"), (50, 10, "uniform")])
 def test_compiled_newton_repeats_the_streamed_newton(N: int, K: int, rule: str) -> None:
     """Problem by problem, the compiled Newton (each problem to the end in its own arrays)
     repeats the streamed Newton to rounding — its log1p and expm1 are the C library's, not
@@ -246,10 +245,8 @@ def test_mean_field_engines_give_one_equilibrium() -> None:
     rho0, varphi = rng.uniform(0.01, 12.0, n), rng.uniform(0.01, 0.99, n)
     R = rng.uniform(0.2, 2.0, T + 1)
     got = mean_field(rho0, varphi, R, 40, T, rng=0)
-    want = _solve(rho0, varphi, R, 40, T, options=_resolve_options(None, {}), phi_init=None,
-                  alpha_init=None, rng=0, engine="streamed")
+    want = _solve(rho0, varphi, R, 40, T, options=_resolve_options(None, {}), phi_init=None, alpha_init=None, rng=0, engine="streamed")
     assert got.converged and want.converged
     assert got.iterations == want.iterations and got.full_solves == want.full_solves
     for name in ("phi", "rho", "alpha", "utility"):
-        np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=0, atol=1e-9,
-                                   err_msg=name)
+        np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=0, atol=1e-9, err_msg=name)

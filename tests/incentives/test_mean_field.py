@@ -26,8 +26,7 @@ def test_a6_instance_residual_history(a6: tuple) -> None:
     0.063, 0.014, 2.2e-3, 3.6e-4, …, 3.4e-7 at iteration 11, 5e-8 at 12."""
     _, _, mf = a6
     h = mf.history
-    for m, quoted in [(0, 0.29), (1, 0.18), (2, 0.063), (3, 0.014), (4, 2.2e-3), (5, 3.6e-4),
-                      (11, 3.4e-7)]:
+    for m, quoted in [(0, 0.29), (1, 0.18), (2, 0.063), (3, 0.014), (4, 2.2e-3), (5, 3.6e-4), (11, 3.4e-7)]:
         assert h[m] == pytest.approx(quoted, rel=0.05), (m, h[m])
     assert mf.iterations == 13 and h[12] <= 1e-7
     assert mf.converged and mf.beta == 1.0
@@ -48,8 +47,7 @@ def test_fixed_point_residual_and_pinned_initial_mean(a6: tuple) -> None:
 def test_fixed_point_is_a_best_response_profile(a6: tuple) -> None:
     """Independent check: the public best_response to the returned φ reproduces φ."""
     rho0, varphi, mf = a6
-    br = best_response(rho0, varphi, mf.phi, 2.0, 8, 2, n_starts=12,
-                       rng=np.random.default_rng(99))
+    br = best_response(rho0, varphi, mf.phi, 2.0, 8, 2, n_starts=12, rng=np.random.default_rng(99))
     np.testing.assert_allclose(br.utility, mf.utility, rtol=1e-9)
     assert np.max(np.abs(br.rho.mean(axis=0) - mf.phi)) <= 1e-7
 
@@ -60,8 +58,7 @@ def test_independent_of_initial_guess_and_of_vectorisation() -> None:
     rho0, varphi = _population(3, 10)
     R = np.linspace(1.0, 3.0, 6)
     base = mean_field(rho0, varphi, R, 3, 5)
-    other = mean_field(rho0, varphi, R, 3, 5,
-                       phi_init=np.linspace(rho0.mean(), 2 * rho0.mean(), 6))
+    other = mean_field(rho0, varphi, R, 3, 5, phi_init=np.linspace(rho0.mean(), 2 * rho0.mean(), 6))
     percl = mean_field(rho0, varphi, R, 3, 5, vectorize=False)
     every = mean_field(rho0, varphi, R, 3, 5, restarts="every")
     picard = mean_field(rho0, varphi, R, 3, 5, update="picard")
@@ -122,8 +119,7 @@ def test_streamed_solver_returns_the_reference_equilibrium(n: int) -> None:
     assert new.converged and ref.converged
     assert new.iterations == ref.iterations and new.full_solves == ref.full_solves
     for name in ("phi", "rho", "alpha", "utility"):
-        np.testing.assert_allclose(getattr(new, name), getattr(ref, name), rtol=0, atol=1e-6,
-                                   err_msg=name)
+        np.testing.assert_allclose(getattr(new, name), getattr(ref, name), rtol=0, atol=1e-6, err_msg=name)
     np.testing.assert_array_equal(new.pinned, ref.pinned)
 
 
@@ -136,8 +132,7 @@ def test_streamed_solver_equals_the_client_by_client_reference() -> None:
     ref = _mean_field_reference(rho0, varphi, R, 3, 8, rng=0, vectorize=False)
     assert new.converged and ref.converged
     for name in ("phi", "rho", "alpha", "utility"):
-        np.testing.assert_allclose(getattr(new, name), getattr(ref, name), rtol=0, atol=1e-6,
-                                   err_msg=name)
+        np.testing.assert_allclose(getattr(new, name), getattr(ref, name), rtol=0, atol=1e-6, err_msg=name)
 
 
 def test_streamed_engines_repeat_the_reference_iterations() -> None:
@@ -160,8 +155,7 @@ def test_streamed_engines_repeat_the_reference_iterations() -> None:
         for w, g in zip(want, got, strict=True):
             np.testing.assert_array_equal(g, w)
     swept = _solvers.damped_sweep(a0, rho0, varphi, phi, R, 50, 10, damping=0.05, iters=500)
-    streamed = _sweep_stream(a0, rho0, varphi, phi, R, 50, 10, damping=0.05, iters=500,
-                             window=64)
+    streamed = _sweep_stream(a0, rho0, varphi, phi, R, 50, 10, damping=0.05, iters=500, window=64)
     np.testing.assert_allclose(streamed, swept, rtol=0, atol=1e-8)
 
 

@@ -65,8 +65,7 @@ def _ot_01(p: np.ndarray, q: np.ndarray) -> float:
     cost = 1.0 - np.eye(P)
     A_rows = np.kron(np.eye(P), np.ones(P))  # Σ_k x_jk = p_j
     A_cols = np.kron(np.ones(P), np.eye(P))  # Σ_j x_jk = q_k
-    res = linprog(cost.ravel(), A_eq=np.vstack([A_rows, A_cols]), b_eq=np.concatenate([p, q]),
-                  bounds=(0, None), method="highs")
+    res = linprog(cost.ravel(), A_eq=np.vstack([A_rows, A_cols]), b_eq=np.concatenate([p, q]), bounds=(0, None), method="highs")
     assert res.status == 0
     return float(res.fun)
 
@@ -181,8 +180,12 @@ def test_check4_no_profitable_unilateral_deviation() -> None:
         best = np.maximum(Ug.max(axis=1), client_utility(0.0, X, R, nu))  # also x = 0
         for i in range(N):
             lo, up = x[i, max(j[i] - 1, 0)], x[i, min(j[i] + 1, 2000)]
-            res = minimize_scalar(lambda z, i=i: -float(client_utility(z, X[i], R, nu[i])), bounds=(lo, up),
-                                  method="bounded", options={"xatol": 1e-14 * hi[i]})
+            res = minimize_scalar(
+                lambda z, i=i: -float(client_utility(z, X[i], R, nu[i])),
+                bounds=(lo, up),
+                method="bounded",
+                options={"xatol": 1e-14 * hi[i]},
+            )
             best[i] = max(best[i], -res.fun)
         gain = float((best - U_star).max())
         worst, worst_rel = max(worst, gain), max(worst_rel, gain / R)
@@ -211,8 +214,9 @@ def test_best_response_eq23_matches_direct_maximisation() -> None:
     rng = np.random.default_rng(41)
     for _ in range(30):
         X, R, k = 10 ** rng.uniform(-2, 1), 10 ** rng.uniform(-1, 2), 10 ** rng.uniform(-1, 1)
-        res = minimize_scalar(lambda z: -float(client_utility(z, X, R, k)), bounds=(0, R / k), method="bounded",
-                              options={"xatol": 1e-13 * R / k})
+        res = minimize_scalar(
+            lambda z: -float(client_utility(z, X, R, k)), bounds=(0, R / k), method="bounded", options={"xatol": 1e-13 * R / k}
+        )
         assert float(best_response(X, R, k)) == pytest.approx(res.x, abs=1e-6 * R / k)
 
 
@@ -343,8 +347,10 @@ def _ref_cost(rho: np.ndarray, R: float, t: int, sizes: np.ndarray, p: dict[str,
     on = rho > 0
     n = on.sum()
     noise = sum(2 * p["d"] * p["C"] ** 2 / (sizes[i] ** 2 * rho[i] * n**2) for i in np.flatnonzero(on))
-    return (p["acc"] * 2 * p["beta"] * p["gamma"] / (p["lam"] ** 2 * p["T"] ** 2) * (p["V"] ** 2 + noise)
-            + (1 - p["gamma"]) * p["pi"] ** (t - 1) * R)
+    return (
+        p["acc"] * 2 * p["beta"] * p["gamma"] / (p["lam"] ** 2 * p["T"] ** 2) * (p["V"] ** 2 + noise)
+        + (1 - p["gamma"]) * p["pi"] ** (t - 1) * R
+    )
 
 
 def _ref_argmin(f: object) -> float:
@@ -353,8 +359,12 @@ def _ref_argmin(f: object) -> float:
     vals = [f(float(r)) for r in grid]  # type: ignore[operator]
     j = int(np.argmin(vals))
     assert 0 < j < 480
-    res = minimize_scalar(lambda z: f(math.exp(z)), bounds=(math.log(grid[j - 1]), math.log(grid[j + 1])),  # type: ignore[operator]
-                          method="bounded", options={"xatol": 1e-12})
+    res = minimize_scalar(
+        lambda z: f(math.exp(z)),
+        bounds=(math.log(grid[j - 1]), math.log(grid[j + 1])),  # type: ignore[operator]
+        method="bounded",
+        options={"xatol": 1e-12},
+    )
     return math.exp(res.x)
 
 
@@ -393,17 +403,43 @@ def test_check10_agreement_with_an_independent_reference_solver() -> None:
             th = float(st[k - 1] + 0.1 if k == H else 0.5 * (st[k - 1] + st[k]))  # away from ties
             kept_ref = [h for h in range(H) if theta_ref[h] <= th]
             scr = dict(theta_th=th)
-        p = dict(d=float(rng.integers(1000, 100_000)), T=float(rng.integers(5, 51)), pi=rng.uniform(0.85, 0.99),
-                 gamma=rng.uniform(0.2, 0.8), beta=rng.uniform(0.5, 2), lam=rng.uniform(0.5, 2),
-                 V=rng.uniform(0.5, 2), C=rng.uniform(0.5, 2), acc=10 ** rng.uniform(-1, 1))
+        p = dict(
+            d=float(rng.integers(1000, 100_000)),
+            T=float(rng.integers(5, 51)),
+            pi=rng.uniform(0.85, 0.99),
+            gamma=rng.uniform(0.2, 0.8),
+            beta=rng.uniform(0.5, 2),
+            lam=rng.uniform(0.5, 2),
+            V=rng.uniform(0.5, 2),
+            C=rng.uniform(0.5, 2),
+            acc=10 ** rng.uniform(-1, 1),
+        )
         I1 = rng.uniform(0.8, 0.99)
         B, I3, I4 = rng.uniform(0.3, 0.7) * I1, 10 ** rng.uniform(0, 2.5), rng.uniform(-0.5, 0.5)
         a = rng.uniform(0.05, 0.5)
         eps, eps_max = I1 - a * B, I1 - rng.uniform(0.005, a) * B
-        server = ServerParams(dim=int(p["d"]), rounds=int(p["T"]), discount=p["pi"], gamma=p["gamma"], beta=p["beta"],
-                              lam=p["lam"], grad_bound=p["V"], clip=p["C"], acc_scale=p["acc"])
-        out = solve_qidpfl_game(nu, sizes, label_counts=counts, **scr, rewards=[1.0], server=server,  # type: ignore[arg-type]
-                                curve=AccuracyCurve.from_paper(I1, B * math.exp(I4), I3, I4), eps=eps, eps_max=eps_max)
+        server = ServerParams(
+            dim=int(p["d"]),
+            rounds=int(p["T"]),
+            discount=p["pi"],
+            gamma=p["gamma"],
+            beta=p["beta"],
+            lam=p["lam"],
+            grad_bound=p["V"],
+            clip=p["C"],
+            acc_scale=p["acc"],
+        )
+        out = solve_qidpfl_game(
+            nu,
+            sizes,
+            label_counts=counts,
+            **scr,
+            rewards=[1.0],
+            server=server,  # type: ignore[arg-type]
+            curve=AccuracyCurve.from_paper(I1, B * math.exp(I4), I3, I4),
+            eps=eps,
+            eps_max=eps_max,
+        )
         assert out.screening is not None
         np.testing.assert_allclose(out.screening.emd, theta_ref, rtol=0, atol=1e-12)
         np.testing.assert_array_equal(out.kept, kept_ref)
@@ -448,10 +484,17 @@ def _random_stage1(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, Se
     N = int(rng.integers(2, 25))
     nu = rng.uniform(1.0, rng.uniform(1.05, 5.0), N)
     sizes = rng.integers(100, 2000, N).astype(float)
-    params = ServerParams(dim=int(rng.integers(1000, 50_000)), rounds=int(rng.integers(5, 60)),
-                          discount=rng.uniform(0.85, 0.99), gamma=rng.uniform(0.2, 0.8),
-                          beta=rng.uniform(0.5, 2), lam=rng.uniform(0.5, 2), grad_bound=rng.uniform(0.5, 2),
-                          clip=rng.uniform(0.5, 2), acc_scale=10 ** rng.uniform(-1, 1))
+    params = ServerParams(
+        dim=int(rng.integers(1000, 50_000)),
+        rounds=int(rng.integers(5, 60)),
+        discount=rng.uniform(0.85, 0.99),
+        gamma=rng.uniform(0.2, 0.8),
+        beta=rng.uniform(0.5, 2),
+        lam=rng.uniform(0.5, 2),
+        grad_bound=rng.uniform(0.5, 2),
+        clip=rng.uniform(0.5, 2),
+        acc_scale=10 ** rng.uniform(-1, 1),
+    )
     return nu, sizes, params
 
 
@@ -471,8 +514,9 @@ def test_check11_closed_form_reward_against_resolved_grid_search() -> None:
             vals = np.array([u(float(r)) for r in grid])
             j = int(vals.argmin())
             assert 0 < j < 480
-            res = minimize_scalar(lambda z: u(math.exp(z)), bounds=(math.log(grid[j - 1]), math.log(grid[j + 1])),
-                                  method="bounded", options={"xatol": 1e-12})
+            res = minimize_scalar(
+                lambda z: u(math.exp(z)), bounds=(math.log(grid[j - 1]), math.log(grid[j + 1])), method="bounded", options={"xatol": 1e-12}
+            )
             assert R_star == pytest.approx(math.exp(res.x), rel=1e-6)
             h = 1e-4 * R_star
             assert abs((u(R_star + h) - u(R_star - h)) / (2 * h)) <= 1e-5 * (1 - params.gamma)
@@ -508,9 +552,7 @@ def _u_closed(s: object, j: int, R: float, params: ServerParams) -> float:
 
 def test_check13_qidpfl_reward_minimises_cost_on_the_range() -> None:
     rng = np.random.default_rng(13)
-    cases: list[tuple[np.ndarray, np.ndarray, ServerParams, bool]] = [
-        (NU, SIZES, GOLD_SERVER, False), (NU, SIZES, GOLD_SERVER, True)
-    ]
+    cases: list[tuple[np.ndarray, np.ndarray, ServerParams, bool]] = [(NU, SIZES, GOLD_SERVER, False), (NU, SIZES, GOLD_SERVER, True)]
     cases += [(*_random_stage1(rng), bool(k % 2)) for k in range(3)]
     interior = clipped = 0
     for nu, sizes, params, cal in cases:
@@ -616,8 +658,9 @@ def test_solve_entry_point_and_input_errors() -> None:
     assert out.schedule is not None and out.screening is None
     np.testing.assert_allclose(out.equilibria[0].rho * 2116, [4800, 3000, 5700, 300, 0], rtol=1e-12)
     np.testing.assert_allclose(out.payment.sum(axis=0), out.schedule.R_applied, rtol=1e-12)
-    np.testing.assert_allclose(out.utility[:4], out.schedule.R_applied * (out.payment[:4] / out.schedule.R_applied) ** 2 - 0.001,
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        out.utility[:4], out.schedule.R_applied * (out.payment[:4] / out.schedule.R_applied) ** 2 - 0.001, rtol=1e-12
+    )
     assert out.schedule.total_cost == pytest.approx(out.schedule.cost.sum())
     with pytest.raises(ValueError, match=r"nu\[1\]: must be > 0"):
         client_equilibrium([1.0, -1.0], 1.0)
@@ -636,7 +679,8 @@ def test_solve_entry_point_and_input_errors() -> None:
     assert AccuracyCurve.from_paper(0.9, 0.5, 2.0, 0.3).B == pytest.approx(0.5 * math.exp(-0.3))
     # screening feeds the game: only the kept candidates play
     counts = np.array([[50, 50], [50, 50], [90, 10], [55, 45], [10, 90]])
-    out = solve_qidpfl_game([1, 1.1, 1.2, 1.3, 1.4], counts.sum(axis=1), label_counts=counts, keep_fraction=0.6,
-                            reference="uniform", rewards=[1.0])
+    out = solve_qidpfl_game(
+        [1, 1.1, 1.2, 1.3, 1.4], counts.sum(axis=1), label_counts=counts, keep_fraction=0.6, reference="uniform", rewards=[1.0]
+    )
     np.testing.assert_array_equal(out.kept, [0, 1, 3])
     np.testing.assert_allclose(out.kappa, [1, 1.1, 1.3])

@@ -61,8 +61,9 @@ def test_check19_ledger_adds_rho_and_converts_to_epsilon() -> None:
     for i, total in enumerate([0.15, 0.5, 0.0]):
         assert eps[i] == pytest.approx(zcdp_to_eps(total, 1e-5) if total else 0.0, rel=1e-12)
     for rho in (1e-4, 0.1, 2.0, 50.0):
-        best = optimize.minimize_scalar(lambda a: rho * a + math.log(1e5) / (a - 1), bounds=(1 + 1e-12, 1e9), method="bounded",
-                                        options={"xatol": 1e-12})
+        best = optimize.minimize_scalar(
+            lambda a: rho * a + math.log(1e5) / (a - 1), bounds=(1 + 1e-12, 1e9), method="bounded", options={"xatol": 1e-12}
+        )
         assert zcdp_to_eps(rho, 1e-5) == pytest.approx(best.fun, rel=1e-9)
 
 

@@ -54,17 +54,14 @@ def test_surrogate_derivatives_match_finite_differences_and_convexity() -> None:
         R = rng.uniform(0.0, 3.0)
         h = 1e-6
         d1 = surrogate_cost_derivative(R, G, H, P, v, GAMMA)
-        fd1 = (surrogate_cost(R + h, G, H, P, v, GAMMA)
-               - surrogate_cost(R - h, G, H, P, v, GAMMA)) / (2 * h)
+        fd1 = (surrogate_cost(R + h, G, H, P, v, GAMMA) - surrogate_cost(R - h, G, H, P, v, GAMMA)) / (2 * h)
         assert d1 == pytest.approx(fd1, rel=1e-6, abs=1e-6)
         d2 = surrogate_cost_second_derivative(R, G, H, P, v, GAMMA)
-        fd2 = (surrogate_cost_derivative(R + h, G, H, P, v, GAMMA)
-               - surrogate_cost_derivative(R - h, G, H, P, v, GAMMA)) / (2 * h)
+        fd2 = (surrogate_cost_derivative(R + h, G, H, P, v, GAMMA) - surrogate_cost_derivative(R - h, G, H, P, v, GAMMA)) / (2 * h)
         assert d2 >= 0 and d2 == pytest.approx(fd2, rel=1e-5, abs=1e-6)
 
 
-def _check_reward(G: np.ndarray, H: np.ndarray, P: np.ndarray, v: np.ndarray,
-                  R_max: float = 100.0) -> str:
+def _check_reward(G: np.ndarray, H: np.ndarray, P: np.ndarray, v: np.ndarray, R_max: float = 100.0) -> str:
     """Acceptance 6 for one round; returns where the minimiser sits."""
     sol = optimal_reward(G, H, P, v, GAMMA, R_max=R_max)
     lo, hi = reward_interval(G, H, R_max=R_max)
@@ -79,8 +76,7 @@ def _check_reward(G: np.ndarray, H: np.ndarray, P: np.ndarray, v: np.ndarray,
     if sol.at_bound == "":
         assert abs(d) <= 1e-8 * scale
         # the fixed-point form (22)
-        assert reward_fixed_point(R, G, H, P, v, GAMMA) == pytest.approx(R, rel=1e-6,
-                                                                         abs=1e-9)
+        assert reward_fixed_point(R, G, H, P, v, GAMMA) == pytest.approx(R, rel=1e-6, abs=1e-9)
     elif sol.at_bound == "lower":
         assert R == lo and d >= -1e-8 * scale
     else:
@@ -93,16 +89,14 @@ def _check_reward(G: np.ndarray, H: np.ndarray, P: np.ndarray, v: np.ndarray,
     assert best <= vals.min() + 1e-12 * abs(vals.min())
     assert abs(grid[np.argmin(vals)] - R) <= 2 * (hi - lo) / 20000 + 1e-9
     # and SciPy's bounded minimiser agrees
-    ref = minimize_scalar(lambda x: surrogate_cost(x, G, H, P, v, GAMMA), bounds=(lo, hi),
-                          method="bounded", options={"xatol": 1e-12})
+    ref = minimize_scalar(lambda x: surrogate_cost(x, G, H, P, v, GAMMA), bounds=(lo, hi), method="bounded", options={"xatol": 1e-12})
     assert best <= ref.fun + 1e-12 * abs(ref.fun)
     return sol.at_bound or "interior"
 
 
 def test_optimal_reward_on_random_rounds() -> None:
     rng = np.random.default_rng(1)
-    where = {_check_reward(*_random_round(rng), R_max=rng.choice([5.0, 100.0]))
-             for _ in range(30)}
+    where = {_check_reward(*_random_round(rng), R_max=rng.choice([5.0, 100.0])) for _ in range(30)}
     assert {"interior", "lower"} <= where
 
 
@@ -157,11 +151,8 @@ def test_stackelberg_outer_loop_is_self_consistent() -> None:
     assert res.reward[0] == res.reward[1]  # R_0 := R_1 (A7)
     # each R_t is the surrogate minimiser at the returned equilibrium
     for t in range(1, 4):
-        sol = optimal_reward(res.G[:, t], res.H[:, t],
-                             inclusion_probability(res.mean_field.rho[:, t],
-                                                   res.mean_field.phi[t], 6, 2),
-                             np.full(6, v[t]), GAMMA)
+        sol = optimal_reward(
+            res.G[:, t], res.H[:, t], inclusion_probability(res.mean_field.rho[:, t], res.mean_field.phi[t], 6, 2), np.full(6, v[t]), GAMMA
+        )
         assert sol.reward == pytest.approx(res.reward[t], rel=2e-6, abs=2e-6)
-    np.testing.assert_allclose(
-        res.cost, server_cost(res.mean_field.rho, res.reward, 6, 2, v, gamma=GAMMA,
-                              phi=res.mean_field.phi))
+    np.testing.assert_allclose(res.cost, server_cost(res.mean_field.rho, res.reward, 6, 2, v, gamma=GAMMA, phi=res.mean_field.phi))

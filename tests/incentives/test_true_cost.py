@@ -51,16 +51,14 @@ def _cost(instance: tuple[np.ndarray, ...], R: np.ndarray) -> EquilibriumCost:
     return equilibrium_cost(R, rho0, varphi, K, T, v=v, gamma=GAMMA, rng=0)
 
 
-def test_default_is_the_true_cost_solve_and_reports_its_equilibrium(
-        instance: tuple[np.ndarray, ...], solved: StackelbergResult) -> None:
+def test_default_is_the_true_cost_solve_and_reports_its_equilibrium(instance: tuple[np.ndarray, ...], solved: StackelbergResult) -> None:
     rho0, varphi, v = instance
     res = solved
     assert res.solver == "true_cost" and res.converged
     R, mf = np.asarray(res.reward), res.mean_field
     assert R.shape == (T + 1,) and R[0] == R[1]  # R_0 := R_1 (A7)
     assert np.all(R[1:] > 0) and np.all(R <= 100.0)  # this instance pays in every round
-    np.testing.assert_allclose(res.cost, server_cost(mf.rho, R, N, K, v, gamma=GAMMA, phi=mf.phi),
-                               rtol=1e-12)
+    np.testing.assert_allclose(res.cost, server_cost(mf.rho, R, N, K, v, gamma=GAMMA, phi=mf.phi), rtol=1e-12)
     assert res.objective == pytest.approx(float(np.sum(res.cost[1:])), rel=1e-12)
     # the library's cost function gives the same value, at a genuine equilibrium
     again = _cost(instance, R)
@@ -73,8 +71,7 @@ def test_default_is_the_true_cost_solve_and_reports_its_equilibrium(
     assert res.reward_residual <= 1e-7  # the last one-round pass found nothing cheaper
 
 
-def test_no_constant_reward_on_a_fine_grid_is_cheaper(instance: tuple[np.ndarray, ...],
-                                                      solved: StackelbergResult) -> None:
+def test_no_constant_reward_on_a_fine_grid_is_cheaper(instance: tuple[np.ndarray, ...], solved: StackelbergResult) -> None:
     best = solved.objective
     for c in np.linspace(0.0, 2.0 * float(np.max(solved.reward)) + 1.0, 61):
         e = _cost(instance, np.full(T + 1, c))
@@ -82,8 +79,7 @@ def test_no_constant_reward_on_a_fine_grid_is_cheaper(instance: tuple[np.ndarray
         assert e.objective >= best - REL * abs(best), (c, e.objective, best)
 
 
-def test_no_one_round_perturbation_is_cheaper(instance: tuple[np.ndarray, ...],
-                                              solved: StackelbergResult) -> None:
+def test_no_one_round_perturbation_is_cheaper(instance: tuple[np.ndarray, ...], solved: StackelbergResult) -> None:
     best = solved.objective
     for t in range(1, T + 1):
         for h in (0.05, 0.005, 0.0005):
@@ -96,8 +92,7 @@ def test_no_one_round_perturbation_is_cheaper(instance: tuple[np.ndarray, ...],
                 assert e.objective >= best - REL * abs(best), (t, h, sign, e.objective, best)
 
 
-def test_true_cost_is_never_above_the_paper_lemma2_loop(instance: tuple[np.ndarray, ...],
-                                                        solved: StackelbergResult) -> None:
+def test_true_cost_is_never_above_the_paper_lemma2_loop(instance: tuple[np.ndarray, ...], solved: StackelbergResult) -> None:
     """The paper's outer loop (Lemma 2, Eq. 22) stays available as ``server_solver="lemma2"``;
     priced by the same true cost, its rewards cost at least as much."""
     rho0, varphi, v = instance
@@ -121,8 +116,7 @@ def test_a_game_where_paying_does_not_pay_returns_zero_rewards() -> None:
 
 
 def test_algorithm3_starts_from_the_true_cost_equilibrium_and_keeps_rho_star_in_range() -> None:
-    game = FedPCSGame(n_clients=5, clients_per_round=2, rounds=3, acc_scale=1000.0,
-                      budget=(40.0, 20.0), n_starts=2)
+    game = FedPCSGame(n_clients=5, clients_per_round=2, rounds=3, acc_scale=1000.0, budget=(40.0, 20.0), n_starts=2)
     plan = solve_plan(game, cache=False)
     assert plan.extras["server_solver"] == "true_cost"
     rho_star = np.asarray(plan.extras["rho_star"])
@@ -177,10 +171,8 @@ def test_workers_do_not_change_the_answer(inclusion: str) -> None:
     N, K, T = 12, 3, 4
     rho0, varphi = rng.uniform(0.5, 12.0, N), rng.uniform(0.05, 0.95, N)
     v = accuracy_weights(T, gamma=GAMMA, acc_scale=KAPPA)
-    one = stackelberg_true_cost(rho0, varphi, K, T, v=v, gamma=GAMMA, rng=0, workers=1,
-                                inclusion=inclusion)  # type: ignore[arg-type]
-    two = stackelberg_true_cost(rho0, varphi, K, T, v=v, gamma=GAMMA, rng=0, workers=2,
-                                inclusion=inclusion)  # type: ignore[arg-type]
+    one = stackelberg_true_cost(rho0, varphi, K, T, v=v, gamma=GAMMA, rng=0, workers=1, inclusion=inclusion)  # type: ignore[arg-type]
+    two = stackelberg_true_cost(rho0, varphi, K, T, v=v, gamma=GAMMA, rng=0, workers=2, inclusion=inclusion)  # type: ignore[arg-type]
     np.testing.assert_array_equal(two.reward, one.reward)
     np.testing.assert_array_equal(two.mean_field.rho, one.mean_field.rho)
     assert two.evaluations == one.evaluations and two.converged == one.converged

@@ -54,8 +54,9 @@ def test_uniform_best_response_beats_direct_optimisation(seed: int) -> None:
         best = -np.inf
         with inclusion_rule("uniform"):
             for _ in range(10):
-                res = minimize(lambda z: -float(client_utility(z, *args)), rng.uniform(0, 1, inst.T),
-                               method="L-BFGS-B", bounds=[(0, 1)] * inst.T)
+                res = minimize(
+                    lambda z: -float(client_utility(z, *args)), rng.uniform(0, 1, inst.T), method="L-BFGS-B", bounds=[(0, 1)] * inst.T
+                )
                 best = max(best, -res.fun)
         assert br.utility[i] >= best - 1e-6 * max(1.0, abs(best))
         assert br.kkt_residual[i] <= 1e-7

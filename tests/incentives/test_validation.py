@@ -96,8 +96,7 @@ def test_other_entry_points_name_their_fields() -> None:
     with pytest.raises(ValueError, match=re.escape("N: must be an integer >= 1, got 0")):
         adaptive_k(30.0, 4.0, 0)
     with pytest.raises(ValueError, match=re.escape("budget[1]: must be > 0, got 0")):
-        adaptive_schedule(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 3)), 1.0, 0.5,
-                          [1.0, 0.0, 1.0])
+        adaptive_schedule(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 3)), 1.0, 0.5, [1.0, 0.0, 1.0])
     with pytest.raises(ValueError, match=re.escape("clients[0].varphi: must be in (0, 1)")):
         social_optimum([1.0], [0.0, 0.5])
     with pytest.raises(ValueError, match=re.escape("rho_max: must be >= rho_min")):

@@ -26,8 +26,7 @@ def test_social_welfare_exact_values() -> None:
     R = np.array([2.0, 1.0])
     varphi = np.array([0.5, 0.25])
     per_round = social_welfare_per_round(rho, R, varphi)
-    np.testing.assert_allclose(per_round, [(2 - 0.5) + (6 - 0.25 * 9),
-                                           (2 - 0.5 * 4) + (4 - 0.25 * 16)])
+    np.testing.assert_allclose(per_round, [(2 - 0.5) + (6 - 0.25 * 9), (2 - 0.5 * 4) + (4 - 0.25 * 16)])
     assert social_welfare(rho, R, varphi) == pytest.approx(per_round.sum())
 
 
@@ -47,10 +46,13 @@ def test_social_optimum_dominates_random_budgets_and_matches_scipy() -> None:
             rho = rng.uniform(0.01, 12.0, (n, T + 1))
             sw = social_welfare(rho, R, varphi)
             assert opt.welfare >= sw and bopt.welfare >= sw
-        ref = minimize(lambda z: -social_welfare(z.reshape(n, T + 1), R, varphi),
-                       np.full(n * (T + 1), 1.0), method="L-BFGS-B",
-                       bounds=[(0.01, 12.0)] * (n * (T + 1)),
-                       options={"ftol": 1e-15, "gtol": 1e-12})
+        ref = minimize(
+            lambda z: -social_welfare(z.reshape(n, T + 1), R, varphi),
+            np.full(n * (T + 1), 1.0),
+            method="L-BFGS-B",
+            bounds=[(0.01, 12.0)] * (n * (T + 1)),
+            options={"ftol": 1e-15, "gtol": 1e-12},
+        )
         assert bopt.welfare == pytest.approx(-ref.fun, rel=1e-8)
         assert bopt.welfare >= -ref.fun - 1e-12
 
@@ -86,8 +88,7 @@ def test_proposition4_bound_holds_when_random_welfare_is_positive() -> None:
         varphi = rng.uniform(0.01, 0.99, n)
         rho_min = rng.uniform(0.001, 1.0)
         sw_rand = welfare_random_worst(R, varphi, rho_min)
-        assert sw_rand == pytest.approx(social_welfare(np.full((n, T + 1), rho_min), R,
-                                                       varphi))
+        assert sw_rand == pytest.approx(social_welfare(np.full((n, T + 1), rho_min), R, varphi))
         if sw_rand <= 0:
             continue
         hits += 1

@@ -88,9 +88,7 @@ def test_parameter_count_is_pinned(name: str) -> None:
 
 
 @pytest.mark.parametrize(("name", "shape", "classes", "options", "expected"), OTHER_COUNTS)
-def test_other_parameter_counts(
-    name: str, shape: tuple[int, int, int], classes: int, options: dict[str, object], expected: int
-) -> None:
+def test_other_parameter_counts(name: str, shape: tuple[int, int, int], classes: int, options: dict[str, object], expected: int) -> None:
     assert count_params(build_model(name, in_shape=shape, num_classes=classes, **options)) == expected
 
 
@@ -317,9 +315,7 @@ def test_resnet_stem(shape: tuple[int, int, int], stem: str, kernel: int) -> Non
     assert all(m.num_groups == 32 for m in model.modules() if isinstance(m, nn.GroupNorm))
 
 
-@pytest.mark.parametrize(
-    ("name", "shape"), [("mcmahan_cnn", CIFAR), ("lenet5", CIFAR), ("phs_cifar_cnn", (1, 28, 28))]
-)
+@pytest.mark.parametrize(("name", "shape"), [("mcmahan_cnn", CIFAR), ("lenet5", CIFAR), ("phs_cifar_cnn", (1, 28, 28))])
 def test_first_dense_layer_follows_the_input_shape(name: str, shape: tuple[int, int, int]) -> None:
     model = build_model(name, in_shape=shape, num_classes=7)
     assert model(torch.zeros(2, *shape)).shape == (2, 7)
@@ -328,7 +324,6 @@ def test_first_dense_layer_follows_the_input_shape(name: str, shape: tuple[int, 
 def test_registry_describes_every_model() -> None:
     docs = MODELS.describe()
     assert sorted(docs) == list_models() and all(docs.values())
-
 
 
 def _layer(m: nn.Module) -> tuple[object, ...]:

@@ -29,7 +29,8 @@ needs_fmnist = pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-
 
 def tiny(**over: Any) -> dict[str, Any]:
     raw: dict[str, Any] = {
-        "name": "tiny", "seed": 0,
+        "name": "tiny",
+        "seed": 0,
         "data": {"dataset": "fashion_mnist", "max_train": 600, "max_test": 100, "partition": {"kind": "iid", "n_clients": 4}},
         "model": {"name": "logreg"},
         "train": {"rounds": 1, "clients_per_round": 2, "workers": 1, "threads": 1, "local": {"epochs": 1, "batch_size": 50, "lr": 0.1}},
@@ -79,7 +80,7 @@ def test_an_accountant_delta_of_one_over_n_or_more_is_refused_for_every_plan(tmp
         path = tmp_path / "r.yaml"
         path.write_text(json.dumps(raw))
         r = CliRunner().invoke(app, ["validate", str(path)])
-        assert r.exit_code == 2 and f"accountant.delta: must be < 1/n = 0.00667 for the largest client's n = 150 examples" in r.stderr
+        assert r.exit_code == 2 and "accountant.delta: must be < 1/n = 0.00667 for the largest client's n = 150 examples" in r.stderr
         assert f"got {delta:g}" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     ok = tiny(privacy={"kind": "zcdp_upload", "rho": 0.5}, accountant={"kind": "zcdp", "delta": 1e-3})
     assert run_one(parse_recipe(ok), tmp_path / "ok")["epsilon_max"] > 0

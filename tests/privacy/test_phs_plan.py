@@ -114,7 +114,12 @@ def test_noise_is_independent_across_steps_and_copies() -> None:
 def test_poisson_batches_have_mean_b_and_binomial_variance() -> None:
     """Check 14: realised batch sizes over many steps, mean B and variance B(1 − r)."""
     model = build_model("logreg", in_shape=(1, 2, 2), num_classes=2, seed=0)
-    tr = LocalTrainer(model=model, x=torch.zeros(600, 1, 2, 2), y=torch.zeros(600, dtype=torch.long), spec=LocalSpec(batch_size=128, lr=0.1, epochs=None, steps=1))
+    tr = LocalTrainer(
+        model=model,
+        x=torch.zeros(600, 1, 2, 2),
+        y=torch.zeros(600, dtype=torch.long),
+        spec=LocalSpec(batch_size=128, lr=0.1, epochs=None, steps=1),
+    )
     dp = _plan().dpsgd(0, 0, 600)
     sizes = np.array([b.numel() for b in tr._dp_batches(torch.arange(600), torch.Generator().manual_seed(0), 20_000, dp)])
     r = 128 / 600

@@ -196,10 +196,16 @@ def test_bad_inputs_name_the_field() -> None:
     f = lambda t: 0.5  # noqa: E731
     cases: list[tuple[Callable[[], object], str]] = [
         (lambda: leave_one_out_aggregate(ups[:1], sizes[:1], f, epsilon=1.0, rng=rng), r"uploads: M4 needs m >= 2"),
-        (lambda: random_group_aggregate(ups, sizes, f, group_size=4, epsilon=1.0, rng=rng), r"group_size: must divide the number of clients m = 6"),
+        (
+            lambda: random_group_aggregate(ups, sizes, f, group_size=4, epsilon=1.0, rng=rng),
+            r"group_size: must divide the number of clients m = 6",
+        ),
         (lambda: random_group_aggregate(ups, sizes, f, group_size=0, epsilon=1.0, rng=rng), r"group_size: must be an integer in \[1, 6\]"),
         (lambda: random_group_aggregate(ups, sizes, f, group_size=12, epsilon=1.0, rng=rng), r"group_size: must be an integer in \[1, 6\]"),
-        (lambda: random_group_aggregate(ups, sizes, [0.1, 0.2], group_size=3, epsilon=1.0, rng=rng), r"score: must be the server's callable"),  # type: ignore[arg-type]
+        (
+            lambda: random_group_aggregate(ups, sizes, [0.1, 0.2], group_size=3, epsilon=1.0, rng=rng),
+            r"score: must be the server's callable",
+        ),  # type: ignore[arg-type]
         (lambda: leave_one_out_aggregate(ups, sizes, f, epsilon=0.0, rng=rng), r"epsilon: must be > 0"),
         (lambda: leave_one_out_aggregate(ups, sizes, f, epsilon=-1.0, rng=rng), r"epsilon: must be > 0"),
         (lambda: leave_one_out_aggregate(ups, -sizes, f, epsilon=1.0, rng=rng), r"sizes\[0\]: must be > 0"),
@@ -208,8 +214,14 @@ def test_bad_inputs_name_the_field() -> None:
         (lambda: leave_one_out_aggregate(ups, sizes, [math.nan] + [0.5] * 5, epsilon=1.0, rng=rng), r"scores\[0\]: must be finite"),
         (lambda: leave_one_out_aggregate(ups, sizes, lambda t: math.nan, epsilon=1.0, rng=rng), r"score: must return a finite number"),
         (lambda: leave_one_out_aggregate(ups, sizes, f, epsilon=1.0, rng=rng, sensitivity="tight"), r"score_sensitivity: must be"),  # type: ignore[arg-type]
-        (lambda: leave_one_out_aggregate(ups[:2] + [torch.zeros(3, dtype=torch.float64)] + ups[3:], sizes, f, epsilon=1.0, rng=rng), r"uploads\[2\]: every vector must match"),
-        (lambda: select_group(ups, sizes, [[0, 1], [1, 9]], f, epsilon=1.0, rng=rng), r"groups: every member must be a position in \[0, 6\)"),
+        (
+            lambda: leave_one_out_aggregate(ups[:2] + [torch.zeros(3, dtype=torch.float64)] + ups[3:], sizes, f, epsilon=1.0, rng=rng),
+            r"uploads\[2\]: every vector must match",
+        ),
+        (
+            lambda: select_group(ups, sizes, [[0, 1], [1, 9]], f, epsilon=1.0, rng=rng),
+            r"groups: every member must be a position in \[0, 6\)",
+        ),
         (lambda: select_group(ups, sizes, [[0, 0]], f, epsilon=1.0, rng=rng), r"groups: a group lists a member twice"),
         (lambda: exponential_probabilities([0.1, 0.2], epsilon=1.0, sensitivity=0.0), r"sensitivity: must be > 0"),
         (lambda: exponential_probabilities([], epsilon=1.0, sensitivity=1.0), r"scores: must be a non-empty 1-D array"),

@@ -85,7 +85,13 @@ def test_krum_against_direct_implementation() -> None:
 
 
 def test_krum_scores_ties_and_outliers() -> None:
-    vecs = [torch.tensor([0.0, 0.0]), torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]), torch.tensor([1.0, 1.0]), torch.tensor([50.0, 50.0])]
+    vecs = [
+        torch.tensor([0.0, 0.0]),
+        torch.tensor([1.0, 0.0]),
+        torch.tensor([0.0, 1.0]),
+        torch.tensor([1.0, 1.0]),
+        torch.tensor([50.0, 50.0]),
+    ]
     # f = 1: each score sums the 5 − 1 − 2 = 2 nearest squared distances
     np.testing.assert_allclose(krum_scores(vecs, n_byzantine=1), [2.0, 2.0, 2.0, 2.0, 4802.0 + 4901.0])
     np.testing.assert_array_equal(krum_select(vecs, n_byzantine=1, multi=4), [0, 1, 2, 3])  # ties: lower first

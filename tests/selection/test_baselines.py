@@ -29,12 +29,11 @@ def _state(sizes: np.ndarray, k: int, t: int = 0) -> RoundState:
     return RoundState(t=t, k=k, sizes=sizes, theta=sizes / sizes.sum())
 
 
-def _outcome(updates: dict[int, torch.Tensor], losses: dict[int, float] | None = None,
-             extras: dict[int, dict[str, float]] | None = None) -> RoundOutcome:
+def _outcome(
+    updates: dict[int, torch.Tensor], losses: dict[int, float] | None = None, extras: dict[int, dict[str, float]] | None = None
+) -> RoundOutcome:
     clients = sorted(updates)
-    results = [
-        ClientResult(c, updates[c], (losses or {}).get(c, 1.0), 1, 10, (extras or {}).get(c, {})) for c in clients
-    ]
+    results = [ClientResult(c, updates[c], (losses or {}).get(c, 1.0), 1, 10, (extras or {}).get(c, {})) for c in clients]
     sel = Selection(indices=np.array(clients), probs=np.full(len(clients), 0.5), k=len(clients), scheme="inclusion")
     return RoundOutcome(t=0, selection=sel, results=results)
 
@@ -218,7 +217,9 @@ def test_delta_probabilities_from_known_update_vectors() -> None:
     g = {i: rng.normal(size=5) * (1 + i) for i in (0, 2, 3, 6)}
     var = {0: 0.5, 2: 0.0, 3: 2.0}  # client 6 reports none: σ² = 0
     strat = SELECTIONS.create("delta", alpha1=2.0, alpha2=0.5)
-    strat.after_round(st, _outcome({i: torch.tensor(v) for i, v in g.items()}, extras={i: {LOCAL_GRAD_VARIANCE: v} for i, v in var.items()}))
+    strat.after_round(
+        st, _outcome({i: torch.tensor(v) for i, v in g.items()}, extras={i: {LOCAL_GRAD_VARIANCE: v} for i, v in var.items()})
+    )
     seen = np.array(sorted(g))
     gbar = sum(st.theta[i] * g[i] for i in seen) / st.theta[seen].sum()
     zeta2 = np.array([np.sum((g[i] - gbar) ** 2) for i in seen])
@@ -378,7 +379,9 @@ def test_unknown_strategy_lists_the_registered_ones() -> None:
 
 @pytest.mark.parametrize("kind", ["fedcbs", "aocs", "power_of_choice"])
 def test_without_replacement_baselines_refuse_k_above_n(kind: str) -> None:
-    with pytest.raises(RecipeError, match=rf"train.clients_per_round: must be <= data.partition.n_clients \(10\) with selection '{kind}', got 11"):
+    with pytest.raises(
+        RecipeError, match=rf"train.clients_per_round: must be <= data.partition.n_clients \(10\) with selection '{kind}', got 11"
+    ):
         parse_recipe({**BASE, "train": {"clients_per_round": 11}, "selection": {"kind": kind}})
 
 
@@ -386,8 +389,9 @@ def test_build_wires_label_counts_into_fedcbs() -> None:
     x = np.random.default_rng(0).integers(0, 256, (90, 1, 4, 4), dtype=np.uint8)
     s = make_split(train_x=x, train_y=np.arange(90) % 3, test_x=x[:9], test_y=np.arange(9) % 3, classes=3, name="toy")
     data = FederatedDataset.from_split(s, partition("dirichlet", s.train.y, 5, np.random.default_rng(1), alpha=0.5, min_size=5))
-    cfg = parse_recipe({"data": {"partition": {"kind": "dirichlet", "n_clients": 5}}, "train": {"clients_per_round": 2},
-                        "selection": {"kind": "fedcbs"}})
+    cfg = parse_recipe(
+        {"data": {"partition": {"kind": "dirichlet", "n_clients": 5}}, "train": {"clients_per_round": 2}, "selection": {"kind": "fedcbs"}}
+    )
     strat = build_selection(cfg, None, data)
     assert isinstance(strat, FedCBS)
     np.testing.assert_array_equal(strat.label_counts, data.label_counts())
@@ -399,10 +403,14 @@ def test_build_wires_label_counts_into_fedcbs() -> None:
 # -- in the engine ------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("selection", "aggregation"),
-    [({"kind": "power_of_choice", "d": 4}, "fedavg"), ({"kind": "aocs"}, "importance"),
-     ({"kind": "fedcbs"}, "fedavg"), ({"kind": "delta"}, "importance"),
-     ({"kind": "power_of_choice", "losses": "current", "ties": "id", "cap": "planned"}, "mean"),
-     ({"kind": "aocs", "stale_norms": False}, "importance")],
+    [
+        ({"kind": "power_of_choice", "d": 4}, "fedavg"),
+        ({"kind": "aocs"}, "importance"),
+        ({"kind": "fedcbs"}, "fedavg"),
+        ({"kind": "delta"}, "importance"),
+        ({"kind": "power_of_choice", "losses": "current", "ties": "id", "cap": "planned"}, "mean"),
+        ({"kind": "aocs", "stale_norms": False}, "importance"),
+    ],
     ids=["power_of_choice", "aocs", "fedcbs", "delta", "pow_d_current_capped", "aocs_exact"],
 )
 def test_engine_rounds_resume_identically(selection: dict[str, object], aggregation: str) -> None:
@@ -416,11 +424,15 @@ def test_engine_rounds_resume_identically(selection: dict[str, object], aggregat
     x = g.integers(0, 256, (120, 1, 4, 4), dtype=np.uint8)
     s = make_split(train_x=x, train_y=np.arange(120) % 3, test_x=x[:12], test_y=np.arange(12) % 3, classes=3, name="toy")
     data = FederatedDataset.from_split(s, partition("dirichlet", s.train.y, 6, np.random.default_rng(1), alpha=0.5, min_size=5))
-    cfg = parse_recipe({
-        "data": {"partition": {"kind": "dirichlet", "n_clients": 6}}, "model": {"name": "logreg"},
-        "train": {"rounds": 3, "clients_per_round": 2, "threads": 1, "local": {"epochs": 1, "batch_size": 8, "lr": 0.1}},
-        "selection": selection, "aggregation": {"kind": aggregation},
-    })
+    cfg = parse_recipe(
+        {
+            "data": {"partition": {"kind": "dirichlet", "n_clients": 6}},
+            "model": {"name": "logreg"},
+            "train": {"rounds": 3, "clients_per_round": 2, "threads": 1, "local": {"epochs": 1, "batch_size": 8, "lr": 0.1}},
+            "selection": selection,
+            "aggregation": {"kind": aggregation},
+        }
+    )
     full = build_engine(cfg, data=data).engine.run(3)
     stopped = build_engine(cfg, data=data).engine
     stopped.run(2)

@@ -272,7 +272,9 @@ def test_local_trainer_picks_book_keeping_and_steps_with_the_clipped_sum() -> No
     c = float(norms.median())
     tr = LocalTrainer(model=model, x=x, y=y, spec=LocalSpec(batch_size=B, lr=1.0, epochs=None, steps=1))
     assert tr.per_example == "bk" and tr.memory_format == "contiguous"
-    res = tr.train(start, torch.arange(B), torch.Generator().manual_seed(0), DPSGD(max_grad_norm=c, noise_multiplier=0.0, sampling="shuffle"))
+    res = tr.train(
+        start, torch.arange(B), torch.Generator().manual_seed(0), DPSGD(max_grad_norm=c, noise_multiplier=0.0, sampling="shuffle")
+    )
     got = (start - res.params) * B  # one step of lr 1 on (clipped sum)/B
     flat = torch.cat([expect[k].reshape(-1) for k, _ in model.named_parameters()])
     torch.testing.assert_close(got, flat, rtol=1e-4, atol=1e-5 * float(flat.abs().max()))

@@ -39,7 +39,9 @@ def test_backend_clipped_sum_equals_the_loop(name: str, backend: str) -> None:
     c = float(norms.median())  # half the examples are clipped, half pass unchanged
     expect, _ = _loop_clipped_sum(model, x, y, c)
     tr = LocalTrainer(model=model, x=x, y=y, spec=LocalSpec(batch_size=b, lr=1.0, epochs=None, steps=1), per_example=backend)  # type: ignore[arg-type]
-    res = tr.train(start, torch.arange(b), torch.Generator().manual_seed(0), DPSGD(max_grad_norm=c, noise_multiplier=0.0, sampling="shuffle"))
+    res = tr.train(
+        start, torch.arange(b), torch.Generator().manual_seed(0), DPSGD(max_grad_norm=c, noise_multiplier=0.0, sampling="shuffle")
+    )
     got = (start - res.params).double() * b  # one step of lr 1 on (clipped sum)/B
     torch.testing.assert_close(got, expect, rtol=1e-4, atol=1e-5 * float(expect.abs().max()))
     # examples within float error of c may land on either side: allow one example

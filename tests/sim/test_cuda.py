@@ -85,8 +85,13 @@ def test_cuda_graph_steps_give_the_eager_numbers(precision: str) -> None:
         assert torch.equal(a.params, b.params) and a.train_loss == b.train_loss and a.steps == b.steps == 10
         assert not torch.equal(a.params, start)
     assert len(graphed._graphs) == 1
-    momentum = LocalTrainer(model=build_model("mcmahan_cnn", in_shape=(1, 28, 28), num_classes=10, seed=0), x=x, y=y,
-                            spec=LocalSpec(batch_size=16, lr=0.05, momentum=0.9), device="cuda")
+    momentum = LocalTrainer(
+        model=build_model("mcmahan_cnn", in_shape=(1, 28, 28), num_classes=10, seed=0),
+        x=x,
+        y=y,
+        spec=LocalSpec(batch_size=16, lr=0.05, momentum=0.9),
+        device="cuda",
+    )
     assert not momentum.graphed() and not graphed.graphed(moments=object())  # their steps are not one fixed graph
 
 
@@ -129,8 +134,15 @@ def test_cuda_dp_sgd_is_the_cpu_maths_without_noise() -> None:
 
 def _cfg(recipe: str, extra: list[str]) -> Any:
     raw = yaml.safe_load((ROOT / "recipes" / recipe).read_text())
-    smoke = ["data.max_train=1200", "data.max_test=400", "train.rounds=2", "train.eval_every=1",
-             "data.partition.n_clients=12", "train.clients_per_round=4", "train.device=cuda"]
+    smoke = [
+        "data.max_train=1200",
+        "data.max_test=400",
+        "train.rounds=2",
+        "train.eval_every=1",
+        "data.partition.n_clients=12",
+        "train.clients_per_round=4",
+        "train.device=cuda",
+    ]
     return parse_recipe(apply_overrides(raw, smoke + extra))
 
 

@@ -31,7 +31,12 @@ def smoke(**over: object) -> dict[str, object]:
     raw: dict[str, object] = {
         "name": "smoke",
         "seed": 0,
-        "data": {"dataset": "fashion_mnist", "max_train": 2000, "max_test": 500, "partition": {"kind": "dirichlet", "n_clients": 10, "alpha": 0.5, "min_size": 20}},
+        "data": {
+            "dataset": "fashion_mnist",
+            "max_train": 2000,
+            "max_test": 500,
+            "partition": {"kind": "dirichlet", "n_clients": 10, "alpha": 0.5, "min_size": 20},
+        },
         "model": {"name": "logreg"},
         "train": {"rounds": 3, "clients_per_round": 3, "local": {"epochs": 1, "batch_size": 32, "lr": 0.1}},
         "selection": {"kind": "uniform", "replace": False},
@@ -106,14 +111,24 @@ def test_accountant_records_what_was_run() -> None:
 
 
 def test_target_epsilon_is_respected_in_the_worst_case() -> None:
-    cfg = parse_recipe(smoke(privacy={"kind": "dpsgd", "target_epsilon": 4.0, "calibrate_over": "all"}, selection={"kind": "full"}, train={"rounds": 2, "clients_per_round": 10, "local": {"epochs": 1, "batch_size": 32, "lr": 0.1}}))
+    cfg = parse_recipe(
+        smoke(
+            privacy={"kind": "dpsgd", "target_epsilon": 4.0, "calibrate_over": "all"},
+            selection={"kind": "full"},
+            train={"rounds": 2, "clients_per_round": 10, "local": {"epochs": 1, "batch_size": 32, "lr": 0.1}},
+        )
+    )
     res = build_engine(cfg).engine.run(2)
     assert np.all(res.epsilons <= 4.0 + 1e-6)
     assert np.all(res.epsilons >= 4.0 * 0.95)  # every client joined every round: the budget is (almost) spent
 
 
 def _write_recipe(path: Path) -> Path:
-    raw = smoke(train={"rounds": 6, "clients_per_round": 3, "local": {"epochs": 1, "batch_size": 32, "lr": 0.1}}, privacy={"kind": "dpsgd", "noise_multiplier": 1.0}, model={"name": "mcmahan_cnn"})
+    raw = smoke(
+        train={"rounds": 6, "clients_per_round": 3, "local": {"epochs": 1, "batch_size": 32, "lr": 0.1}},
+        privacy={"kind": "dpsgd", "noise_multiplier": 1.0},
+        model={"name": "mcmahan_cnn"},
+    )
     path.write_text(yaml.safe_dump(raw))
     return path
 
@@ -126,7 +141,9 @@ def test_sigkill_then_resume_gives_the_uninterrupted_numbers(tmp_path: Path) -> 
     subprocess.run([*fedgame, "run", str(recipe), "--out", str(ref)], check=True, env=env, capture_output=True)
 
     run = tmp_path / "killed"
-    proc = subprocess.Popen([*fedgame, "run", str(recipe), "--out", str(run)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*fedgame, "run", str(recipe), "--out", str(run)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + 120
     while time.time() < deadline:
         if (run / "metrics.csv").exists() and len(read_metrics(run / "metrics.csv")) >= 2:

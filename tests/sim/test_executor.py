@@ -24,7 +24,12 @@ def smoke(**over: object) -> dict[str, object]:
     raw: dict[str, object] = {
         "name": "seam",
         "seed": 5,
-        "data": {"dataset": "fashion_mnist", "max_train": 1200, "max_test": 200, "partition": {"kind": "dirichlet", "n_clients": 8, "alpha": 0.5, "min_size": 20}},
+        "data": {
+            "dataset": "fashion_mnist",
+            "max_train": 1200,
+            "max_test": 200,
+            "partition": {"kind": "dirichlet", "n_clients": 8, "alpha": 0.5, "min_size": 20},
+        },
         "model": {"name": "logreg"},
         "train": {"rounds": 2, "clients_per_round": 3, "local": {"epochs": 1, "batch_size": 32, "lr": 0.1}},
         "selection": {"kind": "uniform", "replace": False},
@@ -83,7 +88,9 @@ def test_exact_aocs_trains_everyone_in_one_batch_and_reuses_it() -> None:
 
 
 def test_power_of_choice_asks_all_candidate_losses_at_once() -> None:
-    eng = build_engine(parse_recipe(smoke(selection={"kind": "power_of_choice", "d": 6, "losses": "current"}, aggregation={"kind": "fedavg"}))).engine
+    eng = build_engine(
+        parse_recipe(smoke(selection={"kind": "power_of_choice", "d": 6, "losses": "current"}, aggregation={"kind": "fedavg"}))
+    ).engine
     rec = wrap(eng)
     eng.run(2)
     assert [len(c) for c in rec.loss_calls] == [6, 6]

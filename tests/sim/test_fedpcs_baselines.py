@@ -201,8 +201,15 @@ def test_max_agg_weight_is_the_largest_upload_weight_eq4_blows_up_for_rare_clien
 def _smoke() -> list[str]:
     """Overrides that shrink a FedPCS recipe to a smoke run (10 clients, 3 rounds, logreg)."""
     return [
-        "data.max_train=1500", "data.max_test=300", "data.partition.n_clients=10", "model.name=logreg",
-        "train.rounds=3", "train.clients_per_round=4", "train.eval_every=3", "train.local.epochs=null", "train.local.steps=2",
+        "data.max_train=1500",
+        "data.max_test=300",
+        "data.partition.n_clients=10",
+        "model.name=logreg",
+        "train.rounds=3",
+        "train.clients_per_round=4",
+        "train.eval_every=3",
+        "train.local.epochs=null",
+        "train.local.steps=2",
         "incentive.n_starts=2",
     ]
 

@@ -161,7 +161,10 @@ def test_random_baseline_draws_uniformly_under_its_own_game() -> None:
         ({"incentive": {"kind": "fedpcs", "budget": {"start": 5, "end": 3}}}, "incentive.budget"),
         ({"incentive": {"kind": "fedpcs", "rho_min": 5, "rho_max": 1}}, "incentive.rho_min"),
         ({"train": {"rounds": 1, "clients_per_round": 4}}, "train.rounds"),
-        ({"selection": {"kind": "privacy_aware", "sampler": "pips"}, "train": {"rounds": 3, "clients_per_round": 11}}, "train.clients_per_round"),
+        (
+            {"selection": {"kind": "privacy_aware", "sampler": "pips"}, "train": {"rounds": 3, "clients_per_round": 11}},
+            "train.clients_per_round",
+        ),
     ],
 )
 def test_bad_fedpcs_recipes_name_the_field(over: dict[str, object], field: str) -> None:

@@ -13,8 +13,14 @@ import torch
 from tests.sim.test_pool import _cfg, needs_fmnist
 from fedgame.pipeline.build import build_jdp
 
-EXTRA = ["data.partition.n_clients=8", "data.validation=200", "jdp.auction.budget=4000", "train.local.batch_size=32",
-         "train.workers=1", "train.threads=1"]
+EXTRA = [
+    "data.partition.n_clients=8",
+    "data.validation=200",
+    "jdp.auction.budget=4000",
+    "train.local.batch_size=32",
+    "train.workers=1",
+    "train.threads=1",
+]
 #: per round: M4's chosen client, the uploads M5 averaged, M4's scores, the loss, test accuracy
 PINNED = [
     (3, "[0, 1, 2, 4, 5, 6, 7]", "[0.105, 0.145, 0.13, 0.165, 0.12, 0.105, 0.105, 0.105]", 2.3029344379901886, 0.16, True),

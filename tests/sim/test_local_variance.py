@@ -69,7 +69,12 @@ def test_delta_receives_local_variance_through_the_engine() -> None:
         {
             "name": "delta-smoke",
             "seed": 0,
-            "data": {"dataset": "fashion_mnist", "max_train": 1000, "max_test": 200, "partition": {"kind": "dirichlet", "n_clients": 8, "alpha": 0.5, "min_size": 20}},
+            "data": {
+                "dataset": "fashion_mnist",
+                "max_train": 1000,
+                "max_test": 200,
+                "partition": {"kind": "dirichlet", "n_clients": 8, "alpha": 0.5, "min_size": 20},
+            },
             "model": {"name": "logreg"},
             "train": {"rounds": 2, "clients_per_round": 4, "local": {"epochs": None, "steps": 3, "batch_size": 16, "lr": 0.1}},
             "selection": {"kind": "delta"},

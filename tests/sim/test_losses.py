@@ -90,9 +90,13 @@ def test_binary_records_train_with_bce_and_a_three_class_set_is_refused(tmp_path
     x = rng.normal(size=(300, 4))
     y = (x[:, 1] > 0).astype(int)
     data = {"train": (x[:240], y[:240]), "test": (x[240:], y[240:]), "groups": {"site": rng.choice(["a", "b", "c"], 240)}}
-    raw = {"data": {"dataset": "fashion_mnist", "partition": {"kind": "natural"}}, "model": {"name": "mlp"},
-           "train": {"loss": "bce_with_logits", "rounds": 2, "clients_per_round": 2, "local": {"epochs": 1, "batch_size": 16, "lr": 0.1}},
-           "selection": {"kind": "uniform"}, "aggregation": {"kind": "mean"}}
+    raw = {
+        "data": {"dataset": "fashion_mnist", "partition": {"kind": "natural"}},
+        "model": {"name": "mlp"},
+        "train": {"loss": "bce_with_logits", "rounds": 2, "clients_per_round": 2, "local": {"epochs": 1, "batch_size": 16, "lr": 0.1}},
+        "selection": {"kind": "uniform"},
+        "aggregation": {"kind": "mean"},
+    }
     summary = run_one(parse_recipe(raw), tmp_path / "run", data=data)
     assert 0.5 < summary["final_accuracy"] <= 1.0  # a separable task: better than a coin
 
@@ -122,11 +126,24 @@ def test_regression_records_train_with_mse_and_report_the_test_mse(tmp_path: Pat
         for _ in range(400):
             rooms, area, age = rng.integers(1, 6), rng.uniform(30, 200), rng.uniform(0, 80)
             w.writerow([rooms, f"{area:.1f}", f"{age:.1f}", f"{0.5 * rooms + 0.02 * area - 0.01 * age + rng.normal(0, 0.1):.3f}"])
-    raw = {"data": {"dataset": "csv", "root": str(tmp_path), "options": {"path": "houses.csv", "label": "price", "task": "regression"},
-                    "partition": {"kind": "iid", "n_clients": 4}},
-           "model": {"name": "mlp"}, "train": {"loss": "mse", "rounds": 4, "clients_per_round": 4, "eval_every": 1,
-                                               "local": {"epochs": 2, "batch_size": 16, "lr": 0.01}},
-           "selection": {"kind": "uniform"}, "aggregation": {"kind": "mean"}}
+    raw = {
+        "data": {
+            "dataset": "csv",
+            "root": str(tmp_path),
+            "options": {"path": "houses.csv", "label": "price", "task": "regression"},
+            "partition": {"kind": "iid", "n_clients": 4},
+        },
+        "model": {"name": "mlp"},
+        "train": {
+            "loss": "mse",
+            "rounds": 4,
+            "clients_per_round": 4,
+            "eval_every": 1,
+            "local": {"epochs": 2, "batch_size": 16, "lr": 0.01},
+        },
+        "selection": {"kind": "uniform"},
+        "aggregation": {"kind": "mean"},
+    }
     run_one(parse_recipe(raw), tmp_path / "run")
     import csv as c2
 
@@ -135,8 +152,14 @@ def test_regression_records_train_with_mse_and_report_the_test_mse(tmp_path: Pat
     first, last = float(rows[0]["test_loss"]), float(rows[-1]["test_loss"])
     assert math.isnan(float(rows[-1]["test_acc"])) and math.isfinite(last) and last < first  # the MSE falls
     for change, message in (
-        ({"train": {**raw["train"], "loss": "cross_entropy"}}, r"train.loss: 'cross_entropy' fits class labels, and this dataset is a regression \(float targets\); allowed: mse"),
-        ({"data": {**raw["data"], "partition": {"kind": "dirichlet", "n_clients": 4}}}, r"data.partition.kind: 'dirichlet' splits by class label"),
+        (
+            {"train": {**raw["train"], "loss": "cross_entropy"}},
+            r"train.loss: 'cross_entropy' fits class labels, and this dataset is a regression \(float targets\); allowed: mse",
+        ),
+        (
+            {"data": {**raw["data"], "partition": {"kind": "dirichlet", "n_clients": 4}}},
+            r"data.partition.kind: 'dirichlet' splits by class label",
+        ),
     ):
         cfg = parse_recipe({**raw, **change})
         with pytest.raises(ValueError, match=message):

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.skipif(not FMNIST.exists(), reason="Debian's dataset-fa
 
 def engine(clip: float, rho: float, mode: str = "paper_params"):  # type: ignore[no-untyped-def]
     raw = {
-        "name": "params", "seed": 5,
+        "name": "params",
+        "seed": 5,
         "data": {"dataset": "fashion_mnist", "max_train": 1200, "max_test": 100, "partition": {"kind": "iid", "n_clients": 6}},
         "model": {"name": "mlp"},
         "train": {"rounds": 1, "clients_per_round": 2, "workers": 1, "local": {"epochs": 1, "batch_size": 32, "lr": 0.05}},

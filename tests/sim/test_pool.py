@@ -78,8 +78,7 @@ def test_pools_do_not_fork_a_process_that_has_run_a_flower_simulation() -> None:
 
     def method(prelude: str) -> str:
         script = f"{prelude}\nfrom fedgame.core.processes import safe_start_method\nprint(safe_start_method())"
-        return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.strip()
 
     assert method("") == "fork"
     assert method("import grpc, flwr.simulation") == "fork"

@@ -102,7 +102,9 @@ def test_cuda_training_runs_on_the_device_and_returns_cpu_params() -> None:
     tr = _trainer(device="cuda")
     assert next(tr.model.parameters()).is_cuda and tr.x.is_cuda
     start = flat_params(tr.model)
-    res = tr.train(start, torch.arange(64), torch.Generator().manual_seed(0), DPSGD(max_grad_norm=1.0, noise_multiplier=1.0, sampling="shuffle"))
+    res = tr.train(
+        start, torch.arange(64), torch.Generator().manual_seed(0), DPSGD(max_grad_norm=1.0, noise_multiplier=1.0, sampling="shuffle")
+    )
     assert res.params.device.type == "cpu" and torch.isfinite(res.params).all()
 
 

@@ -46,7 +46,9 @@ def test_an_unknown_query_names_itself_and_the_known_ones() -> None:
     with pytest.raises(ValueError, match=r"query 'histogram': unknown; known queries: 'bid', 'label_counts'"):
         answer_query("histogram", view([0]))
     y = torch.tensor([0, 1, 1, 0])
-    ex = InProcessExecutor(trainer=type("T", (), {"y": y})(), model=torch.nn.Linear(1, 1), parts=[torch.arange(2), torch.arange(2, 4)], streams=Streams(seed=0))  # type: ignore[arg-type]
+    ex = InProcessExecutor(
+        trainer=type("T", (), {"y": y})(), model=torch.nn.Linear(1, 1), parts=[torch.arange(2), torch.arange(2, 4)], streams=Streams(seed=0)
+    )  # type: ignore[arg-type]
     assert ex.classes == 2 and [a.tolist() for a in ex.query("label_counts", [1, 0]) if a is not None] == [[1, 1], [1, 1]]
     with pytest.raises(ValueError, match=r"query 'histogram': unknown; known queries: 'bid', 'label_counts'"):
         ex.query("histogram", [0])
@@ -54,12 +56,21 @@ def test_an_unknown_query_names_itself_and_the_known_ones() -> None:
 
 def qidpfl(**over: Any) -> dict[str, Any]:
     raw: dict[str, Any] = {
-        "name": "q", "seed": 0,
-        "data": {"dataset": "fashion_mnist", "max_train": 1200, "max_test": 100, "partition": {"kind": "dirichlet", "n_clients": 6, "alpha": 0.5}},
-        "model": {"name": "logreg"}, "train": {"rounds": 2, "clients_per_round": 3, "local": {"epochs": 1, "batch_size": 32, "lr": 0.01}},
-        "selection": {"kind": "participants"}, "aggregation": {"kind": "mean"},
+        "name": "q",
+        "seed": 0,
+        "data": {
+            "dataset": "fashion_mnist",
+            "max_train": 1200,
+            "max_test": 100,
+            "partition": {"kind": "dirichlet", "n_clients": 6, "alpha": 0.5},
+        },
+        "model": {"name": "logreg"},
+        "train": {"rounds": 2, "clients_per_round": 3, "local": {"epochs": 1, "batch_size": 32, "lr": 0.01}},
+        "selection": {"kind": "participants"},
+        "aggregation": {"kind": "mean"},
         "privacy": {"kind": "zcdp_upload", "rho": "game", "clip": 1.0, "mode": "paper_update"},
-        "accountant": {"kind": "zcdp", "delta": 1e-5}, "incentive": {"kind": "qidpfl", "keep_fraction": 0.5},
+        "accountant": {"kind": "zcdp", "delta": 1e-5},
+        "incentive": {"kind": "qidpfl", "keep_fraction": 0.5},
     }
     raw.update(over)
     return raw
@@ -76,11 +87,25 @@ def test_in_process_answers_equal_the_servers_copy() -> None:
 @needs_fmnist
 def test_bids_equal_the_costs_of_the_jdp_auction() -> None:
     raw = {
-        "name": "jdp_bids", "seed": 3,
-        "data": {"dataset": "fashion_mnist", "max_train": 600, "max_test": 100, "validation": 100, "partition": {"kind": "iid", "n_clients": 5}},
-        "model": {"name": "logreg"}, "train": {"rounds": 1, "local": {"epochs": None, "steps": 1, "batch_size": 32, "lr": 0.01}},
-        "selection": {"kind": "full"}, "privacy": {"kind": "none"}, "accountant": {"kind": "rdp", "delta": 1e-5},
-        "jdp": {"aggregator": "fedavg", "attack": {"kind": "none"}, "auction": {"mechanism": "M2", "budget": 1e6, "cost_low": 1, "cost_high": 50}},
+        "name": "jdp_bids",
+        "seed": 3,
+        "data": {
+            "dataset": "fashion_mnist",
+            "max_train": 600,
+            "max_test": 100,
+            "validation": 100,
+            "partition": {"kind": "iid", "n_clients": 5},
+        },
+        "model": {"name": "logreg"},
+        "train": {"rounds": 1, "local": {"epochs": None, "steps": 1, "batch_size": 32, "lr": 0.01}},
+        "selection": {"kind": "full"},
+        "privacy": {"kind": "none"},
+        "accountant": {"kind": "rdp", "delta": 1e-5},
+        "jdp": {
+            "aggregator": "fedavg",
+            "attack": {"kind": "none"},
+            "auction": {"mechanism": "M2", "budget": 1e6, "cost_low": 1, "cost_high": 50},
+        },
     }
     built = build_jdp(parse_recipe(raw))
     engine = build_engine(parse_recipe({k: v for k, v in raw.items() if k != "jdp"})).engine

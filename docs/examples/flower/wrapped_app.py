@@ -61,8 +61,10 @@ def train(msg: Message, context: Context) -> Message:
     for _ in range(10):  # full-batch gradient descent on the squared loss
         w -= 0.1 * x.T @ (x @ w - y) / len(y)
     loss = float(np.mean((x @ w - y) ** 2))
-    return Message(RecordDict({"arrays": ArrayRecord({"w": Array(w)}),
-                               "metrics": MetricRecord({"num-examples": len(y), "train-loss": loss})}), reply_to=msg)
+    return Message(
+        RecordDict({"arrays": ArrayRecord({"w": Array(w)}), "metrics": MetricRecord({"num-examples": len(y), "train-loss": loss})}),
+        reply_to=msg,
+    )
 
 
 # -- the user's ServerApp, FedAvg wrapped ------------------------------------------------------------
@@ -80,13 +82,16 @@ def main(grid: Grid, context: Context) -> None:
         seed=0,
         log_path=os.environ.get("FEDGAME_WRAP_LOG"),
     )
-    result = strategy.start(grid=grid, initial_arrays=ArrayRecord({"w": Array(np.zeros(FEATURES))}),
-                            num_rounds=ROUNDS, train_config=ConfigRecord({"lr": 0.1}))
+    result = strategy.start(
+        grid=grid, initial_arrays=ArrayRecord({"w": Array(np.zeros(FEATURES))}), num_rounds=ROUNDS, train_config=ConfigRecord({"lr": 0.1})
+    )
     out = os.environ.get("FEDGAME_WRAP_OUT")
     if out:  # what the docs' test reads back
-        Path(out).write_text(json.dumps({"w": result.arrays["w"].numpy().tolist(),
-                                         "nodes": strategy.nodes,
-                                         "rounds": [r.to_json() for r in strategy.records]}))
+        Path(out).write_text(
+            json.dumps(
+                {"w": result.arrays["w"].numpy().tolist(), "nodes": strategy.nodes, "rounds": [r.to_json() for r in strategy.records]}
+            )
+        )
     for r in strategy.records:
         print(f"round {r.round}: drew {r.draws}, weights {r.weights}, paid {r.payments}, ε {r.epsilon}")
 
@@ -94,5 +99,9 @@ def main(grid: Grid, context: Context) -> None:
 if __name__ == "__main__":
     from flwr.simulation import run_simulation
 
-    run_simulation(server_app=server_app, client_app=client_app, num_supernodes=len(NODE_SIZES),
-                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}})
+    run_simulation(
+        server_app=server_app,
+        client_app=client_app,
+        num_supernodes=len(NODE_SIZES),
+        backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}},
+    )

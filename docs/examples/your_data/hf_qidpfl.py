@@ -40,8 +40,10 @@ def hf_fashion_mnist(n_train: int | None, n_test: int | None) -> tuple[Any, Any]
         y = idx(FMNIST / labels)[:n].astype(np.int64)
         return Dataset.from_dict({"x": x, "label": y})
 
-    return (part("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", n_train),
-            part("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz", n_test))
+    return (
+        part("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", n_train),
+        part("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz", n_test),
+    )
 
 
 def run(out: str | Path, *, smoke: bool = False, seed: int = 0) -> dict[str, Any]:

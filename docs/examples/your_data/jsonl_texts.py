@@ -68,7 +68,11 @@ class JSONLTexts(Dataset):
         labels = sorted({r["label"] for r in train + test})
         code = {lab: i for i, lab in enumerate(labels)}
         return split_from_arrays(
-            train_x=encode(train), train_y=[code[r["label"]] for r in train],
-            test_x=encode(test), test_y=[code[r["label"]] for r in test],
-            name="jsonl_texts", classes=len(labels), groups={"speaker": [r["speaker"] for r in train]},
+            train_x=encode(train),
+            train_y=[code[r["label"]] for r in train],
+            test_x=encode(test),
+            test_y=[code[r["label"]] for r in test],
+            name="jsonl_texts",
+            classes=len(labels),
+            groups={"speaker": [r["speaker"] for r in train]},
         )

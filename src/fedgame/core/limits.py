@@ -51,8 +51,10 @@ def check_memory(need: int, *, field: str, what: str) -> None:
     """Refuse (:class:`ValueError`, one line) when ``need`` bytes exceed :func:`available_memory`."""
     have = available_memory()
     if need > have:
-        raise ValueError(f"{field}: {what} needs about {_gb(need)} of memory (an estimate), more than the "
-                         f"{_gb(have)} available here; solve a smaller problem")
+        raise ValueError(
+            f"{field}: {what} needs about {_gb(need)} of memory (an estimate), more than the "
+            f"{_gb(have)} available here; solve a smaller problem"
+        )
 
 
 def _count(raw: Mapping[str, Any], key: str) -> int:
@@ -96,6 +98,7 @@ def check_time(seconds: float, limit: float | None, *, field: str, what: str) ->
     """Refuse (:class:`ValueError`, one line) a computation whose estimated ``seconds`` exceed
     ``limit`` (None: no limit), naming the field and how to raise the limit."""
     if limit is not None and seconds > limit:
-        raise ValueError(f"{field}: {what} would take about {seconds / 60:,.0f} min (an estimate), over the "
-                         f"--time-limit of {limit:g} s; raise --time-limit or solve a smaller instance")
-
+        raise ValueError(
+            f"{field}: {what} would take about {seconds / 60:,.0f} min (an estimate), over the "
+            f"--time-limit of {limit:g} s; raise --time-limit or solve a smaller instance"
+        )

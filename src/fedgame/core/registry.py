@@ -60,8 +60,10 @@ class Registry(Generic[T]):
             if inspect.isclass(factory):  # the registered name is the class's name: said once, here
                 own = vars(factory).get("name")
                 if own is not None and own != name:
-                    raise TypeError(f"{self.kind} {name!r}: {factory.__name__}.name is {own!r}; leave it out "
-                                    "(registration sets it to the registered name)")
+                    raise TypeError(
+                        f"{self.kind} {name!r}: {factory.__name__}.name is {own!r}; leave it out "
+                        "(registration sets it to the registered name)"
+                    )
                 setattr(factory, "name", name)
             self._items[name] = factory
             first = (doc or factory.__doc__ or "").strip().splitlines()
@@ -84,9 +86,7 @@ class Registry(Generic[T]):
             raise TypeError(f"{self.kind} {name!r}: {factory.__name__}.Config must be a pydantic BaseModel")
         field = cfg.model_fields.get("kind")
         if field is None or field.default != name:
-            raise TypeError(
-                f"{self.kind} {name!r}: {factory.__name__}.Config needs a field kind: Literal[{name!r}] = {name!r}"
-            )
+            raise TypeError(f"{self.kind} {name!r}: {factory.__name__}.Config needs a field kind: Literal[{name!r}] = {name!r}")
         if not callable(getattr(factory, "from_config", None)):
             raise TypeError(f"{self.kind} {name!r}: {factory.__name__} has a Config but no from_config(cfg, ctx)")
         self._check_default_build(name, factory, cfg)
@@ -113,8 +113,9 @@ class Registry(Generic[T]):
             unknown: set[str] = set()
         else:
             unknown = fields - {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-        needed = {p.name for p in params if p.default is inspect.Parameter.empty
-                  and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - fields
+        needed = {
+            p.name for p in params if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        } - fields
         if unknown or needed:
             what = "; ".join(
                 ([f"Config field{'s' if len(unknown) > 1 else ''} {', '.join(sorted(unknown))} not taken by __init__"] if unknown else [])

@@ -88,9 +88,7 @@ class ArrayDataset:
             if not np.isfinite(y).all():
                 raise ValueError(f"{self.name}.y: regression targets must be finite, got {int((~np.isfinite(y)).sum())} non-finite")
         elif y.size and (int(y.min()) < 0 or int(y.max()) >= self.classes):
-            raise ValueError(
-                f"{self.name}.y: labels must be in [0, {self.classes - 1}], got range [{int(y.min())}, {int(y.max())}]"
-            )
+            raise ValueError(f"{self.name}.y: labels must be in [0, {self.classes - 1}], got range [{int(y.min())}, {int(y.max())}]")
 
     def __len__(self) -> int:
         return int(self.y.shape[0])

@@ -141,8 +141,14 @@ def _idx_spec(
     files = idx_file_names()
     return _Spec(
         info=DatasetInfo(
-            name=name, description=description, shape=(1, 28, 28), classes=10, train_size=train, test_size=test,
-            files=tuple(f + ".gz" for f in files), source=source,
+            name=name,
+            description=description,
+            shape=(1, 28, 28),
+            classes=10,
+            train_size=train,
+            test_size=test,
+            files=tuple(f + ".gz" for f in files),
+            source=source,
         ),
         locate=lambda root, kw: find_dataset_dir(root, dataset=name, files=files, subdirs=subdirs, gz=True),
         read=lambda d, kw: (reader(d), 10),
@@ -158,7 +164,10 @@ def _emnist_split(kw: Mapping[str, Any]) -> str:
 
 
 def _emnist_files(split: str) -> tuple[str, ...]:
-    return tuple(f"emnist-{split}-{f}" for f in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "test-images-idx3-ubyte", "test-labels-idx1-ubyte"))
+    return tuple(
+        f"emnist-{split}-{f}"
+        for f in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "test-images-idx3-ubyte", "test-labels-idx1-ubyte")
+    )
 
 
 def _locate_image_folder(root: Path, kw: Mapping[str, Any]) -> Path:
@@ -235,8 +244,14 @@ _SPECS: dict[str, _Spec] = {
     ),
     "cifar10": _Spec(
         info=DatasetInfo(
-            name="cifar10", description="CIFAR-10 (python pickle batches)", shape=(3, 32, 32), classes=10,
-            train_size=50000, test_size=10000, files=CIFAR10_FILES, source="https://www.cs.toronto.edu/~kriz/cifar.html",
+            name="cifar10",
+            description="CIFAR-10 (python pickle batches)",
+            shape=(3, 32, 32),
+            classes=10,
+            train_size=50000,
+            test_size=10000,
+            files=CIFAR10_FILES,
+            source="https://www.cs.toronto.edu/~kriz/cifar.html",
         ),
         locate=lambda root, kw: find_dataset_dir(root, dataset="cifar10", files=CIFAR10_FILES, subdirs=("cifar-10-batches-py",)),
         read=lambda d, kw: (read_cifar10(d), 10),
@@ -248,9 +263,15 @@ _SPECS: dict[str, _Spec] = {
     ),
     "cifar100": _Spec(
         info=DatasetInfo(
-            name="cifar100", description="CIFAR-100 (python pickles); labels= fine (100 classes, default) or coarse (20)",
-            shape=(3, 32, 32), classes=100, train_size=50000, test_size=10000, files=CIFAR100_FILES,
-            source="https://www.cs.toronto.edu/~kriz/cifar.html", options={"labels": "fine"},
+            name="cifar100",
+            description="CIFAR-100 (python pickles); labels= fine (100 classes, default) or coarse (20)",
+            shape=(3, 32, 32),
+            classes=100,
+            train_size=50000,
+            test_size=10000,
+            files=CIFAR100_FILES,
+            source="https://www.cs.toronto.edu/~kriz/cifar.html",
+            options={"labels": "fine"},
         ),
         locate=lambda root, kw: find_dataset_dir(root, dataset="cifar100", files=CIFAR100_FILES, subdirs=("cifar-100-python",)),
         read=lambda d, kw: (
@@ -265,8 +286,14 @@ _SPECS: dict[str, _Spec] = {
     ),
     "svhn": _Spec(
         info=DatasetInfo(
-            name="svhn", description="SVHN cropped digits (MATLAB .mat)", shape=(3, 32, 32), classes=10,
-            train_size=73257, test_size=26032, files=SVHN_FILES, source="http://ufldl.stanford.edu/housenumbers/",
+            name="svhn",
+            description="SVHN cropped digits (MATLAB .mat)",
+            shape=(3, 32, 32),
+            classes=10,
+            train_size=73257,
+            test_size=26032,
+            files=SVHN_FILES,
+            source="http://ufldl.stanford.edu/housenumbers/",
         ),
         locate=lambda root, kw: find_dataset_dir(root, dataset="svhn", files=SVHN_FILES, subdirs=("svhn", "SVHN")),
         read=lambda d, kw: (read_svhn(d), 10),
@@ -280,7 +307,12 @@ _SPECS: dict[str, _Spec] = {
             name="image_folder",
             description="your images: <root>/<class_name>/*.png|jpg (or <root>/train/... and <root>/test/...); "
             "options test_fraction=0.2, seed=0, size=(H, W), mode='L'|'RGB'",
-            shape=None, classes=None, train_size=None, test_size=None, files=("<class_name>/*.png|jpg",), source="local",
+            shape=None,
+            classes=None,
+            train_size=None,
+            test_size=None,
+            files=("<class_name>/*.png|jpg",),
+            source="local",
             options={"test_fraction": 0.2, "seed": 0, "size": None, "mode": None},
         ),
         locate=_locate_image_folder,
@@ -383,8 +415,15 @@ _load_cached = functools.lru_cache(maxsize=_CACHE_SIZE)(_load_resolved)
 def _split(name: str, folder: Path, read: _Raw, rows: tuple[int | None, int | None]) -> DatasetSplit:
     raw, classes, stats = read
     split = make_split(
-        train_x=raw.train_x, train_y=raw.train_y, test_x=raw.test_x, test_y=raw.test_y, classes=classes, name=name,
-        max_train=rows[0], max_test=rows[1], stats=stats,
+        train_x=raw.train_x,
+        train_y=raw.train_y,
+        test_x=raw.test_x,
+        test_y=raw.test_y,
+        classes=classes,
+        name=name,
+        max_train=rows[0],
+        max_test=rows[1],
+        stats=stats,
     )
     log.info("loaded %s from %s: %d train, %d test, shape %s", name, folder, len(split.train), len(split.test), split.train.shape)
     return split

@@ -169,7 +169,9 @@ def _path(path: str, root: str | None, what: str) -> Path:
     if not p.is_absolute() and root:
         p = Path(root).expanduser() / p
     if not p.is_file():
-        raise FileNotFoundError(f"{what}: no such file {str(p)!r}" + ("" if root else " (a relative path is taken from data.root, else the working folder)"))
+        raise FileNotFoundError(
+            f"{what}: no such file {str(p)!r}" + ("" if root else " (a relative path is taken from data.root, else the working folder)")
+        )
     return p
 
 
@@ -249,7 +251,8 @@ def _head(split: DatasetSplit, max_train: int | None, max_test: int | None) -> D
     return DatasetSplit(
         train=ArrayDataset(x=tr.x[:max_train], y=tr.y[:max_train], classes=tr.classes, name=tr.name),
         test=ArrayDataset(x=te.x[:max_test], y=te.y[:max_test], classes=te.classes, name=te.name),
-        mean=split.mean, std=split.std,
+        mean=split.mean,
+        std=split.std,
         groups={k: group_codes(g[:max_train], f"{tr.name}.groups[{k!r}]")[0] for k, g in split.groups.items()},
     )
 
@@ -323,7 +326,9 @@ class CSVRecords(Dataset):
                     out[:, j] = np.array([float(v) if str(v).strip() else np.nan for v in rows[:, col]])
                 except ValueError:
                     i = next(i for i, v in enumerate(rows[:, col]) if not _is_number(v))
-                    raise ValueError(f"data.options.features: column {features[j]!r} of the {what} split holds {rows[i, col]!r}, not a number") from None
+                    raise ValueError(
+                        f"data.options.features: column {features[j]!r} of the {what} split holds {rows[i, col]!r}, not a number"
+                    ) from None
             bad = ~np.isfinite(out)
             if bad.any():
                 i, j = (int(v) for v in np.argwhere(bad)[0])
@@ -350,8 +355,13 @@ class CSVRecords(Dataset):
                 classes = c.classes
         groups = {g: train_rows[:, header.index(g)].astype(str) for g in c.groups}
         split = split_from_arrays(
-            train_x=numbers(train_rows, "training"), train_y=y[: len(train_rows)], test_x=numbers(test_rows, "test"),
-            test_y=y[len(train_rows):], name=Path(c.path).stem, classes=classes, groups=groups,
+            train_x=numbers(train_rows, "training"),
+            train_y=y[: len(train_rows)],
+            test_x=numbers(test_rows, "test"),
+            test_y=y[len(train_rows) :],
+            name=Path(c.path).stem,
+            classes=classes,
+            groups=groups,
         )
         return _head(split, max_train, max_test)
 
@@ -387,10 +397,17 @@ class NPZArrays(Dataset):
         need = ("x_train", "y_train", "x_test", "y_test")
         missing = [k for k in need if k not in arrays]
         if missing:
-            raise ValueError(f"data.options.path: {path} lacks array {missing[0]!r}; it needs {', '.join(need)} (and optional group_<name>)")
+            raise ValueError(
+                f"data.options.path: {path} lacks array {missing[0]!r}; it needs {', '.join(need)} (and optional group_<name>)"
+            )
         groups = {k.removeprefix("group_"): v for k, v in arrays.items() if k.startswith("group_")}
         split = split_from_arrays(
-            train_x=arrays["x_train"], train_y=arrays["y_train"], test_x=arrays["x_test"], test_y=arrays["y_test"],
-            name=path.stem, classes=self.cfg.classes, groups=groups,
+            train_x=arrays["x_train"],
+            train_y=arrays["y_train"],
+            test_x=arrays["x_test"],
+            test_y=arrays["y_test"],
+            name=path.stem,
+            classes=self.cfg.classes,
+            groups=groups,
         )
         return _head(split, max_train, max_test)

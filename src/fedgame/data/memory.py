@@ -57,7 +57,9 @@ def as_split(data: Any, *, name: str = "memory") -> DatasetSplit:
         if unknown or "train" not in data or "test" not in data:
             raise ValueError(f"data: a mapping needs keys train and test (and optional groups, classes), got {sorted(data)}")
         (tx, ty), (ex, ey) = _xy(data["train"], "train"), _xy(data["test"], "test")
-        return split_from_arrays(train_x=tx, train_y=ty, test_x=ex, test_y=ey, name=name, classes=data.get("classes"), groups=data.get("groups"))
+        return split_from_arrays(
+            train_x=tx, train_y=ty, test_x=ex, test_y=ey, name=name, classes=data.get("classes"), groups=data.get("groups")
+        )
     if isinstance(data, tuple | list) and len(data) == 2:
         train, test = data
         if _is_hf(train) and _is_hf(test):

@@ -114,9 +114,7 @@ def _check_float(name: str, value: Any, *, lo: float, hi: float | None = None, l
 
 def _check_rng(rng: Any) -> np.random.Generator:
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(
-            f"partition.rng: must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), got {type(rng).__name__}"
-        )
+        raise TypeError(f"partition.rng: must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), got {type(rng).__name__}")
     return rng
 
 
@@ -405,9 +403,7 @@ _KINDS: dict[str, tuple[Callable[..., list[np.ndarray]], frozenset[str], frozens
 PARTITION_KINDS: tuple[str, ...] = tuple(_KINDS)
 
 
-def partition(
-    kind: str, labels: np.ndarray, n_clients: int, rng: np.random.Generator, **params: Any
-) -> list[np.ndarray]:
+def partition(kind: str, labels: np.ndarray, n_clients: int, rng: np.random.Generator, **params: Any) -> list[np.ndarray]:
     """Partition ``labels``' indices among ``n_clients`` with partitioner ``kind``.
 
     >>> import numpy as np

@@ -65,11 +65,7 @@ class DatasetNotFoundError(FileNotFoundError):
         self.files = tuple(files)
         self.searched = tuple(searched)
         self.hint = hint
-        msg = (
-            f"dataset {dataset!r} not found: looked for {', '.join(self.files)} in "
-            + "; ".join(self.searched)
-            + "."
-        )
+        msg = f"dataset {dataset!r} not found: looked for {', '.join(self.files)} in " + "; ".join(self.searched) + "."
         if hint:
             msg += "\n" + hint
         super().__init__(msg)
@@ -105,9 +101,7 @@ def _present(folder: Path, name: str, *, gz: bool) -> Path | None:
     return None
 
 
-def find_dataset_dir(
-    root: str | Path, *, dataset: str, files: Sequence[str], subdirs: Sequence[str] = (), gz: bool = False
-) -> Path:
+def find_dataset_dir(root: str | Path, *, dataset: str, files: Sequence[str], subdirs: Sequence[str] = (), gz: bool = False) -> Path:
     """The first of ``root`` and ``root/<subdir>`` that holds every name in ``files``.
 
     With ``gz=True`` each file may also be present as ``<name>.gz``. Raises
@@ -231,9 +225,7 @@ def idx_file_names(prefix: str = "") -> tuple[str, ...]:
     return tuple(prefix + f for f in _IDX_FILES)
 
 
-def _read_idx_dataset(
-    root: str | Path, *, dataset: str, prefix: str, subdirs: Sequence[str], transpose: bool
-) -> RawSplit:
+def _read_idx_dataset(root: str | Path, *, dataset: str, prefix: str, subdirs: Sequence[str], transpose: bool) -> RawSplit:
     names = idx_file_names(prefix)
     folder = find_dataset_dir(root, dataset=dataset, files=names, subdirs=subdirs, gz=True)
     paths = [_file(folder, n, gz=True) for n in names]
@@ -338,9 +330,7 @@ def _cifar_batch(path: Path, label_key: str) -> tuple[np.ndarray, np.ndarray]:
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
         raise DatasetFormatError(f"{path}: b'data' must be uint8 (N, 3072), got {data.dtype} {data.shape}")
     if labels.ndim != 1 or labels.shape[0] != data.shape[0] or not np.issubdtype(labels.dtype, np.integer):
-        raise DatasetFormatError(
-            f"{path}: b{label_key!r} must hold {data.shape[0]} integer labels, got {labels.dtype} {labels.shape}"
-        )
+        raise DatasetFormatError(f"{path}: b{label_key!r} must hold {data.shape[0]} integer labels, got {labels.dtype} {labels.shape}")
     return data.reshape(-1, 3, 32, 32), labels.astype(np.int64)
 
 

@@ -116,8 +116,15 @@ def silo_report(split: DatasetSplit, *, node: int) -> SiloReport:
     tr = split.train
     counts = np.bincount(tr.y, minlength=tr.classes).astype(np.int64) if tr.classes else np.zeros(0, dtype=np.int64)
     return SiloReport(
-        node=int(node), n_examples=len(tr), n_test=len(split.test), label_counts=counts, classes=tr.classes,
-        kind=tr.kind, shape=tr.shape, fingerprint=split.fingerprint, name=split.name,
+        node=int(node),
+        n_examples=len(tr),
+        n_test=len(split.test),
+        label_counts=counts,
+        classes=tr.classes,
+        kind=tr.kind,
+        shape=tr.shape,
+        fingerprint=split.fingerprint,
+        name=split.name,
     )
 
 
@@ -139,7 +146,8 @@ def check_agreement(reports: Sequence[SiloReport], clients: Sequence[int] | None
             said = "; ".join(f"{_describe(v)} at node(s) {', '.join(who)}" for v, who in groups.items())
             hint = (
                 " (give the dataset's classes in data.options, e.g. classes: K for csv/npz, when a silo lacks the top labels)"
-                if what == "number of classes" else ""
+                if what == "number of classes"
+                else ""
             )
             raise ValueError(f"silo nodes disagree on the {what}: {said}; every node's data must have the same{hint}")
 
@@ -225,8 +233,11 @@ class SiloDataset(FederatedDataset):
                 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
                 return torch.from_numpy(a)
 
-        return view(self.train.x), view(np.ascontiguousarray(self.train.y)), view(np.ascontiguousarray(self.test.x)), view(
-            np.ascontiguousarray(self.test.y)
+        return (
+            view(self.train.x),
+            view(np.ascontiguousarray(self.train.y)),
+            view(np.ascontiguousarray(self.test.x)),
+            view(np.ascontiguousarray(self.test.y)),
         )
 
     def summary(self) -> dict[str, Any]:

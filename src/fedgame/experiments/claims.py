@@ -28,8 +28,21 @@ from scipy import stats
 from fedgame.pipeline.results import finished_runs
 from fedgame.pipeline.store import atomic_write_text
 
-__all__ = ["ALPHA", "COLUMNS", "ORDERINGS", "Decision", "Gap", "all_hold", "decide", "gap", "holm", "read_orderings", "read_runs",
-           "rule_note", "write_orderings"]
+__all__ = [
+    "ALPHA",
+    "COLUMNS",
+    "ORDERINGS",
+    "Decision",
+    "Gap",
+    "all_hold",
+    "decide",
+    "gap",
+    "holm",
+    "read_orderings",
+    "read_runs",
+    "rule_note",
+    "write_orderings",
+]
 
 #: one-sided level of every ordering claim
 ALPHA = 0.05
@@ -50,8 +63,7 @@ def read_runs(folder: str | Path, key: str = "final_accuracy") -> dict[int, floa
             continue
         seed = int(s["seed"])
         if seed in out:
-            raise ValueError(f"runs: two runs with seed {seed} under {folder} ({where[seed]} and {run.dir}); "
-                             "point at one cell's folder")
+            raise ValueError(f"runs: two runs with seed {seed} under {folder} ({where[seed]} and {run.dir}); point at one cell's folder")
         out[seed], where[seed] = float(s[key]), run.dir
     if not out:
         raise ValueError(f"runs: no summary.json with {key!r} under {folder}")
@@ -90,14 +102,17 @@ class Gap:
 
     def markdown(self, a: str, b: str, *, scale: float = 100.0, unit: str = " points") -> str:
         """A two-row table and the claim line, accuracies in percent by default."""
-        return "\n".join([
-            "| runs | mean ± std | seeds |", "|---|---|---|",
-            f"| {a} | {scale * self.a_mean:.2f} ± {scale * self.a_std:.2f} | {' '.join(map(str, self.a_seeds))} |",
-            f"| {b} | {scale * self.b_mean:.2f} ± {scale * self.b_std:.2f} | {' '.join(map(str, self.b_seeds))} |",
-            "",
-            f"{a} > {b}: difference {self.decision.line(scale=scale, unit=unit, verdict=False) if self.decision else ''}: "
-            f"**{self.verdict}** (one-sided test at p < {ALPHA}; 95 % interval in brackets).",
-        ])
+        return "\n".join(
+            [
+                "| runs | mean ± std | seeds |",
+                "|---|---|---|",
+                f"| {a} | {scale * self.a_mean:.2f} ± {scale * self.a_std:.2f} | {' '.join(map(str, self.a_seeds))} |",
+                f"| {b} | {scale * self.b_mean:.2f} ± {scale * self.b_std:.2f} | {' '.join(map(str, self.b_seeds))} |",
+                "",
+                f"{a} > {b}: difference {self.decision.line(scale=scale, unit=unit, verdict=False) if self.decision else ''}: "
+                f"**{self.verdict}** (one-sided test at p < {ALPHA}; 95 % interval in brackets).",
+            ]
+        )
 
 
 @dataclass(frozen=True)
@@ -130,16 +145,23 @@ class Decision:
         if self.test == "none":
             return f"{scale * self.diff:+{spec}}{unit}" + (f": {self.verdict}" if verdict else "")
         p = f"p = {self.p:.3g}" + (" Holm-adjusted" if self.adjusted else "") + self._reverse("; B > A: p = ")
-        return (f"{scale * self.diff:+{spec}}{unit} [{scale * self.ci_low:{spec}}, {scale * self.ci_high:{spec}}] "
-                f"({self.test}, {self._n()}, df {self.df:.3g}, {p})" + (f": {self.verdict}" if verdict else ""))
+        return (
+            f"{scale * self.diff:+{spec}}{unit} [{scale * self.ci_low:{spec}}, {scale * self.ci_high:{spec}}] "
+            f"({self.test}, {self._n()}, df {self.df:.3g}, {p})" + (f": {self.verdict}" if verdict else "")
+        )
 
     def cells(self, *, scale: float = 1.0, spec: str = ".2f") -> list[str]:
         """The cells of :data:`COLUMNS` for a table of orderings: difference, 95 % interval, test
         (with n and df), one-sided p (Holm-adjusted where the decision is) and the verdict."""
         if self.test == "none":
             return [f"{scale * self.diff:+{spec}}", "—", "none", "—", self.verdict]
-        return [f"{scale * self.diff:+{spec}}", f"[{scale * self.ci_low:{spec}}, {scale * self.ci_high:{spec}}]",
-                f"{self.test}, {self._n()}, df {self.df:.3g}", f"{self.p:.3g}" + self._reverse(" (B > A: ", ")"), self.verdict]
+        return [
+            f"{scale * self.diff:+{spec}}",
+            f"[{scale * self.ci_low:{spec}}, {scale * self.ci_high:{spec}}]",
+            f"{self.test}, {self._n()}, df {self.df:.3g}",
+            f"{self.p:.3g}" + self._reverse(" (B > A: ", ")"),
+            self.verdict,
+        ]
 
     def _reverse(self, before: str, after: str = "") -> str:
         """The one-sided p of B > A, which is what decides a "fails": printed only then."""
@@ -178,8 +200,7 @@ def decide(a: dict[int, float], b: dict[int, float], *, alpha: float = ALPHA) ->
         na, nb, n = len(xa), len(xb), 0
         if na < 2 or nb < 2:
             diff = (sum(xa) / na if na else math.nan) - (sum(xb) / nb if nb else math.nan)
-            return Decision("none", na, nb, 0, diff, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan,
-                            "not decided (one seed)")
+            return Decision("none", na, nb, 0, diff, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, "not decided (one seed)")
         ma, sa, _ = _mean_se(xa)
         mb, sb, _ = _mean_se(xb)
         m = ma - mb
@@ -218,8 +239,21 @@ def holm(decisions: list[Decision], *, alpha: float = ALPHA) -> list[Decision]:
     out = list(decisions)
     for k, i in enumerate(live):
         d = decisions[i]
-        out[i] = Decision(d.test, d.n_a, d.n_b, d.n_pairs, d.diff, d.ci_low, d.ci_high, d.t, d.df, p_adj[k], r_adj[k],
-                          _verdict_of(p_adj[k], r_adj[k], alpha), adjusted=True)
+        out[i] = Decision(
+            d.test,
+            d.n_a,
+            d.n_b,
+            d.n_pairs,
+            d.diff,
+            d.ci_low,
+            d.ci_high,
+            d.t,
+            d.df,
+            p_adj[k],
+            r_adj[k],
+            _verdict_of(p_adj[k], r_adj[k], alpha),
+            adjusted=True,
+        )
     return out
 
 
@@ -241,13 +275,14 @@ def rule_note(decisions: list[Decision], where: str = "table", unit: str = "poin
     """The sentence a page prints with its orderings: the rule of :func:`decide`, the unit of
     the differences and Holm's family (the orderings ``decisions`` of this ``where``)."""
     m = sum(d.test != "none" and math.isfinite(d.p) for d in decisions)  # the family holm() adjusts
-    family = (f"Holm-adjusted over the {m} orderings of this {where}" if m > 1
-              else f"unadjusted (one ordering in this {where})")
-    return (f"Each ordering A > B is decided from the per-seed values: the difference of the means ({unit}; "
-            "paired: the mean difference over the seeds both sides share) with its two-sided 95 % interval, by a "
-            "one-sided paired t-test over the common seeds (Welch's t-test where fewer than two seeds are common); "
-            f"p {family}. It holds at p < {ALPHA}, fails where B > A has p < {ALPHA}, and is otherwise not decided; "
-            "one seed decides nothing.")
+    family = f"Holm-adjusted over the {m} orderings of this {where}" if m > 1 else f"unadjusted (one ordering in this {where})"
+    return (
+        f"Each ordering A > B is decided from the per-seed values: the difference of the means ({unit}; "
+        "paired: the mean difference over the seeds both sides share) with its two-sided 95 % interval, by a "
+        "one-sided paired t-test over the common seeds (Welch's t-test where fewer than two seeds are common); "
+        f"p {family}. It holds at p < {ALPHA}, fails where B > A has p < {ALPHA}, and is otherwise not decided; "
+        "one seed decides nothing."
+    )
 
 
 #: the file beside a page that lists every ordering the page decided, one row each: what names the
@@ -271,8 +306,7 @@ def write_orderings(path: Path, rows: list[tuple[dict[str, Any], Decision]]) -> 
     for lab, d in rows:
         if list(lab) != labels:
             raise ValueError(f"orderings: label columns {list(lab)} differ from {labels}")
-        w.writerow({**{k: str(v) for k, v in lab.items()}, **{k: repr(v) if isinstance(v, float) else v
-                                                                 for k, v in d.to_dict().items()}})
+        w.writerow({**{k: str(v) for k, v in lab.items()}, **{k: repr(v) if isinstance(v, float) else v for k, v in d.to_dict().items()}})
     atomic_write_text(Path(path), buf.getvalue())
 
 
@@ -286,8 +320,15 @@ def read_orderings(path: Path) -> list[tuple[dict[str, str], Decision]]:
             kw: dict[str, Any] = {}
             for k in fields:
                 v = row[k]
-                kw[k] = (v == "True") if k == "adjusted" else int(v) if k in ("n_a", "n_b", "n_pairs") else \
-                    float(v) if k not in ("test", "verdict") else v
+                kw[k] = (
+                    (v == "True")
+                    if k == "adjusted"
+                    else int(v)
+                    if k in ("n_a", "n_b", "n_pairs")
+                    else float(v)
+                    if k not in ("test", "verdict")
+                    else v
+                )
             out.append((lab, Decision(**kw)))
     return out
 

@@ -44,9 +44,25 @@ from fedgame.pipeline.results import code_note, finished_runs, mean_std
 from fedgame.pipeline.store import atomic_write_text
 from fedgame.robust import DIRTY_LABEL_TARGETS
 
-__all__ = ["METHODS", "PAPER_ATTACK_COST", "PAPER_BUDGET", "budget_line", "collect_fig3", "collect_fig4", "collect_fig5",
-           "decide_page", "fig3_orderings", "fig4_orderings", "fig5_orderings", "orderings_markdown", "per_seed",
-           "runs_line", "write_fig3", "write_fig4", "write_fig5"]
+__all__ = [
+    "METHODS",
+    "PAPER_ATTACK_COST",
+    "PAPER_BUDGET",
+    "budget_line",
+    "collect_fig3",
+    "collect_fig4",
+    "collect_fig5",
+    "decide_page",
+    "fig3_orderings",
+    "fig4_orderings",
+    "fig5_orderings",
+    "orderings_markdown",
+    "per_seed",
+    "runs_line",
+    "write_fig3",
+    "write_fig4",
+    "write_fig5",
+]
 
 #: Server rules in table order, with the label the report uses.
 METHODS: dict[str, str] = {
@@ -115,8 +131,7 @@ def orderings_markdown(decided: list[Ordering]) -> list[str]:
     for lab, d in decided:
         by_claim.setdefault(lab["claim"], []).append(d)
     out = [f"- {claim}: **{all_hold(ds)}** ({_counted(ds)})" for claim, ds in by_claim.items()]
-    out += ["", "| claim | A | B | " + " | ".join(("A − B (points)", *COLUMNS[1:])) + " |",
-            "|---|---|---|" + "---|" * len(COLUMNS)]
+    out += ["", "| claim | A | B | " + " | ".join(("A − B (points)", *COLUMNS[1:])) + " |", "|---|---|---|" + "---|" * len(COLUMNS)]
     out += [f"| {lab['claim']} | {lab['A']} | {lab['B']} | " + " | ".join(d.cells()) + " |" for lab, d in decided]
     return out + ["", rule_note([d for _, d in decided], where="page")]
 
@@ -176,14 +191,17 @@ def runs_line(runs: list[dict[str, Any]]) -> str:
     attacks = Counter(_attack(r) for r in runs)
     attack = "; ".join(f"{a} in {n} run{'s' * (n != 1)}" for a, n in sorted(attacks.items()))
     sens = {"record": "record-level sensitivity 2C/d_i", "client": "client-level sensitivity 2C"}
-    sensitivity = _distinct(sens.get(str(s), f"sensitivity {s}") if s is not None else None
-                            for s in (_get(r["cfg"], "privacy.sensitivity") for r in runs))
+    sensitivity = _distinct(
+        sens.get(str(s), f"sensitivity {s}") if s is not None else None for s in (_get(r["cfg"], "privacy.sensitivity") for r in runs)
+    )
     clip = _distinct(_get(r["cfg"], "privacy.clip") for r in runs)
     delta = _distinct(_get(r["cfg"], "privacy.delta") for r in runs)
-    return (f"Runs (read from their config.yaml and summary.json): {len(runs)} runs over seeds "
-            f"{', '.join(map(str, seeds))}; {_dataset(runs)}; m = {m} participants; "
-            f"ε = ε_L{' = ε_E' if same else ''} per round: {eps}{e_exp}; {attack}; M3 with {sensitivity}, "
-            f"C = {clip}, δ = {delta} (our settings: the paper states none of them; docs/jdp.md).")
+    return (
+        f"Runs (read from their config.yaml and summary.json): {len(runs)} runs over seeds "
+        f"{', '.join(map(str, seeds))}; {_dataset(runs)}; m = {m} participants; "
+        f"ε = ε_L{' = ε_E' if same else ''} per round: {eps}{e_exp}; {attack}; M3 with {sensitivity}, "
+        f"C = {clip}, δ = {delta} (our settings: the paper states none of them; docs/jdp.md)."
+    )
 
 
 #: the paper's training budget for Figs. 3-5 (Sec. VI of JDP-FL) where it states one: local lr and
@@ -198,9 +216,11 @@ def budget_line(cfgs: list[dict[str, Any]]) -> str:
     rounds = _distinct(_get(c, "train.rounds") for c in cfgs)
     lr = _distinct(_get(c, "train.local.lr") for c in cfgs)
     test = _distinct(_get(c, "data.max_test") or "all" for c in cfgs)
-    parts = [f"{rounds} rounds (the paper gives no round count)", f"local lr {lr} (paper {PAPER_BUDGET['lr']})",
-             f"test accuracy on {'the full test set' if test == 'all' else test + ' test examples'} "
-             f"(paper {PAPER_BUDGET['test']})"]
+    parts = [
+        f"{rounds} rounds (the paper gives no round count)",
+        f"local lr {lr} (paper {PAPER_BUDGET['lr']})",
+        f"test accuracy on {'the full test set' if test == 'all' else test + ' test examples'} (paper {PAPER_BUDGET['test']})",
+    ]
     return "Budget of these runs (from their config.yaml): " + "; ".join(parts) + "."
 
 
@@ -249,22 +269,24 @@ def _rows(cells: dict[Key, list[dict[str, Any]]]) -> list[dict[str, Any]]:
         used_f = [float(u) for u in used if u is not None]
         excl = [exclusion_probability(r["dir"]) for r in runs]
         excl_f = [x for x in excl if np.isfinite(x)]
-        rows.append({
-            "method": agg,
-            "attack": "dirty_label" if attacked else "none",
-            "epsilon": eps,
-            "seeds": len(runs),
-            "accuracy_mean": round(acc[0], 3),
-            "accuracy_std": round(acc[1], 3),
-            "last5_mean": round(last5[0], 3),
-            "adversary_used_fraction": round(float(np.mean(used_f)), 3) if used_f else "",
-            "p_exclude_adversary": round(float(np.mean(excl_f)), 4) if excl_f else "",
-            "m": runs[0]["summary"].get("m", ""),
-            "eps_paper_per_client": round(float(runs[0]["summary"].get("eps_paper_max", math.nan)), 4),
-            "eps_rdp_per_client": round(float(runs[0]["summary"].get("eps_rdp_max", math.nan)), 4),
-            "rounds": runs[0]["summary"].get("rounds"),
-            "wall_time_mean": round(float(np.mean([r["summary"]["wall_time"] for r in runs])), 1),
-        })
+        rows.append(
+            {
+                "method": agg,
+                "attack": "dirty_label" if attacked else "none",
+                "epsilon": eps,
+                "seeds": len(runs),
+                "accuracy_mean": round(acc[0], 3),
+                "accuracy_std": round(acc[1], 3),
+                "last5_mean": round(last5[0], 3),
+                "adversary_used_fraction": round(float(np.mean(used_f)), 3) if used_f else "",
+                "p_exclude_adversary": round(float(np.mean(excl_f)), 4) if excl_f else "",
+                "m": runs[0]["summary"].get("m", ""),
+                "eps_paper_per_client": round(float(runs[0]["summary"].get("eps_paper_max", math.nan)), 4),
+                "eps_rdp_per_client": round(float(runs[0]["summary"].get("eps_rdp_max", math.nan)), 4),
+                "rounds": runs[0]["summary"].get("rounds"),
+                "wall_time_mean": round(float(np.mean([r["summary"]["wall_time"] for r in runs])), 1),
+            }
+        )
     return rows
 
 
@@ -288,13 +310,14 @@ def fig3_orderings(values: dict[Key, Values]) -> list[Ordering]:
     the one before. Decided and Holm-adjusted by :func:`decide_page`."""
     eps = sorted({e for _, _, e in values})
     claims: list[tuple[Labels, Values, Values]] = []
-    for claim, a_key, b_key in (("no attack > ours, at each ε", ("fedavg", False), ("leave_one_out", True)),
-                                ("ours > traditional, at each ε", ("leave_one_out", True), ("fedavg", True))):
+    for claim, a_key, b_key in (
+        ("no attack > ours, at each ε", ("fedavg", False), ("leave_one_out", True)),
+        ("ours > traditional, at each ε", ("leave_one_out", True), ("fedavg", True)),
+    ):
         for e in eps:
             va, vb = values.get((*a_key, e)), values.get((*b_key, e))
             if va and vb:
-                claims.append(({"claim": claim, "A": f"{_who(*a_key)}, {_eps_head(e)}",
-                                "B": f"{_who(*b_key)}, {_eps_head(e)}"}, va, vb))
+                claims.append(({"claim": claim, "A": f"{_who(*a_key)}, {_eps_head(e)}", "B": f"{_who(*b_key)}, {_eps_head(e)}"}, va, vb))
     for agg, attacked in FIG3_CURVES:
         pts = [(e, v) for e in eps if (v := values.get((agg, attacked, e)))]
         for (e0, v0), (e1, v1) in zip(pts, pts[1:]):
@@ -302,8 +325,9 @@ def fig3_orderings(values: dict[Key, Values]) -> list[Ordering]:
     return decide_page(claims)
 
 
-def _markdown(rows: list[dict[str, Any]], budget: str, drawn: bool, runs: list[dict[str, Any]],
-              values: dict[Key, Values], decided: list[Ordering]) -> str:
+def _markdown(
+    rows: list[dict[str, Any]], budget: str, drawn: bool, runs: list[dict[str, Any]], values: dict[Key, Values], decided: list[Ordering]
+) -> str:
     """fig3.md: every accuracy and cost from the per-seed ``values``, every sentence about the
     runs from ``runs``' configs and summaries, the orderings ``decided`` (:func:`fig3_orderings`)."""
     by = {(r["method"], r["attack"], float(r["epsilon"])): r for r in rows}
@@ -330,8 +354,9 @@ def _markdown(rows: list[dict[str, Any]], budget: str, drawn: bool, runs: list[d
     for m in methods:
         for a in ("dirty_label", "none"):
             if any((m, a, e) in by for e in eps):
-                lines.append(f"| {METHODS[m]} | {'yes' if a == 'dirty_label' else 'no'} | "
-                             + " | ".join(_cell_text(v(m, a, e)) for e in eps) + " |")
+                lines.append(
+                    f"| {METHODS[m]} | {'yes' if a == 'dirty_label' else 'no'} | " + " | ".join(_cell_text(v(m, a, e)) for e in eps) + " |"
+                )
     lines += [
         "",
         "## The attack's cost (accuracy points)",
@@ -339,7 +364,7 @@ def _markdown(rows: list[dict[str, Any]], budget: str, drawn: bool, runs: list[d
         "*own*: the method without attack minus the method under attack; *paper's reading*: FedAvg without "
         "attack (the paper's reference curve) minus the method under attack; differences of the means over seeds. "
         "Paper: traditional 4–5, ours 1–2. The paper's reading for ours is the difference of the ordering "
-        "\"no attack > ours\" below, where its 95 % interval is printed.",
+        '"no attack > ours" below, where its 95 % interval is printed.',
         "",
         "| method | " + " | ".join(f"{_eps_head(e)} own / paper's reading" for e in eps) + " | paper |",
         "|---|" + "---|" * len(eps) + "---|",
@@ -355,31 +380,52 @@ def _markdown(rows: list[dict[str, Any]], budget: str, drawn: bool, runs: list[d
         lines.append(f"| {METHODS[m]} | " + " | ".join(cells) + f" | {f'{paper[0]:g}–{paper[1]:g}' if paper else '—'} |")
     used = [r for r in rows if r["attack"] == "dirty_label" and r["adversary_used_fraction"] != ""]
     if used:
-        lines += ["", "## How often the server's model used the adversary's upload", "",
-                  "Fraction of rounds (mean over seeds). Leave-one-out always uses m − 1 of m uploads; it leaves the "
-                  "adversary out when k* is the adversary.", "",
-                  "| method | " + " | ".join(_eps_head(e) for e in eps) + " |", "|---|" + "---|" * len(eps)]
+        lines += [
+            "",
+            "## How often the server's model used the adversary's upload",
+            "",
+            "Fraction of rounds (mean over seeds). Leave-one-out always uses m − 1 of m uploads; it leaves the "
+            "adversary out when k* is the adversary.",
+            "",
+            "| method | " + " | ".join(_eps_head(e) for e in eps) + " |",
+            "|---|" + "---|" * len(eps),
+        ]
         for m in methods:
-            lines.append(f"| {METHODS[m]} | " + " | ".join(
-                str(by[(m, 'dirty_label', e)]["adversary_used_fraction"]) if (m, "dirty_label", e) in by else "—" for e in eps) + " |")
+            lines.append(
+                f"| {METHODS[m]} | "
+                + " | ".join(str(by[(m, "dirty_label", e)]["adversary_used_fraction"]) if (m, "dirty_label", e) in by else "—" for e in eps)
+                + " |"
+            )
     loo_rows = [(e, by.get(("leave_one_out", "dirty_label", e))) for e in eps]
     loo = [(e, r) for e, r in loo_rows if r is not None and r["p_exclude_adversary"] != ""]
     if loo:
-        lines += ["", "## Does M4 find the adversary?", "",
-                  "Pr[k* = adversary]: the probability the exponential mechanism gave to the one leave-one-out "
-                  "group without the adversary, mean over rounds and seeds; 1/m (uniform) means the validation "
-                  "scores, at Δy = 1/(m − 1) and this ε_E, did not tell it apart.", "",
-                  "| ε | Pr[k* = adversary] | uniform 1/m |", "|---|---|---|"]
-        lines += [f"| {e:g} | {r['p_exclude_adversary']} | {1 / float(r['m']):.3f} |" if r["m"] else
-                  f"| {e:g} | {r['p_exclude_adversary']} | — |" for e, r in loo]
+        lines += [
+            "",
+            "## Does M4 find the adversary?",
+            "",
+            "Pr[k* = adversary]: the probability the exponential mechanism gave to the one leave-one-out "
+            "group without the adversary, mean over rounds and seeds; 1/m (uniform) means the validation "
+            "scores, at Δy = 1/(m − 1) and this ε_E, did not tell it apart.",
+            "",
+            "| ε | Pr[k* = adversary] | uniform 1/m |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {e:g} | {r['p_exclude_adversary']} | {1 / float(r['m']):.3f} |" if r["m"] else f"| {e:g} | {r['p_exclude_adversary']} | — |"
+            for e, r in loo
+        ]
     if decided:
-        lines += ["", "## The paper's orderings (Secs. 6.2.2, 6.3), decided from the per-seed accuracies", "",
-                  *orderings_markdown(decided)]
+        lines += ["", "## The paper's orderings (Secs. 6.2.2, 6.3), decided from the per-seed accuracies", "", *orderings_markdown(decided)]
     led_rows = [(e, by.get(("leave_one_out", "dirty_label", e))) for e in eps]
     led = [(e, r) for e, r in led_rows if r is not None]
     if led:
-        lines += ["", "## Each winner's privacy after T rounds (ours)", "",
-                  "| ε | rounds T | paper: T(ε_L + ε_E) at Tδ | RDP of M3 + T ε_E at Tδ |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "## Each winner's privacy after T rounds (ours)",
+            "",
+            "| ε | rounds T | paper: T(ε_L + ε_E) at Tδ | RDP of M3 + T ε_E at Tδ |",
+            "|---|---|---|---|",
+        ]
         lines += [f"| {e:g} | {r['rounds']} | {r['eps_paper_per_client']:g} | {r['eps_rdp_per_client']:g} |" for e, r in led]
     if drawn:
         lines += ["", "![Fig. 3](fig3.png)"]
@@ -400,14 +446,18 @@ def _plot(rows: list[dict[str, Any]], path: Path, runs: list[dict[str, Any]]) ->
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for i, m in enumerate(m for m in METHODS if any(r["method"] == m for r in rows)):
         for a, style in (("dirty_label", "-"), ("none", "--")):
-            pts = [(float(r["epsilon"]), r["accuracy_mean"], r["accuracy_std"]) for r in rows
-                   if r["method"] == m and r["attack"] == a and math.isfinite(float(r["epsilon"]))]
+            pts = [
+                (float(r["epsilon"]), r["accuracy_mean"], r["accuracy_std"])
+                for r in rows
+                if r["method"] == m and r["attack"] == a and math.isfinite(float(r["epsilon"]))
+            ]
             if not pts:
                 continue
             pts.sort()
             x, y, s = (np.array(v, dtype=float) for v in zip(*pts))
-            ax.errorbar(x, y, yerr=s, fmt=style + "o", color=f"C{i}", ms=3, capsize=2,
-                        label=f"{METHODS[m]}{' (no attack)' if a == 'none' else ''}")
+            ax.errorbar(
+                x, y, yerr=s, fmt=style + "o", color=f"C{i}", ms=3, capsize=2, label=f"{METHODS[m]}{' (no attack)' if a == 'none' else ''}"
+            )
     ax.set_xscale("log")
     ax.set_xlabel("ε (= ε_L = ε_E per round)")
     ax.set_ylabel("final test accuracy (%)")
@@ -452,8 +502,9 @@ def collect_fig5(root: Path) -> dict[int, list[dict[str, Any]]]:
             continue
         m = int(summary.get("m", cfg["data"]["partition"]["n_clients"]))
         s = int(j["group_size"]) if j["aggregator"] == "random_groups" else m - 1
-        cells[s].append({"seed": run.seed, "acc": run.acc, "summary": summary, "cfg": cfg, "dir": run.dir,
-                         "loo": j["aggregator"] == "leave_one_out"})
+        cells[s].append(
+            {"seed": run.seed, "acc": run.acc, "summary": summary, "cfg": cfg, "dir": run.dir, "loo": j["aggregator"] == "leave_one_out"}
+        )
     for runs in cells.values():
         runs.sort(key=lambda r: r["seed"])
     return dict(cells)
@@ -468,11 +519,18 @@ def fig5_orderings(values: dict[int, Values], loo: list[int]) -> list[Ordering]:
     groups = sorted(s for s in values if s not in loo)
     claims: list[tuple[Labels, Values, Values]] = [
         ({"claim": "random groups: rises with s", "A": f"s = {s1}", "B": f"s = {s0}"}, values[s1], values[s0])
-        for s0, s1 in zip(groups, groups[1:])]
+        for s0, s1 in zip(groups, groups[1:])
+    ]
     if loo:
         top = loo[0]
-        claims += [({"claim": "leave-one-out above every group size", "A": f"leave-one-out (s = {top})",
-                     "B": f"random groups, s = {s}"}, values[top], values[s]) for s in groups]
+        claims += [
+            (
+                {"claim": "leave-one-out above every group size", "A": f"leave-one-out (s = {top})", "B": f"random groups, s = {s}"},
+                values[top],
+                values[s],
+            )
+            for s in groups
+        ]
     return decide_page(claims)
 
 
@@ -501,9 +559,16 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     for s in sorted(cells):
         runs = cells[s]
         acc = mean_std(values[s].values())
-        rows.append({"group_size": s, "rule": "leave_one_out" if runs[0]["loo"] else "random_groups", "seeds": len(runs),
-                     "accuracy_mean": round(acc[0], 3), "accuracy_std": round(acc[1], 3),
-                     "adversary_used_fraction": round(float(np.mean([r["summary"].get("adversary_used_fraction") or 0.0 for r in runs])), 3)})
+        rows.append(
+            {
+                "group_size": s,
+                "rule": "leave_one_out" if runs[0]["loo"] else "random_groups",
+                "seeds": len(runs),
+                "accuracy_mean": round(acc[0], 3),
+                "accuracy_std": round(acc[1], 3),
+                "adversary_used_fraction": round(float(np.mean([r["summary"].get("adversary_used_fraction") or 0.0 for r in runs])), 3),
+            }
+        )
     decided = fig5_orderings(values, [r["group_size"] for r in rows if r["rule"] == "leave_one_out"])
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "fig5.csv", rows, empty_header=["group_size"])
@@ -511,14 +576,25 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     groups = [r for r in rows if r["rule"] == "random_groups"]
     loo = [r for r in rows if r["rule"] == "leave_one_out"]
     runs_all = [r for rs in cells.values() for r in rs]
-    lines = [f"# JDP-FL Fig. 5 on {_dataset(runs_all)} ({budget} budget)", "",
-             "Final test accuracy (%) against the group size s of the random-group strategy (a fresh random "
-             "partition into m/s groups each round, g* by the exponential mechanism with Δy = 1/s), beside "
-             "leave-one-out (s = m − 1); mean ± std over seeds (number of seeds). Paper: accuracy rises with s "
-             "and stays below leave-one-out.", "", runs_line(runs_all), "", budget_line([r["cfg"] for r in runs_all]), "",
-             "| rule | s | accuracy | rounds whose model used the adversary |", "|---|---|---|---|"]
-    lines += [f"| {METHODS[r['rule']]} | {r['group_size']} | {_cell_text(values[r['group_size']])} | "
-              f"{r['adversary_used_fraction']} |" for r in rows]
+    lines = [
+        f"# JDP-FL Fig. 5 on {_dataset(runs_all)} ({budget} budget)",
+        "",
+        "Final test accuracy (%) against the group size s of the random-group strategy (a fresh random "
+        "partition into m/s groups each round, g* by the exponential mechanism with Δy = 1/s), beside "
+        "leave-one-out (s = m − 1); mean ± std over seeds (number of seeds). Paper: accuracy rises with s "
+        "and stays below leave-one-out.",
+        "",
+        runs_line(runs_all),
+        "",
+        budget_line([r["cfg"] for r in runs_all]),
+        "",
+        "| rule | s | accuracy | rounds whose model used the adversary |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {METHODS[r['rule']]} | {r['group_size']} | {_cell_text(values[r['group_size']])} | {r['adversary_used_fraction']} |"
+        for r in rows
+    ]
     if decided:
         lines += ["", "## The paper's claims (Sec. 6.2.5), decided from the per-seed accuracies", "", *orderings_markdown(decided)]
     import matplotlib
@@ -528,8 +604,15 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
 
     fig, ax = plt.subplots(figsize=(5.6, 3.8))
     if groups:
-        ax.errorbar([r["group_size"] for r in groups], [r["accuracy_mean"] for r in groups],
-                    yerr=[r["accuracy_std"] for r in groups], fmt="-o", ms=3, capsize=2, label="random groups")
+        ax.errorbar(
+            [r["group_size"] for r in groups],
+            [r["accuracy_mean"] for r in groups],
+            yerr=[r["accuracy_std"] for r in groups],
+            fmt="-o",
+            ms=3,
+            capsize=2,
+            label="random groups",
+        )
     for r in loo:
         ax.axhline(r["accuracy_mean"], ls="--", color="C1", label=f"leave-one-out (s = {r['group_size']})")
     ax.set_xlabel("group size s")
@@ -565,13 +648,17 @@ def fig4_orderings(values: dict[tuple[int, float], Values]) -> list[Ordering]:
     for m in ms:
         pts = [(e, values[(m, e)]) for e in epss if (m, e) in values]
         if len(pts) >= 2:
-            claims += [({"claim": f"m = {m}: rises with ε", "A": _eps_head(e1), "B": _eps_head(e0)}, v1, v0)
-                       for (e0, v0), (e1, v1) in zip(pts, pts[1:])]
+            claims += [
+                ({"claim": f"m = {m}: rises with ε", "A": _eps_head(e1), "B": _eps_head(e0)}, v1, v0)
+                for (e0, v0), (e1, v1) in zip(pts, pts[1:])
+            ]
     for e in epss:
         pts_m = [(m, values[(m, e)]) for m in ms if (m, e) in values]
         if len(pts_m) >= 3:
-            claims += [({"claim": f"{_eps_head(e)}: rises with m (the paper's MNIST claim)", "A": f"m = {m1}",
-                         "B": f"m = {m0}"}, v1, v0) for (m0, v0), (m1, v1) in zip(pts_m, pts_m[1:])]
+            claims += [
+                ({"claim": f"{_eps_head(e)}: rises with m (the paper's MNIST claim)", "A": f"m = {m1}", "B": f"m = {m0}"}, v1, v0)
+                for (m0, v0), (m1, v1) in zip(pts_m, pts_m[1:])
+            ]
     return decide_page(claims)
 
 
@@ -587,20 +674,25 @@ def write_fig4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     values = {key: per_seed(runs) for key, runs in cells.items()}
     excl_by: dict[tuple[int, float], float] = {}
     rows: list[dict[str, Any]] = []
-    for (m, eps) in sorted(cells):
+    for m, eps in sorted(cells):
         runs = cells[(m, eps)]
         acc = mean_std(values[(m, eps)].values())
         excl = [x for x in (exclusion_probability(r["dir"]) for r in runs) if np.isfinite(x)]
         excl_by[(m, eps)] = float(np.mean(excl)) if excl else math.nan
-        rows.append({
-            "m": m, "epsilon": eps, "seeds": len(runs),
-            "accuracy_mean": round(acc[0], 3), "accuracy_std": round(acc[1], 3),
-            "p_exclude_adversary": round(excl_by[(m, eps)], 4) if excl else "",
-            "uniform": round(1.0 / m, 4),
-            "adversary_used_fraction": round(float(np.mean([r["summary"].get("adversary_used_fraction") or 0.0 for r in runs])), 3),
-            "eps_paper_per_client": round(float(runs[0]["summary"].get("eps_paper_max", math.nan)), 4),
-            "wall_time_mean": round(float(np.mean([r["summary"]["wall_time"] for r in runs])), 1),
-        })
+        rows.append(
+            {
+                "m": m,
+                "epsilon": eps,
+                "seeds": len(runs),
+                "accuracy_mean": round(acc[0], 3),
+                "accuracy_std": round(acc[1], 3),
+                "p_exclude_adversary": round(excl_by[(m, eps)], 4) if excl else "",
+                "uniform": round(1.0 / m, 4),
+                "adversary_used_fraction": round(float(np.mean([r["summary"].get("adversary_used_fraction") or 0.0 for r in runs])), 3),
+                "eps_paper_per_client": round(float(runs[0]["summary"].get("eps_paper_max", math.nan)), 4),
+                "wall_time_mean": round(float(np.mean([r["summary"]["wall_time"] for r in runs])), 1),
+            }
+        )
     decided = fig4_orderings(values)
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "fig4.csv", rows, empty_header=["m"])
@@ -609,16 +701,29 @@ def write_fig4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     epss = sorted({r["epsilon"] for r in rows})
     by = {(r["m"], r["epsilon"]): r for r in rows}
     runs_all = [r for rs in cells.values() for r in rs]
-    lines = [f"# JDP-FL Fig. 4 on {_dataset(runs_all)} ({budget} budget)", "",
-             "Ours (leave-one-out M4 + M5) under attack: final test accuracy (%), mean ± std over "
-             "seeds (number of seeds), by the number of participants m (rows) and ε = ε_L = ε_E (columns). "
-             "Paper (Fig. 4a/4c, MNIST): accuracy rises with ε, and with m.", "",
-             runs_line(runs_all), "", budget_line([r["cfg"] for r in runs_all]), "",
-             "| m | " + " | ".join(_eps_head(e) for e in epss) + " |", "|---|" + "---|" * len(epss)]
+    lines = [
+        f"# JDP-FL Fig. 4 on {_dataset(runs_all)} ({budget} budget)",
+        "",
+        "Ours (leave-one-out M4 + M5) under attack: final test accuracy (%), mean ± std over "
+        "seeds (number of seeds), by the number of participants m (rows) and ε = ε_L = ε_E (columns). "
+        "Paper (Fig. 4a/4c, MNIST): accuracy rises with ε, and with m.",
+        "",
+        runs_line(runs_all),
+        "",
+        budget_line([r["cfg"] for r in runs_all]),
+        "",
+        "| m | " + " | ".join(_eps_head(e) for e in epss) + " |",
+        "|---|" + "---|" * len(epss),
+    ]
     for m in ms:
         lines.append(f"| {m} | " + " | ".join(_cell_text(values.get((m, e))) for e in epss) + " |")
-    lines += ["", "Pr[k* = the group without the adversary] (mean over rounds and seeds) beside uniform 1/m:", "",
-              "| m | " + " | ".join(_eps_head(e) for e in epss) + " |", "|---|" + "---|" * len(epss)]
+    lines += [
+        "",
+        "Pr[k* = the group without the adversary] (mean over rounds and seeds) beside uniform 1/m:",
+        "",
+        "| m | " + " | ".join(_eps_head(e) for e in epss) + " |",
+        "|---|" + "---|" * len(epss),
+    ]
     for m in ms:
         cells_md = []
         for e in epss:
@@ -626,8 +731,7 @@ def write_fig4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
             cells_md.append("—" if not math.isfinite(p) else f"{p:.3f} (1/m = {1 / m:.3f})")
         lines.append(f"| {m} | " + " | ".join(cells_md) + " |")
     if decided:
-        lines += ["", "## The paper's claims (Secs. 6.2.3-6.2.4), decided from the per-seed accuracies", "",
-                  *orderings_markdown(decided)]
+        lines += ["", "## The paper's claims (Secs. 6.2.3-6.2.4), decided from the per-seed accuracies", "", *orderings_markdown(decided)]
 
     import matplotlib
 
@@ -638,8 +742,15 @@ def write_fig4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     for m in ms:
         pts = [(e, by[(m, e)]) for e in epss if (m, e) in by]
         if len(pts) >= 2:
-            ax_e.errorbar([e for e, _ in pts], [r["accuracy_mean"] for _, r in pts], yerr=[r["accuracy_std"] for _, r in pts],
-                          fmt="-o", ms=3, capsize=2, label=f"m = {m}")
+            ax_e.errorbar(
+                [e for e, _ in pts],
+                [r["accuracy_mean"] for _, r in pts],
+                yerr=[r["accuracy_std"] for _, r in pts],
+                fmt="-o",
+                ms=3,
+                capsize=2,
+                label=f"m = {m}",
+            )
     ax_e.set_xscale("log")
     ax_e.set_xlabel("ε")
     ax_e.set_ylabel("final test accuracy (%)")
@@ -649,8 +760,15 @@ def write_fig4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     for e in epss:
         pts = [(m, by[(m, e)]) for m in ms if (m, e) in by]
         if len(pts) >= 3:
-            ax_m.errorbar([m for m, _ in pts], [r["accuracy_mean"] for _, r in pts], yerr=[r["accuracy_std"] for _, r in pts],
-                          fmt="-o", ms=3, capsize=2, label=_eps_head(e))
+            ax_m.errorbar(
+                [m for m, _ in pts],
+                [r["accuracy_mean"] for _, r in pts],
+                yerr=[r["accuracy_std"] for _, r in pts],
+                fmt="-o",
+                ms=3,
+                capsize=2,
+                label=_eps_head(e),
+            )
     ax_m.set_xlabel("number of participants m")
     ax_m.set_title("(c) accuracy vs m", fontsize=9)
     if ax_m.has_data():

@@ -89,8 +89,12 @@ ORDER: tuple[str, ...] = tuple(METHODS.values())
 PANEL_A: tuple[str, ...] = ("FedAvg", "FedAvg-select", "FedAvg-DP", "QI-DPFL")
 POLICIES: tuple[str, ...] = ("QI-DPFL", "Max", "Random")
 COLOURS = {
-    "FedAvg": "tab:gray", "FedAvg-select": "tab:green", "FedAvg-DP": "tab:red",
-    "QI-DPFL": "tab:blue", "Max": "tab:orange", "Random": "tab:purple",
+    "FedAvg": "tab:gray",
+    "FedAvg-select": "tab:green",
+    "FedAvg-DP": "tab:red",
+    "QI-DPFL": "tab:blue",
+    "Max": "tab:orange",
+    "Random": "tab:purple",
 }
 PARTITION_LABELS = {"iid": "IID", "dirichlet": "Non-IID"}
 #: the recipe name of the accuracy-curve sweep (Fig. 2, Sec. IV-B)
@@ -118,8 +122,6 @@ def _kind(run: dict[str, Any]) -> str:
 
 def _dataset(run: dict[str, Any]) -> str:
     return str(run["cfg"]["data"].get("dataset", "?"))
-
-
 
 
 def _one_dataset(runs: list[dict[str, Any]], root: Path, what: str) -> None:
@@ -181,8 +183,6 @@ def _float(v: Any) -> float:
         return math.nan if v is None else float(v)
     except (TypeError, ValueError):
         return math.nan
-
-
 
 
 def _column(run: dict[str, Any], key: str) -> np.ndarray:
@@ -281,8 +281,7 @@ def _fig2(curves: dict[str, Any], path: Path) -> None:
         if c["I1"] is not None and pts.size:
             x = np.logspace(np.log10(pts[:, 0].min()), np.log10(pts[:, 0].max()), 200)
             y = c["I1"] - c["B"] * np.exp(-c["I3"] * x)
-            ax.plot(x, 100 * y, color=colour,
-                    label=f"{_label(kind)} fit: {c['I1']:.3f} − {c['B']:.3f}·exp(−{c['I3']:.3g} ρ)")
+            ax.plot(x, 100 * y, color=colour, label=f"{_label(kind)} fit: {c['I1']:.3f} − {c['B']:.3f}·exp(−{c['I3']:.3g} ρ)")
     ax.set_xscale("log")
     ax.set_xlabel(r"global per-round budget $\rho_{glob} = n\,\rho_i$")
     ax.set_ylabel("final test accuracy (%)")
@@ -314,28 +313,30 @@ def write_comparison(root: Path, dest: Path, *, budget: str) -> list[dict[str, A
             early = mean_std([_early_acc(r) for r in runs])
             reward = mean_std([_total(r, "reward") for r in runs])
             cost = mean_std([_total(r, "cost_u_t") for r in runs])
-            rows.append({
-                "partition": kind,
-                "method": method,
-                "n_seeds": len(runs),
-                "seeds": " ".join(str(r["seed"]) for r in runs),
-                "final_acc_mean": round(acc[0], 2),
-                "final_acc_std": round(acc[1], 2),
-                "total_reward_mean": _sig(reward[0]),
-                "total_cost_mean": _sig(cost[0]),
-                "epsilon_max_mean": _sig(mean_std([_float(r["summary"].get("epsilon_max")) for r in runs])[0]),
-                "early_acc_mean": round(early[0], 2),
-                "participants_mean": round(mean_std([float(np.mean(_column(r, "n_selected"))) for r in runs])[0], 2),
-                "rho_tot_mean": _sig(mean_std([_rho_tot(r) for r in runs])[0]),
-                "rounds": runs[0]["cfg"].get("train", {}).get("rounds"),
-                "dataset": _dataset(runs[0]),
-                "budget": budget,
-                # the spreads of early accuracy, reward and cost (last, so the columns before them
-                # keep their places)
-                "early_acc_std": round(early[1], 2),
-                "total_reward_std": _sig(reward[1]),
-                "total_cost_std": _sig(cost[1]),
-            })
+            rows.append(
+                {
+                    "partition": kind,
+                    "method": method,
+                    "n_seeds": len(runs),
+                    "seeds": " ".join(str(r["seed"]) for r in runs),
+                    "final_acc_mean": round(acc[0], 2),
+                    "final_acc_std": round(acc[1], 2),
+                    "total_reward_mean": _sig(reward[0]),
+                    "total_cost_mean": _sig(cost[0]),
+                    "epsilon_max_mean": _sig(mean_std([_float(r["summary"].get("epsilon_max")) for r in runs])[0]),
+                    "early_acc_mean": round(early[0], 2),
+                    "participants_mean": round(mean_std([float(np.mean(_column(r, "n_selected"))) for r in runs])[0], 2),
+                    "rho_tot_mean": _sig(mean_std([_rho_tot(r) for r in runs])[0]),
+                    "rounds": runs[0]["cfg"].get("train", {}).get("rounds"),
+                    "dataset": _dataset(runs[0]),
+                    "budget": budget,
+                    # the spreads of early accuracy, reward and cost (last, so the columns before them
+                    # keep their places)
+                    "early_acc_std": round(early[1], 2),
+                    "total_reward_std": _sig(reward[1]),
+                    "total_cost_std": _sig(cost[1]),
+                }
+            )
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "comparison.csv", rows, empty_header=["partition", "method", "n_seeds", "seeds"])
     checks = evaluate_claims(per_seed(cells))
@@ -463,15 +464,15 @@ def evaluate_claims(values: Values) -> list[ClaimCheck]:
     def mean(xs: dict[int, float]) -> float:
         return sum(xs.values()) / len(xs) if xs else math.nan
 
-    def statement(claim: str, split: str, text: str, quantity: str, needs: list[tuple[str, str, str]],
-                  pairs: list[Pair], numbers: str) -> None:
+    def statement(
+        claim: str, split: str, text: str, quantity: str, needs: list[tuple[str, str, str]], pairs: list[Pair], numbers: str
+    ) -> None:
         """Add the statement ``text``: its orderings ``pairs`` (A, A's values, B, B's values),
         each decided once, when every (partition, method, quantity) of ``needs`` has values;
         ``numbers``: the means it is about."""
         missing = tuple(dict.fromkeys(m for k, m, q in needs if not v(k, m, q)))
         if missing:
-            out.append(ClaimCheck(claim, split, text, quantity, f"no {QUANTITIES[quantity][0]} of " + ", ".join(missing),
-                                  missing=missing))
+            out.append(ClaimCheck(claim, split, text, quantity, f"no {QUANTITIES[quantity][0]} of " + ", ".join(missing), missing=missing))
             return
         found = []
         for a, va, b, vb in pairs:
@@ -482,17 +483,20 @@ def evaluate_claims(values: Values) -> list[ClaimCheck]:
         out.append(ClaimCheck(claim, split, text, quantity, numbers, tuple(found)))
 
     def above(kind: str, quantity: str, *pairs: tuple[str, str]) -> list[Pair]:
-        """"A's ``quantity`` above B's" for each (A, B) of ``pairs``."""
+        """ "A's ``quantity`` above B's" for each (A, B) of ``pairs``."""
         return [(a, v(kind, a, quantity), b, v(kind, b, quantity)) for a, b in pairs]
 
     def within(kind: str, a: str, b: str, margin: float = 1.0) -> list[Pair]:
         """a ≈ b within ``margin`` points of final accuracy: a + margin > b and b + margin > a
         (two one-sided tests)."""
         va, vb = v(kind, a, "final_acc"), v(kind, b, "final_acc")
-        return [(f"{a} + {margin:g}", {s: x + margin for s, x in va.items()}, b, vb),
-                (f"{b} + {margin:g}", {s: x + margin for s, x in vb.items()}, a, va)]
+        return [
+            (f"{a} + {margin:g}", {s: x + margin for s, x in va.items()}, b, vb),
+            (f"{b} + {margin:g}", {s: x + margin for s, x in vb.items()}, a, va),
+        ]
 
     for kind in kinds:
+
         def fin(m: str, kind: str = kind) -> float:
             return mean(v(kind, m, "final_acc"))
 
@@ -501,42 +505,100 @@ def evaluate_claims(values: Values) -> list[ClaimCheck]:
 
         # C1 (panel a)
         others = ("FedAvg", "FedAvg-select", "QI-DPFL")
-        statement("C1", kind, "FedAvg-DP has the lowest final accuracy of FedAvg, FedAvg-select, FedAvg-DP, QI-DPFL", "final_acc",
-                  needs("final_acc", "FedAvg-DP", *others), above(kind, "final_acc", *((m, "FedAvg-DP") for m in others)),
-                  f"FedAvg-DP {fin('FedAvg-DP'):.2f} %; " + ", ".join(f"{m} {fin(m):.2f}" for m in others))
+        statement(
+            "C1",
+            kind,
+            "FedAvg-DP has the lowest final accuracy of FedAvg, FedAvg-select, FedAvg-DP, QI-DPFL",
+            "final_acc",
+            needs("final_acc", "FedAvg-DP", *others),
+            above(kind, "final_acc", *((m, "FedAvg-DP") for m in others)),
+            f"FedAvg-DP {fin('FedAvg-DP'):.2f} %; " + ", ".join(f"{m} {fin(m):.2f}" for m in others),
+        )
         for m in ("FedAvg-select", "QI-DPFL"):
-            statement("C1", kind, f"{m} above FedAvg at the end", "final_acc", needs("final_acc", m, "FedAvg"),
-                      above(kind, "final_acc", (m, "FedAvg")), f"final {fin(m):.2f} vs {fin('FedAvg'):.2f} %")
-            statement("C1", kind, f"{m} above FedAvg over the first third of rounds (faster convergence)", "early_acc",
-                      needs("early_acc", m, "FedAvg"), above(kind, "early_acc", (m, "FedAvg")),
-                      f"mean {mean(v(kind, m, 'early_acc')):.2f} vs {mean(v(kind, 'FedAvg', 'early_acc')):.2f} %")
-        statement("C1", kind, "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point)", "final_acc",
-                  needs("final_acc", "QI-DPFL", "FedAvg-select"), within(kind, "QI-DPFL", "FedAvg-select"),
-                  f"{fin('QI-DPFL'):.2f} vs {fin('FedAvg-select'):.2f} %")
+            statement(
+                "C1",
+                kind,
+                f"{m} above FedAvg at the end",
+                "final_acc",
+                needs("final_acc", m, "FedAvg"),
+                above(kind, "final_acc", (m, "FedAvg")),
+                f"final {fin(m):.2f} vs {fin('FedAvg'):.2f} %",
+            )
+            statement(
+                "C1",
+                kind,
+                f"{m} above FedAvg over the first third of rounds (faster convergence)",
+                "early_acc",
+                needs("early_acc", m, "FedAvg"),
+                above(kind, "early_acc", (m, "FedAvg")),
+                f"mean {mean(v(kind, m, 'early_acc')):.2f} vs {mean(v(kind, 'FedAvg', 'early_acc')):.2f} %",
+            )
+        statement(
+            "C1",
+            kind,
+            "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point)",
+            "final_acc",
+            needs("final_acc", "QI-DPFL", "FedAvg-select"),
+            within(kind, "QI-DPFL", "FedAvg-select"),
+            f"{fin('QI-DPFL'):.2f} vs {fin('FedAvg-select'):.2f} %",
+        )
         # C2 (panels b-d)
-        statement("C2", kind, "QI-DPFL final accuracy within 1 point of Max", "final_acc", needs("final_acc", "QI-DPFL", "Max"),
-                  within(kind, "QI-DPFL", "Max"), f"{fin('QI-DPFL'):.2f} vs {fin('Max'):.2f} %")
-        for what, label, quantity in (("total cost U_T", "has the lowest", "total_cost"), ("total reward", "pays the lowest", "total_reward")):
+        statement(
+            "C2",
+            kind,
+            "QI-DPFL final accuracy within 1 point of Max",
+            "final_acc",
+            needs("final_acc", "QI-DPFL", "Max"),
+            within(kind, "QI-DPFL", "Max"),
+            f"{fin('QI-DPFL'):.2f} vs {fin('Max'):.2f} %",
+        )
+        for what, label, quantity in (
+            ("total cost U_T", "has the lowest", "total_cost"),
+            ("total reward", "pays the lowest", "total_reward"),
+        ):
             # "lowest" is each other policy above QI-DPFL
-            statement("C2", kind, f"QI-DPFL {label} {what} of QI-DPFL, Max, Random", quantity, needs(quantity, *POLICIES),
-                      above(kind, quantity, ("Max", "QI-DPFL"), ("Random", "QI-DPFL")),
-                      ", ".join(f"{m} {mean(v(kind, m, quantity)):.6g}" for m in POLICIES))
-        statement("C2", kind, "Random's total reward lies between QI-DPFL's and Max's", "total_reward",
-                  needs("total_reward", *POLICIES), above(kind, "total_reward", ("Random", "QI-DPFL"), ("Max", "Random")),
-                  ", ".join(f"{m} {mean(v(kind, m, 'total_reward')):.6g}" for m in ("QI-DPFL", "Random", "Max")))
+            statement(
+                "C2",
+                kind,
+                f"QI-DPFL {label} {what} of QI-DPFL, Max, Random",
+                quantity,
+                needs(quantity, *POLICIES),
+                above(kind, quantity, ("Max", "QI-DPFL"), ("Random", "QI-DPFL")),
+                ", ".join(f"{m} {mean(v(kind, m, quantity)):.6g}" for m in POLICIES),
+            )
+        statement(
+            "C2",
+            kind,
+            "Random's total reward lies between QI-DPFL's and Max's",
+            "total_reward",
+            needs("total_reward", *POLICIES),
+            above(kind, "total_reward", ("Random", "QI-DPFL"), ("Max", "Random")),
+            ", ".join(f"{m} {mean(v(kind, m, 'total_reward')):.6g}" for m in ("QI-DPFL", "Random", "Max")),
+        )
         # C3 (per partition)
-        statement("C3", kind, "QI-DPFL above FedAvg-DP at the end (effect of screening)", "final_acc",
-                  needs("final_acc", "QI-DPFL", "FedAvg-DP"), above(kind, "final_acc", ("QI-DPFL", "FedAvg-DP")),
-                  f"{fin('QI-DPFL'):.2f} vs {fin('FedAvg-DP'):.2f} %")
+        statement(
+            "C3",
+            kind,
+            "QI-DPFL above FedAvg-DP at the end (effect of screening)",
+            "final_acc",
+            needs("final_acc", "QI-DPFL", "FedAvg-DP"),
+            above(kind, "final_acc", ("QI-DPFL", "FedAvg-DP")),
+            f"{fin('QI-DPFL'):.2f} vs {fin('FedAvg-DP'):.2f} %",
+        )
         # C4 (Theorem 2): every seed's smallest step before R_max against 0
         rises = v(kind, "QI-DPFL", "min_rise")
-        statement("C4", kind, "QI-DPFL reward R_t rises at every step t until it reaches R_max,t", "min_rise",
-                  needs("min_rise", "QI-DPFL"),
-                  [("QI-DPFL smallest step", rises, "0", {s: 0.0 for s in rises})],
-                  "smallest step R_t − R_{t−1} up to R_max,t per seed: "
-                  + ", ".join(f"{s}: {x:.4g}" for s, x in sorted(rises.items())))
+        statement(
+            "C4",
+            kind,
+            "QI-DPFL reward R_t rises at every step t until it reaches R_max,t",
+            "min_rise",
+            needs("min_rise", "QI-DPFL"),
+            [("QI-DPFL smallest step", rises, "0", {s: 0.0 for s in rises})],
+            "smallest step R_t − R_{t−1} up to R_max,t per seed: " + ", ".join(f"{s}: {x:.4g}" for s, x in sorted(rises.items())),
+        )
     # C3: the gaps, every non-IID partition against IID, per seed (the seeds pair across partitions)
     if "iid" in kinds:
+
         def gaps(kind: str, a: str, b: str) -> dict[int, float]:
             va, vb = v(kind, a, "final_acc"), v(kind, b, "final_acc")
             return {s: va[s] - vb[s] for s in sorted(va.keys() & vb.keys())}
@@ -544,13 +606,29 @@ def evaluate_claims(values: Values) -> list[ClaimCheck]:
         for kind in (k for k in kinds if k != "iid"):
             for a, b in C3_GAPS:
                 g_non, g_iid = gaps(kind, a, b), gaps("iid", a, b)
-                statement("C3", f"{kind} vs iid", f"gap {a} − {b} larger under {_label(kind)} than IID", "gap",
-                          [(k, m, "final_acc") for k in (kind, "iid") for m in (a, b)],
-                          [(f"{a} − {b} ({_label(kind)})", g_non, f"{a} − {b} (IID)", g_iid)],
-                          f"{mean(g_non):.2f} vs {mean(g_iid):.2f} points" if g_non and g_iid else "no seed in both cells")
+                statement(
+                    "C3",
+                    f"{kind} vs iid",
+                    f"gap {a} − {b} larger under {_label(kind)} than IID",
+                    "gap",
+                    [(k, m, "final_acc") for k in (kind, "iid") for m in (a, b)],
+                    [(f"{a} − {b} ({_label(kind)})", g_non, f"{a} − {b} (IID)", g_iid)],
+                    f"{mean(g_non):.2f} vs {mean(g_iid):.2f} points" if g_non and g_iid else "no seed in both cells",
+                )
     adjusted = dict(zip(raw, holm(list(raw.values())), strict=True))
-    return [ClaimCheck(c.claim, c.partition, c.statement, c.quantity, c.numbers, c.pairs,
-                       tuple(adjusted[(c.partition, a, b, c.quantity)] for a, b in c.pairs), c.missing) for c in out]
+    return [
+        ClaimCheck(
+            c.claim,
+            c.partition,
+            c.statement,
+            c.quantity,
+            c.numbers,
+            c.pairs,
+            tuple(adjusted[(c.partition, a, b, c.quantity)] for a, b in c.pairs),
+            c.missing,
+        )
+        for c in out
+    ]
 
 
 def orderings(checks: list[ClaimCheck]) -> list[tuple[dict[str, Any], Decision]]:
@@ -562,8 +640,17 @@ def orderings(checks: list[ClaimCheck]) -> list[tuple[dict[str, Any], Decision]]
         for (a, b), d in zip(c.pairs, c.decisions, strict=True):
             key = (c.partition, a, b, c.quantity)
             if key not in found:
-                found[key] = ({"claim": c.claim, "split": c.partition, "a": a, "b": b, "quantity": QUANTITIES[c.quantity][0],
-                               "statement": c.statement}, d)
+                found[key] = (
+                    {
+                        "claim": c.claim,
+                        "split": c.partition,
+                        "a": a,
+                        "b": b,
+                        "quantity": QUANTITIES[c.quantity][0],
+                        "statement": c.statement,
+                    },
+                    d,
+                )
                 continue
             lab = found[key][0]
             for field, value in (("claim", c.claim), ("statement", c.statement)):
@@ -603,10 +690,15 @@ def _runs_sentence(cells: Cells) -> str:
             by_k[ks].append(method)
     per_round = "; ".join(f"{k} for {', '.join(ms)}" for k, ms in by_k.items())
     seeds = {tuple(r["seed"] for r in runs) for runs in cells.values()}
-    seed_part = (f"seeds {' '.join(map(str, next(iter(seeds))))} in each of the {len(cells)} cells" if len(seeds) == 1
-                 else "seeds differ between cells (comparison.csv lists each cell's)")
-    return (f"Runs (from their configs): {len(cfgs)} runs of {rounds} rounds over {clients} clients; "
-            f"`train.clients_per_round` {per_round} (the participants per round the runs had are in the tables); {seed_part}.")
+    seed_part = (
+        f"seeds {' '.join(map(str, next(iter(seeds))))} in each of the {len(cells)} cells"
+        if len(seeds) == 1
+        else "seeds differ between cells (comparison.csv lists each cell's)"
+    )
+    return (
+        f"Runs (from their configs): {len(cfgs)} runs of {rounds} rounds over {clients} clients; "
+        f"`train.clients_per_round` {per_round} (the participants per round the runs had are in the tables); {seed_part}."
+    )
 
 
 def _markdown(rows: list[dict[str, Any]], checks: list[ClaimCheck], figures: list[tuple[str, str]], budget: str, cells: Cells) -> str:
@@ -619,15 +711,20 @@ def _markdown(rows: list[dict[str, Any]], checks: list[ClaimCheck], figures: lis
         cfg = next(runs[0]["cfg"] for (k, _), runs in cells.items() if k == kind)
         part = cfg["data"]["partition"]
         extra = ", ".join(f"{k}={v}" for k, v in part.items() if k not in ("kind",))
-        out += [f"## {_label(kind)} (`{kind}`{', ' + extra if extra else ''})", "",
-                "| method | seeds | final accuracy (%) | accuracy over first third of rounds (%) | total reward Σ R_t | "
-                "total cost U_T | participants per round | mean ρ_i^tot | ε max (δ) |",
-                "|---|---|---|---|---|---|---|---|---|"]
+        out += [
+            f"## {_label(kind)} (`{kind}`{', ' + extra if extra else ''})",
+            "",
+            "| method | seeds | final accuracy (%) | accuracy over first third of rounds (%) | total reward Σ R_t | "
+            "total cost U_T | participants per round | mean ρ_i^tot | ε max (δ) |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in (r for r in rows if r["partition"] == kind):
-            out.append(f"| {r['method']} | {r['n_seeds']} | {_fmt(r['final_acc_mean'], '.2f')} ± {_fmt(r['final_acc_std'], '.2f')} | "
-                       f"{_fmt(r['early_acc_mean'], '.2f')} | {_fmt(r['total_reward_mean'], '.6g')} | "
-                       f"{_fmt(r['total_cost_mean'], '.6g')} | {_fmt(r['participants_mean'], '.2f')} | "
-                       f"{_fmt(r['rho_tot_mean'], '.4g')} | {_fmt(r['epsilon_max_mean'], '.4g')} |")
+            out.append(
+                f"| {r['method']} | {r['n_seeds']} | {_fmt(r['final_acc_mean'], '.2f')} ± {_fmt(r['final_acc_std'], '.2f')} | "
+                f"{_fmt(r['early_acc_mean'], '.2f')} | {_fmt(r['total_reward_mean'], '.6g')} | "
+                f"{_fmt(r['total_cost_mean'], '.6g')} | {_fmt(r['participants_mean'], '.2f')} | "
+                f"{_fmt(r['rho_tot_mean'], '.4g')} | {_fmt(r['epsilon_max_mean'], '.4g')} |"
+            )
         out += ["", "### Claims (Sec. V-B)", ""]
         for claim in ("C1", "C2", "C3", "C4"):
             mine = [c for c in checks if c.claim == claim and c.partition == kind]
@@ -645,20 +742,28 @@ def _markdown(rows: list[dict[str, Any]], checks: list[ClaimCheck], figures: lis
         # Holm's family: the orderings with a p (claims.holm leaves out a difference of 0 without
         # spread, whose p is undefined, as it does one-seed cells)
         family = [d for _, d in decided if math.isfinite(d.p)]
-        out += [rule_note(family, where="page", unit="points for accuracies and their gaps, the quantity's "
-                          "own unit for reward, cost and reward steps")
-                + " A statement that needs several orderings (lowest of several; between; ≈ within 1 point, i.e. "
-                "A + 1 > B and B + 1 > A) holds when every one holds, fails when one fails, and is otherwise not decided; "
-                "so does a claim over its statements. C4 compares each seed's smallest step R_t − R_{t−1}, over the rounds up "
-                "to the first where R_t reaches R_max,t, with 0. Each ordering is decided once (a statement sharing one shows "
-                "the same decision) and listed once in orderings.csv.", ""]
+        out += [
+            rule_note(
+                family, where="page", unit="points for accuracies and their gaps, the quantity's own unit for reward, cost and reward steps"
+            )
+            + " A statement that needs several orderings (lowest of several; between; ≈ within 1 point, i.e. "
+            "A + 1 > B and B + 1 > A) holds when every one holds, fails when one fails, and is otherwise not decided; "
+            "so does a claim over its statements. C4 compares each seed's smallest step R_t − R_{t−1}, over the rounds up "
+            "to the first where R_t reaches R_max,t, with 0. Each ordering is decided once (a statement sharing one shows "
+            "the same decision) and listed once in orderings.csv.",
+            "",
+        ]
     rounds = sorted({int(r["rounds"]) for r in rows if r["rounds"] is not None})
     third = ", ".join(f"rounds 1 to ⌈{t}/3⌉ = {math.ceil(t / 3)}" for t in rounds)
-    out += [_runs_sentence(cells), "",
-            f"Final accuracy: the last round's test accuracy; the first third of rounds: {third}. "
-            "Total reward and cost are sums over the rounds of each run's `reward` and `cost_u_t` "
-            "(server cost u_t, the summand of Eq. 15), then means over seeds; ε max is the summaries' `epsilon_max`. "
-            "Seeds per cell are in comparison.csv; the configs are in configs/.", ""]
+    out += [
+        _runs_sentence(cells),
+        "",
+        f"Final accuracy: the last round's test accuracy; the first third of rounds: {third}. "
+        "Total reward and cost are sums over the rounds of each run's `reward` and `cost_u_t` "
+        "(server cost u_t, the summand of Eq. 15), then means over seeds; ε max is the summaries' `epsilon_max`. "
+        "Seeds per cell are in comparison.csv; the configs are in configs/.",
+        "",
+    ]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
@@ -672,21 +777,27 @@ def _game_report(cells: Cells, kind: str) -> list[str]:
     emd = [e for e in plan["emd"] if e is not None]
     kept = plan["kept"]
     th = max(plan["emd"][i] for i in kept) if emd else math.nan
-    out = ["", f"#### Screening and game report (seed {runs[0]['seed']})", "",
-           "θ per candidate (EMD to the pooled label distribution): "
-           + ", ".join(f"{i}: {e:.3f}" for i, e in enumerate(plan["emd"]) if e is not None)
-           + f". θ_th = {th:.3f}; kept {len(kept)} of {len(plan['emd'])}: {kept}.", ""]
+    out = [
+        "",
+        f"#### Screening and game report (seed {runs[0]['seed']})",
+        "",
+        "θ per candidate (EMD to the pooled label distribution): "
+        + ", ".join(f"{i}: {e:.3f}" for i, e in enumerate(plan["emd"]) if e is not None)
+        + f". θ_th = {th:.3f}; kept {len(kept)} of {len(plan['emd'])}: {kept}.",
+        "",
+    ]
     npz = runs[0]["dir"] / "qidpfl.npz"
     if npz.exists():
         arr = np.load(npz)
         g = arr["rho"][:, 0] / arr["reward"][0]
-        out += ["Slopes G_i = ρ_i^t / R_t (round 1; constant ν): "
-                + ", ".join(f"{i}: {v:.4g}" for i, v in enumerate(g) if v > 0) + ".", ""]
+        out += ["Slopes G_i = ρ_i^t / R_t (round 1; constant ν): " + ", ".join(f"{i}: {v:.4g}" for i, v in enumerate(g) if v > 0) + ".", ""]
     out += ["| t | S_t | R_t* | R_min,t | R_max,t | R_t applied | u_t |", "|---|---|---|---|---|---|---|"]
     for t in range(len(plan["reward"])):
+
         def f(key: str) -> str:
             v = plan[key][t]
             return "∞" if v is None else f"{v:.5g}"
+
         out.append(f"| {t + 1} | {plan['n_part'][t]} | {f('R_star')} | {f('R_min')} | {f('R_max')} | {f('reward')} | {f('cost')} |")
     return out
 

@@ -271,7 +271,12 @@ def write_report(paths: list[Path], out: Path, *, title: str = "fedgame report")
 
     figs += _game_figures(runs, out)
 
-    lines = [f"# {title}", "", "| run | rounds | final accuracy (%) | wall time (s) | ε max (δ) | ε mean | accounting |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# {title}",
+        "",
+        "| run | rounds | final accuracy (%) | wall time (s) | ε max (δ) | ε mean | accounting |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for label, r in runs.items():
         s = r.get("summary")
         if s is None:

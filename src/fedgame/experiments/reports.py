@@ -16,6 +16,7 @@ from fedgame.pipeline.results import PROVENANCE, finished_runs, record_report
 
 __all__ = ["KINDS", "PROVENANCE", "ReportKind", "detect", "regenerate", "write"]
 
+
 @dataclass(frozen=True)
 class ReportKind:
     name: str
@@ -73,21 +74,50 @@ def _qidpfl_curve(dirs: list[Path], out: Path | None, budget: str) -> str:
     return f"curve: {', '.join(write_curve(dirs[0], dest))} → {dest / 'curve.json'}"
 
 
-KINDS: dict[str, ReportKind] = {k.name: k for k in (
-    ReportKind("runs", "accuracy, losses, partition, privacy and game figures of any run folders", _runs),
-    ReportKind("table2", "FedPCS Table II beside the paper's, with ordering verdicts", _table("table2", "write_table2", "table2.md", "table2", empty="FedPCS/baseline runs")),
-    ReportKind("table4", "PHS Tables III/IV: privacy-aware, unbiased, biased per similarity s", _table("table4", "write_table4", "table4.md", "table4")),
-    ReportKind("phs-fig5", "PHS Fig. 5: accuracy against the local batch size", _table("table4", "write_fig5", "fig5.md", "fig5")),
-    ReportKind("phs-tight", "PHS privacy-aware: the paper's noise calibration against the tight (PLD) one", _table("table4", "write_tight", "tight_vs_paper.md", "tight")),
-    ReportKind("kappa-sweep", "FedPCS accuracy scale κ: the game per κ and the default it chooses", _kappa_sweep),
-    ReportKind("qidpfl", "QI-DPFL against its five baselines: accuracy, reward, cost, claims C1-C4", _table("qidpfl_report", "write_comparison", "comparison.md", "qidpfl")),
-    ReportKind("qidpfl-curve", "QI-DPFL's accuracy-vs-ρ sweep: the fitted curve (Fig. 2)", _qidpfl_curve),
-    ReportKind("jdp-auction", "JDP-FL Fig. 2 from the auctions alone: clients, data and payments per budget and n", _jdp_auction),
-    ReportKind("jdp-fig3", "JDP-FL Fig. 3: accuracy against ε per server rule, with and without the attack", _table("jdp_report", "write_fig3", "fig3.md", "fig3")),
-    ReportKind("jdp-fig4", "JDP-FL Fig. 4: accuracy against ε and the number of participants", _table("jdp_report", "write_fig4", "fig4.md", "fig4")),
-    ReportKind("jdp-fig5", "JDP-FL Fig. 5: accuracy against the random-group size", _table("jdp_report", "write_fig5", "fig5.md", "fig5")),
-    ReportKind("reproduction", "DIR is results/: docs/reproduction.md, every reproduced cell beside the paper's", _reproduction),
-)}
+KINDS: dict[str, ReportKind] = {
+    k.name: k
+    for k in (
+        ReportKind("runs", "accuracy, losses, partition, privacy and game figures of any run folders", _runs),
+        ReportKind(
+            "table2",
+            "FedPCS Table II beside the paper's, with ordering verdicts",
+            _table("table2", "write_table2", "table2.md", "table2", empty="FedPCS/baseline runs"),
+        ),
+        ReportKind(
+            "table4",
+            "PHS Tables III/IV: privacy-aware, unbiased, biased per similarity s",
+            _table("table4", "write_table4", "table4.md", "table4"),
+        ),
+        ReportKind("phs-fig5", "PHS Fig. 5: accuracy against the local batch size", _table("table4", "write_fig5", "fig5.md", "fig5")),
+        ReportKind(
+            "phs-tight",
+            "PHS privacy-aware: the paper's noise calibration against the tight (PLD) one",
+            _table("table4", "write_tight", "tight_vs_paper.md", "tight"),
+        ),
+        ReportKind("kappa-sweep", "FedPCS accuracy scale κ: the game per κ and the default it chooses", _kappa_sweep),
+        ReportKind(
+            "qidpfl",
+            "QI-DPFL against its five baselines: accuracy, reward, cost, claims C1-C4",
+            _table("qidpfl_report", "write_comparison", "comparison.md", "qidpfl"),
+        ),
+        ReportKind("qidpfl-curve", "QI-DPFL's accuracy-vs-ρ sweep: the fitted curve (Fig. 2)", _qidpfl_curve),
+        ReportKind("jdp-auction", "JDP-FL Fig. 2 from the auctions alone: clients, data and payments per budget and n", _jdp_auction),
+        ReportKind(
+            "jdp-fig3",
+            "JDP-FL Fig. 3: accuracy against ε per server rule, with and without the attack",
+            _table("jdp_report", "write_fig3", "fig3.md", "fig3"),
+        ),
+        ReportKind(
+            "jdp-fig4",
+            "JDP-FL Fig. 4: accuracy against ε and the number of participants",
+            _table("jdp_report", "write_fig4", "fig4.md", "fig4"),
+        ),
+        ReportKind(
+            "jdp-fig5", "JDP-FL Fig. 5: accuracy against the random-group size", _table("jdp_report", "write_fig5", "fig5.md", "fig5")
+        ),
+        ReportKind("reproduction", "DIR is results/: docs/reproduction.md, every reproduced cell beside the paper's", _reproduction),
+    )
+}
 
 
 def detect(root: Path) -> str:
@@ -143,5 +173,4 @@ def regenerate(folder: Path, dest: Path) -> list[str]:
         if outside:
             raise ValueError(f"{record}: runs outside the results folder: {', '.join(outside)}")
         KINDS[entry["kind"]].write(runs, dest, entry["budget"])
-    return sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*")
-                  if p.is_file() and p.suffix != ".png" and p.name != PROVENANCE)
+    return sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file() and p.suffix != ".png" and p.name != PROVENANCE)

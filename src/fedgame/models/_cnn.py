@@ -34,6 +34,7 @@ __all__ = [
     "simple_cnn",
 ]
 
+
 def logreg(*, in_shape: InShape, num_classes: int) -> nn.Module:
     """Multinomial logistic regression: Flatten → Linear(C·H·W, classes), or Linear(F, classes)
     on feature vectors ``(F,)`` (the Flatten then leaves the B×F batch as it is).

@@ -98,9 +98,7 @@ class Stack:
 
     def _set(self, name: str, shape: Shape) -> None:
         if shape.h < 1 or shape.w < 1:
-            raise ValueError(
-                f"{self.model}: input {shape_str(self.in_shape)} is too small, layer {name!r} would output {shape}"
-            )
+            raise ValueError(f"{self.model}: input {shape_str(self.in_shape)} is too small, layer {name!r} would output {shape}")
         self.shape = shape
 
     def add(self, name: str, module: nn.Module) -> None:

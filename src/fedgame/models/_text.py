@@ -42,9 +42,7 @@ class EmbeddingBagClassifier(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 2 or x.dtype not in (torch.int64, torch.int32):
-            raise ValueError(
-                f"embedding_bag: input must be a (B, L) tensor of integer token ids, got shape {tuple(x.shape)} of {x.dtype}"
-            )
+            raise ValueError(f"embedding_bag: input must be a (B, L) tensor of integer token ids, got shape {tuple(x.shape)} of {x.dtype}")
         logits: torch.Tensor = self.fc(self.embedding(x))
         return logits
 
@@ -76,9 +74,7 @@ def embedding_bag(*, in_shape: InShape, num_classes: int, vocab: int | None = No
     zero.
     """
     if len(in_shape) != 1:
-        raise ValueError(
-            f"model 'embedding_bag': needs token inputs (L,) (a sequence of token ids), got in_shape {tuple(in_shape)!r}"
-        )
+        raise ValueError(f"model 'embedding_bag': needs token inputs (L,) (a sequence of token ids), got in_shape {tuple(in_shape)!r}")
     if vocab is None:
         raise ValueError("model 'embedding_bag': needs option vocab (the number of token ids, padding id 0 included)")
     v = _option("vocab", vocab, minimum=2)

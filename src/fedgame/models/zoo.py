@@ -76,7 +76,10 @@ _BUILDERS: dict[str, tuple[Callable[..., nn.Module], str]] = {
     "vgg11": (_vgg.vgg11, "VGG-11 (configuration A) with GroupNorm and a linear classifier."),
     "vgg16": (_vgg.vgg16, "VGG-16 (configuration D) with GroupNorm and a linear classifier."),
     "resnet18": (_resnet.resnet18, "ResNet-18 with GroupNorm; CIFAR or ImageNet stem by input size."),
-    "embedding_bag": (_text.embedding_bag, "Token sequences (L,): mean of token embeddings (EmbeddingBag, padding 0) → Linear; needs vocab."),
+    "embedding_bag": (
+        _text.embedding_bag,
+        "Token sequences (L,): mean of token embeddings (EmbeddingBag, padding 0) → Linear; needs vocab.",
+    ),
 }
 for _name, (_builder, _doc) in _BUILDERS.items():
     MODELS.register(_name, doc=_doc)(_builder)
@@ -171,8 +174,7 @@ def build_model(
     unknown = sorted(set(kw) - set(allowed))
     if unknown:
         raise TypeError(
-            f"model {name!r} takes no option {', '.join(map(repr, unknown))}; "
-            f"its options: {', '.join(allowed) if allowed else 'none'}"
+            f"model {name!r} takes no option {', '.join(map(repr, unknown))}; its options: {', '.join(allowed) if allowed else 'none'}"
         )
     if seed is None:
         return builder(in_shape=shape, num_classes=classes, **kw)

@@ -102,8 +102,10 @@ def plugin_call(field: str, factory: Any, method: str, section: Any, ctx: BuildC
         raise
     except Exception as e:  # noqa: BLE001 - any failure of a plug-in's code is the recipe's plug-in's
         what = " ".join(str(e).split())[:300]
-        raise ValueError(f"{field}: {section.kind!r} ({getattr(factory, '__qualname__', factory)}) could not be built "
-                         f"from the recipe ({method}): {type(e).__name__}: {what}") from e
+        raise ValueError(
+            f"{field}: {section.kind!r} ({getattr(factory, '__qualname__', factory)}) could not be built "
+            f"from the recipe ({method}): {type(e).__name__}: {what}"
+        ) from e
 
 
 def privacy_setup(cfg: RunConfig, ctx: BuildContext) -> Any:
@@ -244,8 +246,7 @@ def build_privacy(
     pc = cfg.privacy
     if pc.kind not in PRIVACY_PLANS:
         # never fail open: a privacy kind this builder does not know must not train without its noise
-        raise ValueError(f"privacy.kind: {pc.kind!r} has no builder in this pipeline; "
-                         "refusing to train without the privacy it asks for")
+        raise ValueError(f"privacy.kind: {pc.kind!r} has no builder in this pipeline; refusing to train without the privacy it asks for")
     factory = PRIVACY_PLANS.get(pc.kind)
     ctx = BuildContext(run=cfg, data=data, plan=plan, phs=phs, selection=selection)
     plan_: ClientPrivacy = plugin_call("privacy.kind", factory, "from_config", pc, ctx)
@@ -266,15 +267,19 @@ def build_selection(
     sel = cfg.selection
     factory = SELECTIONS.get(sel.kind)
     ctx = BuildContext(
-        run=cfg, data=data, rng=(streams or Streams(seed=cfg.seed)).numpy("selection_build"), plan=plan,
-        label_counts=label_counts, streams=streams or Streams(seed=cfg.seed), phs=phs,
+        run=cfg,
+        data=data,
+        rng=(streams or Streams(seed=cfg.seed)).numpy("selection_build"),
+        plan=plan,
+        label_counts=label_counts,
+        streams=streams or Streams(seed=cfg.seed),
+        phs=phs,
     )
     strategy: SelectionStrategy = plugin_call("selection.kind", factory, "from_config", sel, ctx)
     return strategy
 
 
-def build_incentive(cfg: RunConfig, plan: FedPCSPlan | QIDPFLPlan | None = None,
-                    data: FederatedDataset | None = None) -> Incentive:
+def build_incentive(cfg: RunConfig, plan: FedPCSPlan | QIDPFLPlan | None = None, data: FederatedDataset | None = None) -> Incentive:
     """The recipe's incentive, built by its class from the plan the pipeline solved (FedPCS's game,
     QI-DPFL's reward game) or from its own fields (a plug-in)."""
     factory = INCENTIVES.get(cfg.incentive.kind)
@@ -354,8 +359,10 @@ def check_model(cfg: RunConfig, data: FederatedDataset) -> torch.nn.Module:
     loss = make_loss(cfg.train.loss)
     loss.check(data.train.classes)
     if data.train.classes == 0 and needs_label_counts(cfg):
-        raise ValueError("selection.kind: the recipe asks the clients for class-label histograms (QI-DPFL's screening, "
-                         "Fed-CBS, screened FedAvg), and this dataset is a regression (float targets)")
+        raise ValueError(
+            "selection.kind: the recipe asks the clients for class-label histograms (QI-DPFL's screening, "
+            "Fed-CBS, screened FedAvg), and this dataset is a regression (float targets)"
+        )
     try:
         model = model_for(cfg, data, Streams(seed=cfg.seed))
     except (TypeError, ValueError) as e:
@@ -404,9 +411,7 @@ def build_trainer(cfg: RunConfig, data: FederatedDataset, streams: Streams) -> L
         model=model,
         x=x_train,
         y=y_train,
-        spec=LocalSpec(
-            batch_size=l.batch_size, lr=l.lr, epochs=l.epochs, steps=l.steps, momentum=l.momentum, weight_decay=l.weight_decay
-        ),
+        spec=LocalSpec(batch_size=l.batch_size, lr=l.lr, epochs=l.epochs, steps=l.steps, momentum=l.momentum, weight_decay=l.weight_decay),
         per_example=cfg.train.per_example,
         precision=cfg.train.precision,
         memory_format=cfg.train.memory_format,
@@ -443,8 +448,10 @@ def check_silo(cfg: RunConfig) -> None:
     """Refuse, in one line naming the field, a recipe a silo federation cannot run: every node's
     whole data is its client (no partition to draw), and the server holds no example."""
     if cfg.jdp is not None:
-        raise ValueError("jdp: a JDP-FL recipe does not run on silo data yet (its server validation set is drawn from the "
-                         "clients' examples); deploy it without --silo")
+        raise ValueError(
+            "jdp: a JDP-FL recipe does not run on silo data yet (its server validation set is drawn from the "
+            "clients' examples); deploy it without --silo"
+        )
     if cfg.data.validation:
         raise ValueError(f"data.validation: a silo server holds no training example to set aside, got {cfg.data.validation}; allowed: 0")
     _ = cfg.data.n_clients  # a natural partition must say how many nodes to wait for (its error names the field)
@@ -625,7 +632,9 @@ def _jdp_winners(
     if au.mechanism == "none":
         return np.arange(data.n_clients), None, None
     # the clients' `bid` answers: asked over the network by a remote backend, else drawn here
-    costs = np.asarray(bids, dtype=np.float64) if bids is not None else draw_costs(streams, data.n_clients, low=au.cost_low, high=au.cost_high)
+    costs = (
+        np.asarray(bids, dtype=np.float64) if bids is not None else draw_costs(streams, data.n_clients, low=au.cost_low, high=au.cost_high)
+    )
     auction = UnitPriceAuction() if au.mechanism == "M1" else KnapsackAuction()
     out = auction.run(costs, budget=au.budget, data_sizes=np.asarray(data.sizes, dtype=np.float64))
     winners = np.sort(np.asarray(out.winners, dtype=np.int64))
@@ -669,9 +678,16 @@ def _jdp_mechanisms(cfg: RunConfig, winners: np.ndarray, sizes: np.ndarray) -> l
         for k, i in enumerate(winners):
             if k == 1:
                 gauss_log.setLevel(logging.ERROR)
-            mechs.append(local_perturbation(
-                epsilon=p.epsilon, delta=p.delta, clip=p.clip, n_examples=int(sizes[i]), sensitivity=p.sensitivity, calibrator=p.calibrator,
-            ))
+            mechs.append(
+                local_perturbation(
+                    epsilon=p.epsilon,
+                    delta=p.delta,
+                    clip=p.clip,
+                    n_examples=int(sizes[i]),
+                    sensitivity=p.sensitivity,
+                    calibrator=p.calibrator,
+                )
+            )
     finally:
         gauss_log.setLevel(level)
     return mechs
@@ -740,7 +756,6 @@ def build_jdp(
     winners, auction, costs = _jdp_winners(cfg, data, streams, bids)
     workers = workers_for(cfg, int(np.asarray(winners).size), cores) if parallel else 1
     set_threads(cfg, workers, cores)
-    train = data.train
     model = model_for(cfg, data, streams)
     x_train, y_train, _, _ = data.as_tensors()
     adversary: int | None = None
@@ -787,6 +802,4 @@ def build_jdp(
     if pool is not None:
         n_test = int(data.as_tensors()[2].shape[0])
         engine.evaluator = lambda params: pool.evaluate("test", params, n_test)
-    return BuiltJDP(
-        engine=engine, data=data, model=model, auction=auction, costs=costs, adversary=adversary, eps_exp=eps_exp, pool=pool
-    )
+    return BuiltJDP(engine=engine, data=data, model=model, auction=auction, costs=costs, adversary=adversary, eps_exp=eps_exp, pool=pool)

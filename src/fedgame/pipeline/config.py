@@ -51,6 +51,7 @@ def _known(what: str, name: str, names: list[str]) -> str:
     """``name`` if it is one of ``names``; else a one-line error with the nearest name and the list."""
     if name in names:
         return name
+
     def abbreviates(full: str) -> bool:  # "fmnist" → "fashion_mnist": its letters in order
         it = iter(full)
         return all(c in it for c in name)
@@ -165,9 +166,7 @@ class DataCfg(_Frozen):
     partition: Partition = Field(default_factory=DirichletPartition)
     max_train: int | None = Field(None, ge=10, description="use only the first N training examples (smoke runs)")
     max_test: int | None = Field(None, ge=10)
-    validation: int = Field(
-        0, ge=0, le=1_000_000, description="training examples held out (seeded) as the server's validation set"
-    )
+    validation: int = Field(0, ge=0, le=1_000_000, description="training examples held out (seeded) as the server's validation set")
 
     @field_validator("dataset")
     @classmethod
@@ -213,8 +212,10 @@ class DataCfg(_Frozen):
     @model_validator(mode="after")
     def _natural_needs_groups(self) -> DataCfg:
         if isinstance(self.partition, NaturalPartition) and self.validation:
-            raise ValueError("validation: a natural partition gives every training example to its group's client; "
-                             "hold the server's validation examples out in the data instead (allowed here: 0)")
+            raise ValueError(
+                "validation: a natural partition gives every training example to its group's client; "
+                "hold the server's validation examples out in the data instead (allowed here: 0)"
+            )
         return self
 
 
@@ -310,6 +311,7 @@ class TrainCfg(_Frozen):
                 f"one after another on the device), got {self.workers}; train.device: cpu trains on CPU worker processes"
             )
         return self
+
     on_missing: Literal["continue", "fail"] = "continue"
     """When a selected client does not reply (a remote backend: Flower): ``continue`` ends the
     round with the replies that arrived (the missing client is not charged), ``fail`` stops
@@ -332,8 +334,17 @@ ScreenedSel = Screened.Config
 
 Selection = Annotated[
     Union[  # noqa: UP007 (the members are classes' Config attributes)
-        UniformSel, FullSel, DataSizeSel, PrivacyAwareSel, PowerOfChoiceSel, AOCSSel, FedCBSSel, DeltaSel, PHSSel,
-        ParticipantsSel, ScreenedSel,
+        UniformSel,
+        FullSel,
+        DataSizeSel,
+        PrivacyAwareSel,
+        PowerOfChoiceSel,
+        AOCSSel,
+        FedCBSSel,
+        DeltaSel,
+        PHSSel,
+        ParticipantsSel,
+        ScreenedSel,
     ],
     Field(discriminator="kind"),
 ]
@@ -383,9 +394,7 @@ class JDPPrivacyCfg(_Frozen):
     accounting: Literal["mechanisms", "paper"] = "mechanisms"
 
 
-Privacy = Annotated[
-    NoPrivacyCfg | DPSGDCfg | ZCDPUploadCfg | PHSPrivacyCfg | CentralDPCfg | JDPPrivacyCfg, Field(discriminator="kind")
-]
+Privacy = Annotated[NoPrivacyCfg | DPSGDCfg | ZCDPUploadCfg | PHSPrivacyCfg | CentralDPCfg | JDPPrivacyCfg, Field(discriminator="kind")]
 
 
 class AccountantCfg(_Frozen):
@@ -436,7 +445,6 @@ class AuctionCfg(_Frozen):
     budget: float = Field(50_000.0, gt=0, le=1e15)
     cost_low: int = Field(1, ge=1, le=10**9)
     cost_high: int = Field(1000, ge=1, le=10**9)
-
 
 
 class JDPCfg(_Frozen):
@@ -493,6 +501,7 @@ class RunConfig(_Frozen):
         if v.startswith(".") or "/" in v or "\0" in v or v != v.strip():
             raise ValueError(f"must be one folder name (no '/', no leading '.', no surrounding spaces), got {v!r}")
         return v
+
     data: DataCfg = Field(default_factory=DataCfg)
     model: ModelCfg = Field(default_factory=ModelCfg)
     train: TrainCfg = Field(default_factory=TrainCfg)
@@ -529,10 +538,18 @@ class RunConfig(_Frozen):
         its own ``check_run`` (the checks that need the rest of the recipe)."""
         from fedgame.core.limits import check_memory, recipe_estimate
 
-        est = recipe_estimate(self.data.partition.n_clients, self.train.rounds, fedpcs_game=self.incentive.kind == "fedpcs",
-                              phs="phs" in (self.privacy.kind, self.selection.kind))
+        est = recipe_estimate(
+            self.data.partition.n_clients,
+            self.train.rounds,
+            fedpcs_game=self.incentive.kind == "fedpcs",
+            phs="phs" in (self.privacy.kind, self.selection.kind),
+        )
         if est is not None:  # limits before work: the game a recipe solves must fit this machine
-            check_memory(est[0], field=est[1], what=f"the recipe's {'FedPCS game' if self.incentive.kind == 'fedpcs' else 'PHS problem'} with {est[2]}")
+            check_memory(
+                est[0],
+                field=est[1],
+                what=f"the recipe's {'FedPCS game' if self.incentive.kind == 'fedpcs' else 'PHS problem'} with {est[2]}",
+            )
         sel = self.selection
         jdp_priv = self.privacy.kind == "jdp"
         if jdp_priv and self.jdp is None:
@@ -555,7 +572,11 @@ class RunConfig(_Frozen):
             au = self.jdp.auction
             if au.cost_high < au.cost_low:
                 raise ValueError(f"jdp.auction.cost_high: must be >= cost_low ({au.cost_low}), got {au.cost_high}")
-            if self.jdp.attack.kind == "dirty_label" and self.jdp.attack.mode == "one_class" and self.jdp.attack.source == self.jdp.attack.target is not None:
+            if (
+                self.jdp.attack.kind == "dirty_label"
+                and self.jdp.attack.mode == "one_class"
+                and self.jdp.attack.source == self.jdp.attack.target is not None
+            ):
                 raise ValueError(f"jdp.attack.source: must differ from target, got {self.jdp.attack.source}")
         _check_requirements({"selection": sel, "privacy": self.privacy, "incentive": self.incentive})
         for section in (sel, self.privacy, self.incentive):  # each plug-in's own cross-section checks
@@ -586,17 +607,42 @@ def format_errors(err: ValidationError) -> str:
         if e["type"] == "union_tag_invalid":
             ctx = e.get("ctx", {})
             loc, shown = f"{loc}.kind" if loc else "kind", ""
-            msg = (f"unknown kind {ctx.get('tag')!r}; choose from {ctx.get('expected_tags')} "
-                   "(a plug-in's kind: load its module with --plugin MODULE, see docs/plugins.md)")
+            msg = (
+                f"unknown kind {ctx.get('tag')!r}; choose from {ctx.get('expected_tags')} "
+                "(a plug-in's kind: load its module with --plugin MODULE, see docs/plugins.md)"
+            )
         lines.append(f"{loc}: {msg}{shown}" if loc else msg)
     return "\n".join(lines)
 
 
 _UNION_TAGS = {
-    "iid", "dirichlet", "shards", "similarity", "quantity", "uniform", "full", "data_size",
-    "none", "dpsgd", "zcdp_upload", "privacy_aware", "fedpcs", "power_of_choice", "aocs", "fedcbs", "delta", "phs",
-    "participants", "screened", "qidpfl", "jdp", "natural", "central_dp",
-    "mixture", "constant", "list",
+    "iid",
+    "dirichlet",
+    "shards",
+    "similarity",
+    "quantity",
+    "uniform",
+    "full",
+    "data_size",
+    "none",
+    "dpsgd",
+    "zcdp_upload",
+    "privacy_aware",
+    "fedpcs",
+    "power_of_choice",
+    "aocs",
+    "fedcbs",
+    "delta",
+    "phs",
+    "participants",
+    "screened",
+    "qidpfl",
+    "jdp",
+    "natural",
+    "central_dp",
+    "mixture",
+    "constant",
+    "list",
 }
 #: fields holding a discriminated union: only the tag right after one is dropped from an error's
 #: location ("selection.delta.alpha1" → "selection.alpha1", but "privacy.delta" stays)

@@ -73,8 +73,6 @@ def finished_runs(root: str | Path, *, with_config: bool = True) -> Iterator[Fin
         yield FinishedRun(dir=d, summary=summary, cfg=cfg if isinstance(cfg, dict) else {})
 
 
-
-
 def read_json_file(path: Path) -> Any:
     """``path``'s JSON, or a one-line :class:`ValueError` naming the file when it is not JSON."""
     try:
@@ -100,8 +98,19 @@ def mean_std(xs: Iterable[float | None]) -> tuple[float, float]:
 #: from it) and the plans the paper reports read (PHS Problem 1's p*, JDP-FL's auction winners and
 #: adversary, QI-DPFL's screened set and rewards, and its per-client, per-round ρ_i^t and payments,
 #: from which the comparison's mean ρ_i^tot is computed): kilobytes each
-EXPORTED = ("summary.json", "metrics.csv", "config.yaml", "privacy.csv", "partition.json", "game.json", "game.npz",
-            "phs.json", "jdp.json", "qidpfl.json", "qidpfl.npz")
+EXPORTED = (
+    "summary.json",
+    "metrics.csv",
+    "config.yaml",
+    "privacy.csv",
+    "partition.json",
+    "game.json",
+    "game.npz",
+    "phs.json",
+    "jdp.json",
+    "qidpfl.json",
+    "qidpfl.npz",
+)
 
 
 def export_runs(src: Path, dest: Path, files: tuple[str, ...] = EXPORTED) -> list[Path]:
@@ -142,8 +151,10 @@ def code_note(run_dirs: Iterable[Path]) -> str:
         code = str(versions.get("code", "not recorded"))
         codes[code[:12] + code[40:] if len(code) >= 40 else code] += 1
         cpus[str(versions.get("cpu", "not recorded"))] += 1
+
     def listed(c: Counter[str]) -> str:
         return ", ".join(f"{k} ({n} run{'s' if n > 1 else ''})" for k, n in sorted(c.items()))
+
     n = sum(codes.values())
     if len(codes) == 1:
         code_part = f"all {n} runs from code {next(iter(codes))}"

@@ -101,9 +101,15 @@ def code_version(root: Path | None = None) -> str:
         return os.environ["FEDGAME_CODE_VERSION"]
     root = root if root is not None else Path(fedgame.__file__).resolve().parents[2]
     try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                ":(exclude)results", ":(exclude)docs"], capture_output=True, text=True, timeout=10).stdout.strip()
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results", ":(exclude)docs"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return f"fedgame {fedgame.__version__}"
     return sha + ("+dirty" if dirty else "")
@@ -119,8 +125,6 @@ class Execute(Protocol):
     def __call__(self, built: Built | BuiltJDP, cfg: RunConfig, run: Callable[[], RunResult]) -> RunResult: ...
 
     def describe(self) -> dict[str, Any]: ...
-
-
 
 
 def _differences(before: str, after: str, shown: int = 4) -> str:
@@ -169,7 +173,9 @@ def run_one(
         from fedgame.data import as_split, in_memory_options
 
         split = as_split(data)
-        cfg = cfg.model_copy(update={"data": cfg.data.model_copy(update={"dataset": "memory", "options": in_memory_options(split), "root": None})})
+        cfg = cfg.model_copy(
+            update={"data": cfg.data.model_copy(update={"dataset": "memory", "options": in_memory_options(split), "root": None})}
+        )
     if isinstance(cfg.data.partition, NaturalPartition) and build is None:
         split = load_split(cfg) if split is None else split
         cfg = with_clients(cfg, split)  # n_clients: the groups the data gives
@@ -323,8 +329,13 @@ def _ledger(cfg: RunConfig, result: RunResult, built: Built | BuiltJDP) -> tuple
     given = label != "none"  # no privacy given: ε is ∞ per client (null in JSON), never 0
     extra = built.engine.privacy.report(cfg.accountant.delta) or [{} for _ in range(data.n_clients)]
     rows = [
-        {"client": i, "size": int(data.sizes[i]), "selected": int(result.selected_counts[i]),
-         "epsilon": float(eps[i]) if given else math.inf, **extra[i]}
+        {
+            "client": i,
+            "size": int(data.sizes[i]),
+            "selected": int(result.selected_counts[i]),
+            "epsilon": float(eps[i]) if given else math.inf,
+            **extra[i],
+        }
         for i in range(data.n_clients)
     ]
     spent: dict[str, Any] = {}
@@ -361,10 +372,20 @@ def _jdp_ledger(cfg: RunConfig, result: RunResult, built: BuiltJDP) -> tuple[lis
         if isinstance(p, JDPPrivacyCfg) and m is not None and t > 0:
             sens = m.sensitivity
             assert sens is not None  # M3 is calibrated (local_perturbation), so it carries its sensitivity
-            tot = jdp_totals(t, eps_local=p.epsilon, eps_exp=built.eps_exp if engine.rule.personal else 0.0, delta=p.delta,
-                             noise_multiplier=m.noise_std / float(sens))
-            row.update(sigma=m.noise_std, sensitivity=float(sens), eps_paper=tot.paper_epsilon,
-                       delta_paper=tot.total_delta, eps_rdp=tot.rdp_epsilon)
+            tot = jdp_totals(
+                t,
+                eps_local=p.epsilon,
+                eps_exp=built.eps_exp if engine.rule.personal else 0.0,
+                delta=p.delta,
+                noise_multiplier=m.noise_std / float(sens),
+            )
+            row.update(
+                sigma=m.noise_std,
+                sensitivity=float(sens),
+                eps_paper=tot.paper_epsilon,
+                delta_paper=tot.total_delta,
+                eps_rdp=tot.rdp_epsilon,
+            )
         rows.append(row)
     last5 = [r["test_acc"] for r in result.records[-5:] if np.isfinite(r["test_acc"])]
     adv_used = [r["adversary_used"] for r in result.records if r["adversary_used"] is not None]
@@ -528,8 +549,6 @@ def check_jobs(jobs: int, cells: Sequence[GridCell] = ()) -> int:
     return int(jobs)
 
 
-
-
 def summarise_grid(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per label: accuracy, wall time and ε as mean ± std over seeds."""
     rows = []
@@ -561,7 +580,9 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     ]
     for r in rows:
         m = r["epsilon_max_mean"]
-        eps = "∞ (no privacy)" if r.get("accounting") == "none" else "—" if not math.isfinite(m) else f"{m:.3g} ± {r['epsilon_max_std']:.2g}"
+        eps = (
+            "∞ (no privacy)" if r.get("accounting") == "none" else "—" if not math.isfinite(m) else f"{m:.3g} ± {r['epsilon_max_std']:.2g}"
+        )
         lines.append(
             f"| {r['label']} | {r['seeds']} | {r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f} | "
             f"{r['wall_time_mean']:.1f} ± {r['wall_time_std']:.1f} | {eps} |"

@@ -260,7 +260,9 @@ class ResultStore:
             state: dict[str, Any] = _from_plain(torch.load(p, weights_only=True))
         except pickle.UnpicklingError as e:
             if "Weights only load failed" not in str(e):
-                raise UnsafeCheckpoint(f"{p}: not a checkpoint fedgame can read (damaged or truncated); delete it to start the run afresh") from None
+                raise UnsafeCheckpoint(
+                    f"{p}: not a checkpoint fedgame can read (damaged or truncated); delete it to start the run afresh"
+                ) from None
             raise UnsafeCheckpoint(
                 f"{p}: holds objects beyond tensors and plain types (an older fedgame's checkpoint, or not ours); "
                 "refusing to load it, since that could run code: delete it to start the run afresh"
@@ -276,7 +278,14 @@ class ResultStore:
         return state
 
     RUN_FILES = (
-        "config.yaml", "partition.npz", "partition.json", "metrics.csv", "privacy.csv", "summary.json", "checkpoint.pt", "sessions.json",
+        "config.yaml",
+        "partition.npz",
+        "partition.json",
+        "metrics.csv",
+        "privacy.csv",
+        "summary.json",
+        "checkpoint.pt",
+        "sessions.json",
         "queries.jsonl",
     )
 

@@ -47,8 +47,6 @@ def _numbers(rec: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-
-
 class Tracker:
     """One tracking back-end: told of each round's record, then of the summary."""
 
@@ -79,7 +77,9 @@ class TensorBoardTracker(Tracker):
 
     def close(self, summary: dict[str, Any] | None) -> None:
         if summary is not None:
-            for k, v in _numbers({k: v for k, v in summary.items() if k in ("final_accuracy", "final_loss", "epsilon_max", "epsilon_mean", "wall_time")}).items():
+            for k, v in _numbers(
+                {k: v for k, v in summary.items() if k in ("final_accuracy", "final_loss", "epsilon_max", "epsilon_mean", "wall_time")}
+            ).items():
                 self.writer.add_scalar(f"summary/{k}", v, self.last)
         self.writer.close()
 
@@ -98,7 +98,9 @@ class MLflowTracker(Tracker):
         exp = self.client.get_experiment_by_name(name)
         exp_id = exp.experiment_id if exp is not None else self.client.create_experiment(name)
         run_name = f"{out.name} (seed {config.get('seed', 0)})"
-        self.run_id = self.client.create_run(exp_id, run_name=run_name, tags={"fedgame.code": code, "fedgame.run_folder": str(out.resolve())}).info.run_id
+        self.run_id = self.client.create_run(
+            exp_id, run_name=run_name, tags={"fedgame.code": code, "fedgame.run_folder": str(out.resolve())}
+        ).info.run_id
         params = {k: str(v)[:500] for k, v in flatten(config).items()}
         items = list(params.items())
         for i in range(0, len(items), 100):  # MLflow's batch limit

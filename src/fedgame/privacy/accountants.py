@@ -258,13 +258,9 @@ def ledger_to_dp_event(entries: Sequence[Entry] | Ledger, *, target: Literal["rd
     if rho > 0.0:
         events.append(dp_event.GaussianDpEvent(0.0 if math.isinf(rho) else 1.0 / math.sqrt(2.0 * rho)))
     for (z, q), count in sorted(sub.items()):
-        events.append(
-            dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(z)), count)
-        )
+        events.append(dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(z)), count))
     for (z, m, n), count in sorted(wor.items()):
-        events.append(
-            dp_event.SelfComposedDpEvent(dp_event.SampledWithoutReplacementDpEvent(n, m, dp_event.GaussianDpEvent(z)), count)
-        )
+        events.append(dp_event.SelfComposedDpEvent(dp_event.SampledWithoutReplacementDpEvent(n, m, dp_event.GaussianDpEvent(z)), count))
     for event, count in generic:
         eps, delta = _generic_params(event)
         events.append(dp_event.SelfComposedDpEvent(EpsilonDeltaDpEvent(eps, delta), count))

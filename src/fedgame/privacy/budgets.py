@@ -299,6 +299,4 @@ class ListBudgetCfg(PluginConfig):
 
 #: Per-client privacy budgets ε_k (PHS Sec. VI). Not named ``BudgetCfg``: that is FedPCS's B_t.
 #: ``fedgame.privacy.budgets.draw_budgets`` takes its ``model_dump()``.
-PrivacyBudgetCfg = Annotated[
-    UniformBudgetCfg | MixtureBudgetCfg | ConstantBudgetCfg | ListBudgetCfg, Field(discriminator="kind")
-]
+PrivacyBudgetCfg = Annotated[UniformBudgetCfg | MixtureBudgetCfg | ConstantBudgetCfg | ListBudgetCfg, Field(discriminator="kind")]

@@ -132,8 +132,10 @@ class PrivacyEvent:
         public), so ``z`` is the noise std over the replace-one sensitivity: for a sum of records
         clipped to norm C that sensitivity is 2C, and noise of std σ gives z = σ / (2C).
         Only the RDP accountant charges it; a ledger cannot mix it with add/remove events."""
-        return cls("wor_subsampled_gaussian",
-                   {"noise_multiplier": noise_multiplier, "sample_size": sample_size, "population_size": population_size})
+        return cls(
+            "wor_subsampled_gaussian",
+            {"noise_multiplier": noise_multiplier, "sample_size": sample_size, "population_size": population_size},
+        )
 
     @property
     def replace_one(self) -> bool:

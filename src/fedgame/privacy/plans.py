@@ -104,9 +104,21 @@ class ClientBudgets:
 
     def summary(self) -> dict[str, Any]:
         """``phs.json`` when no selection solved Problem 1 on these budgets (p^s = p^u)."""
-        return {"D": self.dim, "eta": None, "eps": [finite_or_none(e) for e in self.eps], "V": self.V.tolist(),
-                "p_u": self.p_u.tolist(), "p_s": self.p_u.tolist(), "l1_from_p_u": 0.0, "objective": None,
-                "objective_at_p_u": None, "eta_star": None, "kkt_residual": None, "solver": None, "solve_seconds": None}
+        return {
+            "D": self.dim,
+            "eta": None,
+            "eps": [finite_or_none(e) for e in self.eps],
+            "V": self.V.tolist(),
+            "p_u": self.p_u.tolist(),
+            "p_s": self.p_u.tolist(),
+            "l1_from_p_u": 0.0,
+            "objective": None,
+            "objective_at_p_u": None,
+            "eta_star": None,
+            "kkt_residual": None,
+            "solver": None,
+            "solve_seconds": None,
+        }
 
 
 class ClientPrivacy(ABC):
@@ -250,9 +262,18 @@ class LocalDPSGD(ClientPrivacy):
         rounds = run.train.rounds
         if c.calibrate_over == "expected":
             rounds = max(1, int(np.ceil(rounds * run.train.clients_per_round / sizes.size)))
-        return cls(sizes=sizes, batch_size=local.batch_size, steps_per_round=spr, max_grad_norm=c.max_grad_norm,
-                   noise_multiplier=c.noise_multiplier, target_epsilon=c.target_epsilon, delta=c.delta,
-                   max_rounds=rounds, accountant="pld" if run.accountant.kind == "pld" else "rdp", sampling=c.sampling)
+        return cls(
+            sizes=sizes,
+            batch_size=local.batch_size,
+            steps_per_round=spr,
+            max_grad_norm=c.max_grad_norm,
+            noise_multiplier=c.noise_multiplier,
+            target_epsilon=c.target_epsilon,
+            delta=c.delta,
+            max_rounds=rounds,
+            accountant="pld" if run.accountant.kind == "pld" else "rdp",
+            sampling=c.sampling,
+        )
 
     def __init__(
         self,
@@ -375,9 +396,17 @@ class PHSDPSGD(ClientPrivacy):
                 "selection.kind 'phs', or 'power_of_choice' with cap 'planned'"
             )
         steps = steps_per_round(sizes, batch_size=local.batch_size, epochs=local.epochs, steps=local.steps)
-        return cls(eps=ctx.phs.eps, delta=c.delta, sizes=sizes, batch_size=local.batch_size,
-                   local_steps=np.asarray(steps, dtype=np.int64), counts=bound, max_grad_norm=c.max_grad_norm,
-                   calibration=c.calibration, fixed_batch=c.batch == "fixed_batch")
+        return cls(
+            eps=ctx.phs.eps,
+            delta=c.delta,
+            sizes=sizes,
+            batch_size=local.batch_size,
+            local_steps=np.asarray(steps, dtype=np.int64),
+            counts=bound,
+            max_grad_norm=c.max_grad_norm,
+            calibration=c.calibration,
+            fixed_batch=c.batch == "fixed_batch",
+        )
 
     def __init__(
         self,
@@ -549,8 +578,7 @@ class ZCDPUpload(ClientPrivacy):
                 raise ValueError("privacy.rho: 'game' needs incentive.kind 'fedpcs' or 'qidpfl'")
             if self.mode == "exact" and run.train.local.steps != 1:
                 raise ValueError(
-                    f"train.local.steps: privacy.mode 'exact' is one full-batch step per round, must be 1, "
-                    f"got {run.train.local.steps}"
+                    f"train.local.steps: privacy.mode 'exact' is one full-batch step per round, must be 1, got {run.train.local.steps}"
                 )
 
         @field_validator("rho")
@@ -634,7 +662,9 @@ class ZCDPUpload(ClientPrivacy):
             raise ValueError(f"privacy.rho: client {client} has rho = 0 in round {t} (it sits the round out) but was selected")
         s = float(self.scale[client])
         return GaussianMechanism.for_zcdp(
-            self.rho_of(client, t), clip=s * self.clip, sensitivity=2.0 * s * self.clip / n_examples,
+            self.rho_of(client, t),
+            clip=s * self.clip,
+            sensitivity=2.0 * s * self.clip / n_examples,
             on="params" if self.mode == "paper_params" else "update",
         )
 

@@ -86,6 +86,7 @@ class AOCS(SelectionStrategy):
 
         def check_run(self, run: Any) -> None:
             check_k_at_most_n(run, f"selection '{self.kind}'")
+
         stale_norms: bool = True
 
     def __init__(self, *, stale_norms: bool = True) -> None:

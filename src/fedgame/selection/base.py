@@ -117,9 +117,9 @@ class Uniform(SelectionStrategy):
             n, k = run.data.partition.n_clients, run.train.clients_per_round
             if n is not None and not self.replace and k > n:
                 raise ValueError(
-                    f"train.clients_per_round: must be <= data.partition.n_clients ({n}) when sampling "
-                    f"without replacement, got {k}"
+                    f"train.clients_per_round: must be <= data.partition.n_clients ({n}) when sampling without replacement, got {k}"
                 )
+
         replace: bool = False
 
     def __init__(self, *, replace: bool = False) -> None:
@@ -133,10 +133,7 @@ class Uniform(SelectionStrategy):
         if self.replace:
             return super().select(state, rng)
         if not 1 <= k <= n:
-            raise ValueError(
-                f"train.clients_per_round: must be in [1, {n}] (number of clients) when sampling "
-                f"without replacement, got {k}"
-            )
+            raise ValueError(f"train.clients_per_round: must be in [1, {n}] (number of clients) when sampling without replacement, got {k}")
         idx = np.sort(rng.choice(n, size=k, replace=False))
         return Selection(indices=idx, probs=np.full(k, k / n), k=k, scheme="inclusion")
 

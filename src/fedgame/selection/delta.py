@@ -64,6 +64,7 @@ class Delta(SelectionStrategy):
         def check_run(self, run: Any) -> None:
             if self.alpha1 == 0 and self.alpha2 == 0:
                 raise ValueError("selection.alpha1, selection.alpha2: must not both be 0, got 0 and 0")
+
         alpha1: float = Field(1.0, ge=0, le=1e6)
         alpha2: float = Field(1.0, ge=0, le=1e6)
 

@@ -90,6 +90,7 @@ class Screened(FixedSets):
 
         def client_queries(self) -> frozenset[str]:
             return frozenset({"label_counts"})
+
         keep_fraction: float | None = Field(0.5, gt=0, le=1)
         theta_th: float | None = Field(None, ge=0)
         reference: Literal["pooled", "uniform"] = "pooled"

@@ -79,8 +79,9 @@ def solve_setup(budgets: Any, cfg: Any, run: Any) -> PHSSetup:
     t_l = float(np.mean(steps_per_round(budgets.sizes, batch_size=local.batch_size, epochs=local.epochs, steps=local.steps)))
     eta = cfg.eta if cfg.eta is not None else 2.0 * (cfg.L_hat or 1.0) * math.sqrt(run.train.rounds * t_l)
     sol = solve_p1(p_u, budgets.dim * np.asarray(budgets.V, dtype=np.float64), eta, method="auto")
-    log.info("PHS Problem 1: eta %.4g, ||p* - p^u||_1 %.4g, KKT residual %.2g (%s)", eta, np.abs(sol.p - p_u).sum(),
-             sol.kkt_residual, sol.method)
+    log.info(
+        "PHS Problem 1: eta %.4g, ||p* - p^u||_1 %.4g, KKT residual %.2g (%s)", eta, np.abs(sol.p - p_u).sum(), sol.kkt_residual, sol.method
+    )
     return PHSSetup(budgets=budgets, p_s=sol.p, eta=eta, solution=sol)
 
 
@@ -94,9 +95,7 @@ def planned_counts(p: np.ndarray, k: int, rounds: int) -> np.ndarray:
     return np.ceil(x * (1 - 1e-9) - 1e-9).astype(np.int64).clip(min=0)
 
 
-def draw_schedule(
-    p: np.ndarray, k: int, rounds: int, rng: np.random.Generator, *, caps: np.ndarray | None = None
-) -> np.ndarray:
+def draw_schedule(p: np.ndarray, k: int, rounds: int, rng: np.random.Generator, *, caps: np.ndarray | None = None) -> np.ndarray:
     """The (rounds, k) slot matrix: K i.i.d. Categorical(p) draws per round (Algorithm 1 line 3).
 
     With ``caps`` a slot whose client has reached its cap is redrawn from p restricted to the
@@ -161,8 +160,13 @@ class PHSSchedule(SelectionStrategy):
             raise ValueError("selection.kind: 'phs' needs privacy.kind 'phs' (the clients' budgets)")
         setup = solve_setup(ctx.phs, c, ctx.run)
         streams = ctx.streams or Streams(seed=ctx.run.seed)
-        schedule = cls(p=setup.p_s, rounds=ctx.run.train.rounds, k=ctx.run.train.clients_per_round,
-                       rng=streams.numpy("schedule"), count_mode=c.count_mode)
+        schedule = cls(
+            p=setup.p_s,
+            rounds=ctx.run.train.rounds,
+            k=ctx.run.train.clients_per_round,
+            rng=streams.numpy("schedule"),
+            count_mode=c.count_mode,
+        )
         schedule.setup = setup
         return schedule
 

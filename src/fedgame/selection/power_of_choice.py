@@ -116,6 +116,7 @@ class PowerOfChoice(SelectionStrategy):
             if self.d is not None and n is not None and not k <= self.d <= n:
                 bound = f">= train.clients_per_round ({k})" if self.d < k else f"<= data.partition.n_clients ({n})"
                 raise ValueError(f"selection.d: must be {bound}, got {self.d}")
+
         d: int | None = Field(None, ge=1, le=100_000)
         losses: Literal["stale", "current"] = "stale"
         ties: Literal["random", "id"] = "random"

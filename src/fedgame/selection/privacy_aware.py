@@ -70,6 +70,7 @@ class PrivacyAware(SelectionStrategy):
         def check_run(self, run: Any) -> None:
             if self.sampler == "pips":
                 check_k_at_most_n(run, "sampler 'pips'")
+
         requires: ClassVar[frozenset[str]] = frozenset({"fedpcs_game"})
         sampler: Literal["multinomial", "pips"] = "multinomial"
 

@@ -36,7 +36,6 @@ from typing import Any, cast
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from fedgame.sim.losses import CROSS_ENTROPY, Loss
 

@@ -146,8 +146,11 @@ class RoundLoop:
         default all) every ``eval_every`` rounds and on the last; NaN on the other rounds."""
         last = self._rounds is not None and t == self._rounds - 1
         if (t + 1) % self.eval_every == 0 or last:
-            acc, loss = (self.evaluator(self.params) if self.evaluator is not None
-                         else evaluate(self.model, self.params, *self._test, loss=self.trainer.loss))
+            acc, loss = (
+                self.evaluator(self.params)
+                if self.evaluator is not None
+                else evaluate(self.model, self.params, *self._test, loss=self.trainer.loss)
+            )
             eps = self.accountant.epsilons(self.delta)
             eps = eps if clients is None else eps[clients]
             record.update(test_acc=acc, test_loss=loss, eps_max=float(eps.max()), eps_mean=float(eps.mean()))
@@ -368,7 +371,9 @@ class Engine(RoundLoop):
         replied = np.unique(np.array([r.client for r in results], dtype=np.int64))
         diverged = sorted({int(r.client) for r in results if r.extras.get(DIVERGED, 0.0) > 0})
         if diverged:
-            log.warning("round %d: local training of client(s) %s diverged (non-finite update); they uploaded a zero displacement", t, diverged)
+            log.warning(
+                "round %d: local training of client(s) %s diverged (non-finite update); they uploaded a zero displacement", t, diverged
+            )
         np.add.at(self.selected_counts, sel.clients, 1)
         outcome = RoundOutcome(t=t, selection=sel, results=results)
         self.selection.after_round(state, outcome)

@@ -62,8 +62,22 @@ if TYPE_CHECKING:
     from fedgame.sim.pool import WorkerContext, WorkerPool
 
 __all__ = [
-    "Broadcast", "ServerRule", "LeaveOneOut", "RandomGroups", "GlobalRule", "global_rule", "JDPEngine",
-    "JDPJob", "JDPReply", "JDPPublish", "JDPClientState", "JDPClients", "InProcessJDPClients", "JDPPending", "jdp_client_train", "jdp_client_update",
+    "Broadcast",
+    "ServerRule",
+    "LeaveOneOut",
+    "RandomGroups",
+    "GlobalRule",
+    "global_rule",
+    "JDPEngine",
+    "JDPJob",
+    "JDPReply",
+    "JDPPublish",
+    "JDPClientState",
+    "JDPClients",
+    "InProcessJDPClients",
+    "JDPPending",
+    "jdp_client_train",
+    "jdp_client_update",
 ]
 
 log = logging.getLogger(__name__)
@@ -97,6 +111,7 @@ class ServerRule(Protocol):
     def personal(self) -> bool:
         """True when clients form their own models by M5 from the signal (needs ``epsilon``)."""
         ...
+
     @property
     def epsilon(self) -> float:
         """ε_E of the exponential mechanism each winner's ledger is charged per round (0: none)."""
@@ -174,7 +189,6 @@ def global_rule(name: str, *, krum_byzantine: int = 1, trim_beta: float = 0.1) -
     if name == "trimmed_mean":
         return GlobalRule(name, lambda u, d: (trimmed_mean(u, beta=trim_beta), every(len(u))))
     raise ValueError(f"jdp.aggregator: must be one of fedavg, krum, median, trimmed_mean, leave_one_out, random_groups; got {name!r}")
-
 
 
 # -- the client side: one winner's own model between rounds ----------------------------------
@@ -270,7 +284,13 @@ def jdp_client_update(state: JDPClientState, pub: JDPPublish, *, n_examples: flo
         state.theta = pub.model.clone()
     else:
         state.theta = jdp_local_update(
-            pub.agg, pub.total, state.kept, float(n_examples), self_weighting=self_weighting, upload=state.upload, member=pub.member,
+            pub.agg,
+            pub.total,
+            state.kept,
+            float(n_examples),
+            self_weighting=self_weighting,
+            upload=state.upload,
+            member=pub.member,
         )
     state.kept = state.upload = None
 
@@ -290,8 +310,16 @@ class InProcessJDPClients:
     comes back with the reply); the publication step is cheap and stays here."""
 
     def __init__(
-        self, *, trainer: LocalTrainer, parts: Sequence[Tensor], streams: Streams, winners: np.ndarray, sizes: np.ndarray,
-        start: Tensor, self_weighting: SelfWeighting, pool: "WorkerPool | None" = None,
+        self,
+        *,
+        trainer: LocalTrainer,
+        parts: Sequence[Tensor],
+        streams: Streams,
+        winners: np.ndarray,
+        sizes: np.ndarray,
+        start: Tensor,
+        self_weighting: SelfWeighting,
+        pool: "WorkerPool | None" = None,
     ) -> None:
         self.trainer, self.streams, self.self_weighting = trainer, streams, self_weighting
         self.pool = pool
@@ -395,7 +423,13 @@ class JDPEngine(RoundLoop):
         start = flat_params(model)
         self.params = start  # θ^t, the server's model (θ⁰ before the first round)
         self.clients: JDPClients = clients or InProcessJDPClients(
-            trainer=trainer, parts=self._parts, streams=streams, winners=w, sizes=self.sizes, start=start, self_weighting=self_weighting,
+            trainer=trainer,
+            parts=self._parts,
+            streams=streams,
+            winners=w,
+            sizes=self.sizes,
+            start=start,
+            self_weighting=self_weighting,
             pool=pool,
         )
         self.selected_counts = np.zeros(data.n_clients, dtype=np.int64)

@@ -210,9 +210,22 @@ class _SGD:
         params: list[torch.Tensor] = [self.params[i] for i in live]
         grads: list[torch.Tensor] = [g for g in (p.grad for p in params) if g is not None]
         buffers = [self.buffers[i] for i in live] if self.momentum != 0 else []
-        sgd(params, grads, buffers, weight_decay=self.weight_decay, momentum=self.momentum, lr=self.lr,
-            dampening=0, nesterov=False, maximize=False, has_sparse_grad=False, foreach=True, fused=False,
-            grad_scale=None, found_inf=None)
+        sgd(
+            params,
+            grads,
+            buffers,
+            weight_decay=self.weight_decay,
+            momentum=self.momentum,
+            lr=self.lr,
+            dampening=0,
+            nesterov=False,
+            maximize=False,
+            has_sparse_grad=False,
+            foreach=True,
+            fused=False,
+            grad_scale=None,
+            found_inf=None,
+        )
         if self.momentum != 0:
             for i, b in zip(live, buffers, strict=True):
                 self.buffers[i] = b
@@ -377,8 +390,7 @@ class LocalTrainer:
         when a step is the same kernels every time: no momentum (its buffer is created at the
         first step), no dropout (its masks come from the global generator), no σ_L² probe (a host
         read per step). DP-SGD steps run eagerly (their noise generators are per client)."""
-        return (self.device.type == "cuda" and self.cuda_graphs and not self._stochastic
-                and moments is None and self.spec.momentum == 0)
+        return self.device.type == "cuda" and self.cuda_graphs and not self._stochastic and moments is None and self.spec.momentum == 0
 
     def _optimizer(self, params: list[nn.Parameter]) -> _SGD:
         s = self.spec
@@ -423,9 +435,7 @@ class LocalTrainer:
         var = None if moments is None else moments.variance()
         return LocalResult(flat_params(params), float(total) / steps, steps, int(indices.numel()), grad_variance=var)
 
-    def _step(
-        self, opt: _SGD, idx: torch.Tensor, total: torch.Tensor, *, moments: _GradMoments | None = None, graph: bool = False
-    ) -> None:
+    def _step(self, opt: _SGD, idx: torch.Tensor, total: torch.Tensor, *, moments: _GradMoments | None = None, graph: bool = False) -> None:
         """One plain SGD step on the examples ``idx`` (on the device); adds its loss to ``total``.
         ``graph``: as captured in (or run beside) a CUDA graph (:meth:`_amp`)."""
         opt.zero_grad()
@@ -446,8 +456,11 @@ class LocalTrainer:
             try:
                 self._graphs[key] = _StepGraph(self, params, s.batch_size)
             except RuntimeError as e:  # a model or PyTorch build whose step cannot be captured
-                warnings.warn(f"train.cuda_graphs: capturing the training step failed ({e}); training without CUDA graphs",
-                              RuntimeWarning, stacklevel=3)
+                warnings.warn(
+                    f"train.cuda_graphs: capturing the training step failed ({e}); training without CUDA graphs",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
                 self.cuda_graphs = False
                 return None
         return self._graphs[key]
@@ -723,7 +736,9 @@ def example_losses(
     return [loss.per_example(model(x[b].to(dev)), y[b].to(dev)).double().cpu() for b in batches]
 
 
-def combine_losses(per_batch: Sequence[torch.Tensor], owner: torch.Tensor, parts: Sequence[torch.Tensor], *, batch_size: int = 500) -> np.ndarray:
+def combine_losses(
+    per_batch: Sequence[torch.Tensor], owner: torch.Tensor, parts: Sequence[torch.Tensor], *, batch_size: int = 500
+) -> np.ndarray:
     """Per-client mean loss from the per-example losses of :func:`loss_batches`' batches,
     summed back per client in batch order (the same bits however the batches were shared out)."""
     sums = torch.zeros(len(parts), dtype=torch.float64)

@@ -73,7 +73,9 @@ class BCEWithLogits(Loss):
     def check(self, classes: int) -> None:
         super().check(classes)
         if classes != 2:
-            raise ValueError(f"train.loss: 'bce_with_logits' fits binary labels (2 classes), the data has {classes}; allowed: cross_entropy")
+            raise ValueError(
+                f"train.loss: 'bce_with_logits' fits binary labels (2 classes), the data has {classes}; allowed: cross_entropy"
+            )
 
     def per_example(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return F.binary_cross_entropy_with_logits(out.reshape(-1), y.to(out.dtype), reduction="none")
@@ -97,8 +99,10 @@ class MSE(Loss):
 
     def check(self, classes: int) -> None:
         if classes != 0:
-            raise ValueError(f"train.loss: 'mse' fits regression targets (float labels), the data has {classes} classes; "
-                             "allowed: cross_entropy, bce_with_logits")
+            raise ValueError(
+                f"train.loss: 'mse' fits regression targets (float labels), the data has {classes} classes; "
+                "allowed: cross_entropy, bce_with_logits"
+            )
 
     def per_example(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return F.mse_loss(out.reshape(-1), y.to(out.dtype), reduction="none")

@@ -109,7 +109,9 @@ def _losses(ctx: WorkerContext, payload: tuple[torch.Tensor, list[torch.Tensor]]
 
 def _query(ctx: WorkerContext, payload: tuple[str, int, QueryArgs | None]) -> np.ndarray:
     name, client, args = payload
-    view = ClientView.of(client, y=ctx.trainer.y, indices=ctx.parts[client], classes=ctx.classes, n_clients=len(ctx.parts), streams=ctx.streams)
+    view = ClientView.of(
+        client, y=ctx.trainer.y, indices=ctx.parts[client], classes=ctx.classes, n_clients=len(ctx.parts), streams=ctx.streams
+    )
     return answer_query(name, view, args)
 
 

@@ -67,7 +67,9 @@ def _rule(weights: Callable[[RoundContext], np.ndarray]) -> ServerUpdate:
     return ServerUpdate(lambda params: (), update)
 
 
-@AGGREGATORS.register("fedavg", doc="Data-size weights over the selected slots, θ_i/Σ_S θ (McMahan et al. 2017; biased under non-uniform sampling).")
+@AGGREGATORS.register(
+    "fedavg", doc="Data-size weights over the selected slots, θ_i/Σ_S θ (McMahan et al. 2017; biased under non-uniform sampling)."
+)
 def size_weighted_mean() -> ServerUpdate:
     """Σ_{j∈S} θ_{i_j} u_j / Σ_{j∈S} θ_{i_j} (FedAvg, Eq. 2 of QI-DPFL; Fed-CBS)."""
     return _rule(lambda ctx: ctx.selection.size_weights(ctx.theta))

@@ -138,10 +138,7 @@ class PHSProblem(_Strict):
             delta, r = self.per_client(self.delta), self.rates()
             for k in np.flatnonzero(delta / r > 1).tolist():
                 name = f"delta.{k}" if isinstance(self.delta, list) else "delta"
-                bad.append(
-                    f"{name}: must be <= r = min(1, B/|M|) = {r[k]:g} for client {k} "
-                    f"(delta/r <= 1, Lemma 1), got {delta[k]:g}"
-                )
+                bad.append(f"{name}: must be <= r = min(1, B/|M|) = {r[k]:g} for client {k} (delta/r <= 1, Lemma 1), got {delta[k]:g}")
         if bad:
             raise ValueError("\n".join(bad))
         return self

@@ -155,8 +155,7 @@ class FedPCSProblem(_Strict):
         if self.phi is not None and wants_mf:
             raise ValueError("phi, mean_field: give exactly one of phi (best responses to it) and mean_field")
         if self.stackelberg is None and self.phi is None and not wants_mf:
-            raise ValueError("phi, mean_field: give exactly one of phi (best responses to it) and mean_field "
-                             "(or a stackelberg block)")
+            raise ValueError("phi, mean_field: give exactly one of phi (best responses to it) and mean_field (or a stackelberg block)")
         if self.R is None and (self.phi is not None or wants_mf):
             raise ValueError("R: required with phi or mean_field (the rewards the clients respond to)")
         if self.R is not None and self.phi is None and not wants_mf:
@@ -249,8 +248,9 @@ def _stackelberg(p: FedPCSProblem, rho0: np.ndarray, varphi: np.ndarray) -> dict
     s = p.stackelberg
     assert s is not None
     v = accuracy_weights(p.T, gamma=s.gamma, acc_scale=s.acc_scale)
-    res = stackelberg(rho0, varphi, p.K, p.T, v=v, gamma=s.gamma, R_max=s.R_max, server_solver=s.server_solver,
-                      rng=0, inclusion=p.inclusion)
+    res = stackelberg(
+        rho0, varphi, p.K, p.T, v=v, gamma=s.gamma, R_max=s.R_max, server_solver=s.server_solver, rng=0, inclusion=p.inclusion
+    )
     cost = np.asarray(res.cost)
     return {
         "server_solver": s.server_solver,
@@ -545,10 +545,8 @@ def _screening_outcome_errors(p: QIDPFLProblem, lc: list[list[int]]) -> list[str
     except ValueError as e:
         if p.theta_th is not None:
             second = float(np.sort(label_emd(lc, p.reference))[1])
-            return [(f"theta_th: {e} (allowed: theta_th >= {second:.10g}, the second smallest EMD), "
-                     f"got {p.theta_th!r}")]
-        return [(f"keep_fraction: {e} (allowed: keep_fraction > {1 / p.H:.10g} with H = {p.H}), "
-                 f"got {p.keep_fraction!r}")]
+            return [(f"theta_th: {e} (allowed: theta_th >= {second:.10g}, the second smallest EMD), got {p.theta_th!r}")]
+        return [(f"keep_fraction: {e} (allowed: keep_fraction > {1 / p.H:.10g} with H = {p.H}), got {p.keep_fraction!r}")]
     return []
 
 
@@ -581,16 +579,32 @@ def solve_qidpfl(raw: Any) -> dict[str, Any]:
     server = None
     if p.server is not None:
         s = p.server
-        server = ServerParams(dim=s.d, rounds=s.T, discount=s.pi, gamma=s.gamma, beta=s.beta, lam=s.lam,
-                              grad_bound=s.V, clip=s.C,
-                              acc_scale=1.0 if s.acc_scale == "calibrate" else float(s.acc_scale))
+        server = ServerParams(
+            dim=s.d,
+            rounds=s.T,
+            discount=s.pi,
+            gamma=s.gamma,
+            beta=s.beta,
+            lam=s.lam,
+            grad_bound=s.V,
+            clip=s.C,
+            acc_scale=1.0 if s.acc_scale == "calibrate" else float(s.acc_scale),
+        )
     try:
         out = solve_qidpfl_game(
-            np.asarray(p.nu), np.asarray(p.sizes, dtype=float), phi1=p.phi1,
-            fixed_cost=np.asarray(p.fixed_cost, dtype=float), rewards=p.rewards(),
-            label_counts=p.label_counts, reference=p.reference, theta_th=p.theta_th,
-            keep_fraction=p.keep_fraction, server=server, curve=curve,
-            eps=None if p.curve is None else p.curve.eps, eps_max=None if p.curve is None else p.curve.eps_max,
+            np.asarray(p.nu),
+            np.asarray(p.sizes, dtype=float),
+            phi1=p.phi1,
+            fixed_cost=np.asarray(p.fixed_cost, dtype=float),
+            rewards=p.rewards(),
+            label_counts=p.label_counts,
+            reference=p.reference,
+            theta_th=p.theta_th,
+            keep_fraction=p.keep_fraction,
+            server=server,
+            curve=curve,
+            eps=None if p.curve is None else p.curve.eps,
+            eps_max=None if p.curve is None else p.curve.eps_max,
             calibrate=p.server is not None and p.server.acc_scale == "calibrate",
         )
     except ValueError as e:
@@ -624,9 +638,12 @@ def solve_qidpfl(raw: Any) -> dict[str, Any]:
     if curve is not None and p.curve is not None:
         G, _ = equilibrium_slopes(out.kappa)
         lo, hi = reward_range(G.sum(), curve, p.curve.eps, p.curve.eps_max)
-        result["reward_range"] = {"R_min": float(lo), "R_max": float(hi),
-                                  "rho_lo_eps": curve.rho_lo(p.curve.eps),
-                                  "rho_lo_eps_max": curve.rho_lo(p.curve.eps_max, "eps_max")}
+        result["reward_range"] = {
+            "R_min": float(lo),
+            "R_max": float(hi),
+            "rho_lo_eps": curve.rho_lo(p.curve.eps),
+            "rho_lo_eps_max": curve.rho_lo(p.curve.eps_max, "eps_max"),
+        }
     sched = out.schedule
     if sched is not None:
         ranged = curve is not None
@@ -750,8 +767,12 @@ def solve_jdp(raw: Any, *, time_limit: float | None = None) -> dict[str, Any]:
 
         winners = int(np.count_nonzero(_m2_rows(c[None, :], d, B)[0][0]))
         try:
-            check_time(c.size * winners / M2_STEPS_PER_SECOND, time_limit, field="costs",
-                       what=f"M2's payments for {c.size:,} candidates and {winners:,} winners")
+            check_time(
+                c.size * winners / M2_STEPS_PER_SECOND,
+                time_limit,
+                field="costs",
+                what=f"M2's payments for {c.size:,} candidates and {winners:,} winners",
+            )
         except ValueError as e:
             raise ProblemError(str(e)) from None
     for auction in auctions:
@@ -771,7 +792,11 @@ def solve_jdp(raw: Any, *, time_limit: float | None = None) -> dict[str, Any]:
             entry["fallback"] = out.fallback
         if p.audit_clients is not None:
             audit = truthfulness_audit(
-                auction, c, d, B, clients=p.audit_clients,
+                auction,
+                c,
+                d,
+                B,
+                clients=p.audit_clients,
                 max_structural=None if c.size <= _AUDIT_FULL_GRID_N else _AUDIT_STRUCTURAL,
             )
             ir = individual_rationality(out, c)

@@ -26,4 +26,13 @@ from fedgame.testing.plugin import check_plugin
 from fedgame.testing.privacy import check_privacy_plan
 from fedgame.testing.selection import check_selection
 
-__all__ = ["check_accountant", "check_aggregator", "check_auction", "check_dataset", "check_incentive", "check_plugin", "check_privacy_plan", "check_selection"]
+__all__ = [
+    "check_accountant",
+    "check_aggregator",
+    "check_auction",
+    "check_dataset",
+    "check_incentive",
+    "check_plugin",
+    "check_privacy_plan",
+    "check_selection",
+]

@@ -41,5 +41,6 @@ def check_accountant(make: Callable[[int], Accountant], *, delta: float = 1e-5, 
     assert acc.epsilon(0, delta) == acc.epsilon(1, delta), f"{label}: two clients with the same releases differ"
     again = make(3)
     again.load_state_dict(acc.state_dict())
-    np.testing.assert_allclose(again.epsilons(delta), acc.epsilons(delta), rtol=0, atol=0,
-                               err_msg=f"{label}: a restored accountant must report the same ε")
+    np.testing.assert_allclose(
+        again.epsilons(delta), acc.epsilons(delta), rtol=0, atol=0, err_msg=f"{label}: a restored accountant must report the same ε"
+    )

@@ -32,8 +32,9 @@ def check_aggregator(make: Callable[[], ServerUpdate], *, n: int = 6, dim: int =
     out, state = rule.update([v.clone() for _ in range(n)], rule.init(params), _ctx(n, params))
     assert isinstance(out, list) and len(out) == 1, f"update() must return one aggregate, got {len(out)} vectors"
     assert out[0].shape == v.shape, f"the aggregate has shape {tuple(out[0].shape)}, the parameters {tuple(v.shape)}"
-    torch.testing.assert_close(out[0], v, rtol=1e-5, atol=1e-6,
-                               msg="identical updates under full participation must aggregate to that update")
+    torch.testing.assert_close(
+        out[0], v, rtol=1e-5, atol=1e-6, msg="identical updates under full participation must aggregate to that update"
+    )
     ups = [torch.randn(dim, generator=gen) for _ in range(n)]
     a, _ = make().update([u.clone() for u in ups], make().init(params), _ctx(n, params, seed=3))
     b, _ = make().update([u.clone() for u in ups], make().init(params), _ctx(n, params, seed=3))

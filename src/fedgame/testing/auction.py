@@ -15,8 +15,7 @@ from fedgame.incentives.auctions._audit import individual_rationality, truthfuln
 __all__ = ["check_auction"]
 
 
-def check_auction(make: Callable[[], Auction], *, instances: int = 5, n: int = 8, tol: float = 1e-9,
-                  budget_feasible: bool = True) -> None:
+def check_auction(make: Callable[[], Auction], *, instances: int = 5, n: int = 8, tol: float = 1e-9, budget_feasible: bool = True) -> None:
     """Check the contract on ``make()`` over ``instances`` seeded profiles of ``n`` bidders.
     ``budget_feasible``: the payments stay within the budget (M1); False for a mechanism that
     only keeps the winners' *costs* within it (JDP-FL's M2 pays critical bids, which may exceed B)."""
@@ -35,6 +34,8 @@ def check_auction(make: Callable[[], Auction], *, instances: int = 5, n: int = 8
         ir = individual_rationality(out, costs)
         assert ir.holds(tol), f"{label}: instance {r}: a truthful winner loses money or a loser is paid ({ir})"
         audit = truthfulness_audit(auction, costs, sizes, budget, uniform=16, log_spaced=16, seed=r)
-        assert audit.truthful(tol * max(1.0, budget)), f"{label}: instance {r}: a misreport gains {audit.worst_gain:.6g} over bidding the cost"
+        assert audit.truthful(tol * max(1.0, budget)), (
+            f"{label}: instance {r}: a misreport gains {audit.worst_gain:.6g} over bidding the cost"
+        )
         again = make().run(costs, budget=budget, data_sizes=sizes)
         assert np.array_equal(again.payment_vector(), out.payment_vector()), f"{label}: the same bids must give the same payments"

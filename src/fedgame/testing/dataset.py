@@ -39,7 +39,9 @@ def check_dataset(name: str, options: dict[str, Any] | None = None, *, root: str
     check_split(name, first)
     second = open_dataset(name, options).load(root=root)
     if second.fingerprint != first.fingerprint:
-        raise AssertionError(f"dataset {name!r}: two loads gave different data (fingerprints {first.fingerprint} and {second.fingerprint}); the order must be deterministic")
+        raise AssertionError(
+            f"dataset {name!r}: two loads gave different data (fingerprints {first.fingerprint} and {second.fingerprint}); the order must be deterministic"
+        )
     return first
 
 
@@ -56,10 +58,14 @@ def check_split(name: str, first: DatasetSplit) -> None:
         if x.dtype == np.float32 and not np.isfinite(x).all():
             raise AssertionError(f"dataset {name!r}: {part} examples hold {int((~np.isfinite(x)).sum())} non-finite values")
         if x.dtype not in (np.float32, np.int64) or x.ndim not in (2, 4):
-            raise AssertionError(f"dataset {name!r}: {part} examples are {x.dtype} {x.shape}; allowed: float32 (N,C,H,W) or (N,F), int64 (N,L)")
+            raise AssertionError(
+                f"dataset {name!r}: {part} examples are {x.dtype} {x.shape}; allowed: float32 (N,C,H,W) or (N,F), int64 (N,L)"
+            )
         if ds.classes == 0:  # regression
             if y.dtype != np.float32 or y.shape != (len(x),) or not np.isfinite(y).all():
-                raise AssertionError(f"dataset {name!r}: {part} regression targets must be finite float32 ({len(x)},), got {y.dtype} {y.shape}")
+                raise AssertionError(
+                    f"dataset {name!r}: {part} regression targets must be finite float32 ({len(x)},), got {y.dtype} {y.shape}"
+                )
             continue
         if y.dtype != np.int64 or y.shape != (len(x),):
             raise AssertionError(f"dataset {name!r}: {part} labels must be int64 ({len(x)},), got {y.dtype} {y.shape}")
@@ -68,7 +74,9 @@ def check_split(name: str, first: DatasetSplit) -> None:
     for key, g in first.groups.items():
         used = np.bincount(g, minlength=int(g.max(initial=-1)) + 1)
         if used.size and (used == 0).any():
-            raise AssertionError(f"dataset {name!r}: grouping {key!r} skips code {int(np.argmin(used))} (codes must number the groups 0..G-1)")
+            raise AssertionError(
+                f"dataset {name!r}: grouping {key!r} skips code {int(np.argmin(used))} (codes must number the groups 0..G-1)"
+            )
     if getattr(cls, "disjoint", True) and len(first.test):
         shared = _rows(first.train.x) & _rows(first.test.x)
         if shared:

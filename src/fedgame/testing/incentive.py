@@ -39,10 +39,14 @@ def check_incentive(make: Callable[[], Incentive], *, n_clients: int = 8, rounds
         paid.append(p)
     fresh = make()
     for t, sel in enumerate(sels):
-        np.testing.assert_array_equal(np.asarray(fresh.settle(t, sel)), paid[t],
-                                      err_msg=f"{label}: a fresh incentive must settle round {t} as the first one did")
+        np.testing.assert_array_equal(
+            np.asarray(fresh.settle(t, sel)), paid[t], err_msg=f"{label}: a fresh incentive must settle round {t} as the first one did"
+        )
     restored = make()
     restored.load_state_dict(inc.state_dict())
     last = len(sels) - 1
-    np.testing.assert_array_equal(np.asarray(restored.settle(last, sels[last])), np.asarray(inc.settle(last, sels[last])),
-                                  err_msg=f"{label}: a restored incentive must settle as the original")
+    np.testing.assert_array_equal(
+        np.asarray(restored.settle(last, sels[last])),
+        np.asarray(inc.settle(last, sels[last])),
+        err_msg=f"{label}: a restored incentive must settle as the original",
+    )

@@ -29,7 +29,9 @@ __all__ = ["check_plugin", "registered_as"]
 
 
 def _registries() -> dict[str, Any]:
-    """Every plug-in kind's registry, by the recipe field that names its plug-ins."""
+    """Every plug-in kind's registry, by the recipe field that names its plug-ins (the recipe
+    schema imported first: it registers every built-in, central DP's plan among them)."""
+    import fedgame.pipeline.config  # noqa: F401
     from fedgame.data import DATASETS
     from fedgame.incentives import INCENTIVES
     from fedgame.models import MODELS
@@ -40,9 +42,14 @@ def _registries() -> dict[str, Any]:
     from fedgame.sim.updates import AGGREGATORS
 
     return {
-        "selection.kind": SELECTIONS, "privacy.kind": PRIVACY_PLANS, "incentive.kind": INCENTIVES,
-        "aggregation.kind": AGGREGATORS, "accountant.kind": ACCOUNTANTS, "data.dataset": DATASETS,
-        "model.name": MODELS, "train.loss": LOSSES,
+        "selection.kind": SELECTIONS,
+        "privacy.kind": PRIVACY_PLANS,
+        "incentive.kind": INCENTIVES,
+        "aggregation.kind": AGGREGATORS,
+        "accountant.kind": ACCOUNTANTS,
+        "data.dataset": DATASETS,
+        "model.name": MODELS,
+        "train.loss": LOSSES,
     }
 
 
@@ -109,11 +116,14 @@ def check_plugin(
     field, name = registered_as(plugin)
     label = f"{field} {name!r} ({getattr(plugin, '__qualname__', plugin)})"
     if field in ("selection.kind", "privacy.kind", "incentive.kind") and getattr(plugin, "Config", None) is None:
-        raise AssertionError(f"{label}: has no Config, so no recipe can name it; give it one (docs/plugins.md), "
-                             "or check objects built in Python with its kind's check_* function")
+        raise AssertionError(
+            f"{label}: has no Config, so no recipe can name it; give it one (docs/plugins.md), "
+            "or check objects built in Python with its kind's check_* function"
+        )
     n_clients = 8 if field == "incentive.kind" else 10
     raw: dict[str, Any] = {
-        "name": "check_plugin", "seed": 0,
+        "name": "check_plugin",
+        "seed": 0,
         "data": {"dataset": "memory", "partition": {"kind": "iid", "n_clients": n_clients}},
         "model": {"name": "logreg"},
         "train": {"rounds": 2, "clients_per_round": 3, "local": {"epochs": 1, "batch_size": 16}},

@@ -30,7 +30,9 @@ def _noise(plan: ClientPrivacy, client: int, t: int, n: int, draws: int, label: 
     out = mech.privatize(zero, torch.Generator().manual_seed(0))
     got = float(out.double().std())
     se = max(std, 1e-30) / np.sqrt(2 * (draws - 1))
-    assert abs(got - std) <= 4 * se + 1e-12, f"{where}: noise std {got:.6g} over {draws} coordinates, declared {std:.6g} (4 SE = {4 * se:.2g})"
+    assert abs(got - std) <= 4 * se + 1e-12, (
+        f"{where}: noise std {got:.6g} over {draws} coordinates, declared {std:.6g} (4 SE = {4 * se:.2g})"
+    )
     return std > 0
 
 

@@ -92,7 +92,9 @@ def _inclusion(strat: SelectionStrategy, reps: int, label: str) -> None:
     freq = hits / reps
     se = np.sqrt(np.maximum(var, 1e-12) / reps)
     bad = np.abs(freq - declared) > 4 * se + 1e-12
-    assert not bad.any(), f"{label}: inclusion frequencies {freq[bad]} of clients {np.flatnonzero(bad)} differ from the declared {declared[bad]} by more than 4 SE"
+    assert not bad.any(), (
+        f"{label}: inclusion frequencies {freq[bad]} of clients {np.flatnonzero(bad)} differ from the declared {declared[bad]} by more than 4 SE"
+    )
 
 
 def _reproducible(make: Callable[[], SelectionStrategy], label: str) -> None:

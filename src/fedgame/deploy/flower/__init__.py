@@ -41,8 +41,16 @@ _WHERE = {
     "privacy_mod": "wrap",
 }
 
-__all__ = ["FLOWER_ENV", "FedgameSampling", "FlowerExecutor", "FlowerSimulation", "NodesNotReady", "configure", "privacy_mod",
-           "run_flower_simulation"]
+__all__ = [
+    "FLOWER_ENV",
+    "FedgameSampling",
+    "FlowerExecutor",
+    "FlowerSimulation",
+    "NodesNotReady",
+    "configure",
+    "privacy_mod",
+    "run_flower_simulation",
+]
 
 
 __getattr__, __dir__ = lazy_attributes(__name__, _WHERE, __all__)

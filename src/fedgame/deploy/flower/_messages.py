@@ -135,6 +135,7 @@ def decode_answer(content: RecordDict) -> tuple[str, int, np.ndarray]:
     q = config_record(content, "query")
     return str(q["name"]), int(q["partition-id"]), np.array(array_record(content, "answer")["answer"].numpy(), copy=True)
 
+
 JobKey = tuple[int, int, int]
 """(round, partition id, copy): what a reply is matched to."""
 

@@ -119,15 +119,14 @@ def _partition(context: Context, n_clients: int) -> int:
     if "partition-id" not in nc:
         raise ValueError(
             "node config: 'partition-id' is missing; start the SuperNode with "
-            f"--node-config \"partition-id=<0..{n_clients - 1}> num-partitions={n_clients}\""
+            f'--node-config "partition-id=<0..{n_clients - 1}> num-partitions={n_clients}"'
         )
     pid = int(nc["partition-id"])
     if not 0 <= pid < n_clients:
         raise ValueError(f"node config: partition-id must be in [0, {n_clients - 1}], got {pid}")
     if "num-partitions" in nc and int(nc["num-partitions"]) != n_clients:
         raise ValueError(
-            f"node config: num-partitions must equal the recipe's data.partition.n_clients ({n_clients}), "
-            f"got {nc['num-partitions']}"
+            f"node config: num-partitions must equal the recipe's data.partition.n_clients ({n_clients}), got {nc['num-partitions']}"
         )
     return pid
 
@@ -291,7 +290,9 @@ class _Handlers:
             side, part = _side(cfg), pid
         name = msg.metadata.message_type.split(".", 1)[1]
         args = dict(msg.content["args"]) if "args" in msg.content else {}
-        view = ClientView.of(pid, y=side.trainer.y, indices=side.parts[part], classes=side.data.train.classes, n_clients=n, streams=side.streams)
+        view = ClientView.of(
+            pid, y=side.trainer.y, indices=side.parts[part], classes=side.data.train.classes, n_clients=n, streams=side.streams
+        )
         answer = answer_query(name, view, args)  # type: ignore[arg-type]
         return Message(encode_answer(name, pid, answer), reply_to=msg)
 

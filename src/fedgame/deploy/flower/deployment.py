@@ -88,11 +88,15 @@ class DeploymentConfig:
         if not isinstance(self.recipe, str) or not self.recipe.strip():
             raise ValueError("run config: 'recipe' must hold the resolved recipe (YAML); write the app with `fedgame flower app`")
         if not isinstance(self.out, str) or not Path(self.out).is_absolute():
-            raise ValueError(f"run config: 'out' must be an absolute path (the results folder on the SuperLink's machine), got {self.out!r}")
+            raise ValueError(
+                f"run config: 'out' must be an absolute path (the results folder on the SuperLink's machine), got {self.out!r}"
+            )
         if self.on_missing not in (None, "continue", "fail"):
             raise ValueError(f"run config: 'on-missing' must be 'continue' or 'fail', got {self.on_missing!r}")
         if isinstance(self.round_timeout, bool) or not isinstance(self.round_timeout, (int, float)) or self.round_timeout < 0:
-            raise ValueError(f"run config: 'round-timeout' must be a number of seconds >= 0 (0: wait for every reply), got {self.round_timeout!r}")
+            raise ValueError(
+                f"run config: 'round-timeout' must be a number of seconds >= 0 (0: wait for every reply), got {self.round_timeout!r}"
+            )
         if isinstance(self.register_timeout, bool) or not isinstance(self.register_timeout, (int, float)) or not self.register_timeout > 0:
             raise ValueError(f"run config: 'register-timeout' must be a number of seconds > 0, got {self.register_timeout!r}")
         if not isinstance(self.resume, bool):
@@ -104,7 +108,9 @@ class DeploymentConfig:
                 f"run config: 'server-data' must be an absolute path (a data folder on the SuperLink's machine) or \"\", got {self.server_data!r}"
             )
         if self.server_data and not self.silo:
-            raise ValueError("run config: 'server-data' is for silo deployments (silo = true); without silo the server evaluates on the recipe's test split")
+            raise ValueError(
+                "run config: 'server-data' is for silo deployments (silo = true); without silo the server evaluates on the recipe's test split"
+            )
 
     @property
     def timeout(self) -> float | None:
@@ -186,9 +192,7 @@ def silo_node_config(data_dir: str | Path) -> str:
     return f"data-dir='{d}'"
 
 
-def supernode_commands(
-    n: int, superlink: str, *, first_port: int = 9094, insecure: bool = True, silo: bool = False
-) -> list[str]:
+def supernode_commands(n: int, superlink: str, *, first_port: int = 9094, insecure: bool = True, silo: bool = False) -> list[str]:
     """One ``flower-supernode`` command per partition: ``partition-id=i num-partitions=n``, each
     with its own local Runtime API port (``--port``), so several can share a machine. ``silo``:
     each with its own data folder instead (``data-dir='/srv/silo-<i>'``, to replace by the real one)."""
@@ -196,7 +200,7 @@ def supernode_commands(
         raise ValueError(f"nodes: must be >= 1, got {n}")
     sec = "--insecure" if insecure else "--root-certificates ca.crt"
     return [
-        f'flower-supernode {sec} --superlink {superlink} --port {first_port + i} '
+        f"flower-supernode {sec} --superlink {superlink} --port {first_port + i} "
         + (f'--node-config "{silo_node_config(f"/srv/silo-{i}")}"' if silo else f'--node-config "partition-id={i} num-partitions={n}"')
         for i in range(n)
     ]
@@ -253,7 +257,8 @@ def _readme(cfg: RunConfig, dest: Path, superlink: str, silo: bool = False) -> s
     who = (
         "one SuperNode per silo, each reading its own files from its `data-dir` (replace `/srv/silo-<i>` by "
         "the node's folder; relative paths in the recipe's `data.options` are taken from there)"
-        if silo else "one SuperNode per partition"
+        if silo
+        else "one SuperNode per partition"
     )
     return f"""# {cfg.name} on Flower
 

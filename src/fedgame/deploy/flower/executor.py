@@ -114,7 +114,7 @@ class FlowerExecutor:
         deadline = time.monotonic() + self.register_timeout
         n = self.n_clients
         nodes = self._wait_for_nodes(
-            deadline, f"start one SuperNode per partition (--node-config \"partition-id=<0..{n - 1}> num-partitions={n}\")"
+            deadline, f'start one SuperNode per partition (--node-config "partition-id=<0..{n - 1}> num-partitions={n}")'
         )
         log.info("%d nodes connected; asking for their partitions", len(nodes))
         msgs = [Message(RecordDict({"ask": ConfigRecord({"what": "partition"})}), dst_node_id=i, message_type=REGISTER) for i in nodes]
@@ -221,10 +221,7 @@ class FlowerExecutor:
         """One ``query.losses`` message per client; NaN where no reply came back."""
         clients = np.asarray(clients, dtype=np.int64)
         record = encode_params(params)
-        msgs = [
-            Message(self._content(int(c), {"params": record}), dst_node_id=self._node(int(c)), message_type=LOSSES)
-            for c in clients
-        ]
+        msgs = [Message(self._content(int(c), {"params": record}), dst_node_id=self._node(int(c)), message_type=LOSSES) for c in clients]
         out = {int(c): float("nan") for c in clients}
         for r in self.grid.send_and_receive(msgs, timeout=self.round_timeout):
             if r.has_error():

@@ -56,8 +56,16 @@ from fedgame.privacy.mechanisms import GaussianMechanism  # noqa: E402
 from fedgame.sim.jdp import JDPClientState, JDPJob, JDPPublish, JDPReply  # noqa: E402
 
 __all__ = [
-    "JDP_PUBLISH", "JDP_TRAIN", "FlowerJDPClients", "connect_jdp", "decode_jdp_job", "decode_publish",
-    "encode_jdp_job", "encode_publish", "load_state", "save_state",
+    "JDP_PUBLISH",
+    "JDP_TRAIN",
+    "FlowerJDPClients",
+    "connect_jdp",
+    "decode_jdp_job",
+    "decode_publish",
+    "encode_jdp_job",
+    "encode_publish",
+    "load_state",
+    "save_state",
 ]
 
 log = logging.getLogger(__name__)
@@ -69,7 +77,12 @@ STATE_KEY = "fedgame-jdp"
 
 # -- messages ---------------------------------------------------------------------------------
 def encode_jdp_job(job: JDPJob, *, adversary: bool) -> RecordDict:
-    cfg: dict[str, Any] = {"round": int(job.t), "partition-id": int(job.client), "adversary": bool(adversary), "m3": job.mechanism is not None}
+    cfg: dict[str, Any] = {
+        "round": int(job.t),
+        "partition-id": int(job.client),
+        "adversary": bool(adversary),
+        "m3": job.mechanism is not None,
+    }
     if job.mechanism is not None:
         cfg["m3.clip"] = float(job.mechanism.clip)
         cfg["m3.noise-std"] = float(job.mechanism.noise_std)
@@ -88,25 +101,36 @@ def decode_jdp_job(content: RecordDict) -> tuple[JDPJob, bool]:
 
 
 def encode_jdp_reply(job: JDPJob, reply: JDPReply) -> RecordDict:
-    return RecordDict({
-        "upload": encode_params(reply.upload, "upload"),
-        "result": MetricRecord({"train-loss": float(reply.train_loss), "clip-active": int(reply.clip_active)}),
-        "job": ConfigRecord({"round": int(job.t), "partition-id": int(job.client)}),
-    })
+    return RecordDict(
+        {
+            "upload": encode_params(reply.upload, "upload"),
+            "result": MetricRecord({"train-loss": float(reply.train_loss), "clip-active": int(reply.clip_active)}),
+            "job": ConfigRecord({"round": int(job.t), "partition-id": int(job.client)}),
+        }
+    )
 
 
 def decode_jdp_reply(content: RecordDict) -> tuple[int, JDPReply]:
     """(round, reply)."""
     job, m = config_record(content, "job"), metric_record(content, "result")
     client = int(job["partition-id"])
-    reply = JDPReply(client=client, upload=decode_params(array_record(content, "upload"), "upload"),
-                     train_loss=float(m["train-loss"]), clip_active=bool(m["clip-active"]))
+    reply = JDPReply(
+        client=client,
+        upload=decode_params(array_record(content, "upload"), "upload"),
+        train_loss=float(m["train-loss"]),
+        clip_active=bool(m["clip-active"]),
+    )
     return int(job["round"]), reply
 
 
 def encode_publish(pub: JDPPublish) -> RecordDict:
-    cfg: dict[str, Any] = {"round": int(pub.t), "partition-id": int(pub.client), "signal": pub.agg is not None,
-                           "total": float(pub.total), "member": bool(pub.member)}
+    cfg: dict[str, Any] = {
+        "round": int(pub.t),
+        "partition-id": int(pub.client),
+        "signal": pub.agg is not None,
+        "total": float(pub.total),
+        "member": bool(pub.member),
+    }
     content = RecordDict({"publish": ConfigRecord(cfg)})
     if pub.agg is not None:
         content["agg"] = ArrayRecord({"agg": Array(np.ascontiguousarray(pub.agg.detach().cpu().numpy()))})  # float64, exact
@@ -136,8 +160,11 @@ def load_state(context: Context) -> JDPClientState:
 
 
 def save_state(context: Context, state: JDPClientState) -> None:
-    arrays = {k: Array(np.ascontiguousarray(v.detach().cpu().numpy())) for k, v in
-              (("theta", state.theta), ("kept", state.kept), ("upload", state.upload)) if v is not None}
+    arrays = {
+        k: Array(np.ascontiguousarray(v.detach().cpu().numpy()))
+        for k, v in (("theta", state.theta), ("kept", state.kept), ("upload", state.upload))
+        if v is not None
+    }
     context.state[STATE_KEY] = ArrayRecord(arrays)
     context.state[STATE_KEY + "-round"] = ConfigRecord({"t": int(state.t)})
 
@@ -152,9 +179,14 @@ class FlowerJDPClients:
 
     def _messages(self, kind: str, items: Sequence[JDPJob | JDPPublish], contents: list[RecordDict]) -> list[Message]:
         ex = self.executor
-        return [Message(c, dst_node_id=ex._node(it.client), message_type=kind, group_id=str(it.t)) for it, c in zip(items, contents, strict=True)]
+        return [
+            Message(c, dst_node_id=ex._node(it.client), message_type=kind, group_id=str(it.t))
+            for it, c in zip(items, contents, strict=True)
+        ]
 
-    def _match(self, kind: str, items: Sequence[JDPJob | JDPPublish], msgs: Sequence[Message], replies: Iterable[Message]) -> dict[int, Message]:
+    def _match(
+        self, kind: str, items: Sequence[JDPJob | JDPPublish], msgs: Sequence[Message], replies: Iterable[Message]
+    ) -> dict[int, Message]:
         """The reply of each partition among ``replies`` to ``msgs``; an error reply is logged
         in the executor's ``errors`` and counts as none."""
         ex = self.executor

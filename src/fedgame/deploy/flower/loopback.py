@@ -122,7 +122,9 @@ class LoopbackFederation:
             raise ValueError(f"start_timeout: must be > 0 seconds, got {start_timeout}")
         found = bin_dir or flower_bin_dir()
         if found is None:
-            raise FileNotFoundError(f"Flower's commands ({', '.join(FLOWER_BINARIES)}) are not next to {sys.executable}; install the flower extra")
+            raise FileNotFoundError(
+                f"Flower's commands ({', '.join(FLOWER_BINARIES)}) are not next to {sys.executable}; install the flower extra"
+            )
         self.bin_dir = found
         self.home = Path(home).resolve()
         self.nodes = int(nodes)
@@ -138,7 +140,9 @@ class LoopbackFederation:
         }
         self.procs: list[_Proc] = []
         self.supernodes: list[_Proc | None] = []
-        self.node_configs = list(node_configs) if node_configs is not None else [f"partition-id={i} num-partitions={nodes}" for i in range(nodes)]
+        self.node_configs = (
+            list(node_configs) if node_configs is not None else [f"partition-id={i} num-partitions={nodes}" for i in range(nodes)]
+        )
         self.cwd = None if cwd is None else Path(cwd)
 
     @property
@@ -165,7 +169,9 @@ class LoopbackFederation:
         """Start the SuperLink, wait until it listens, start the SuperNodes, write the config."""
         self.home.mkdir(parents=True, exist_ok=True)
         (self.home / "config.toml").write_text(f'[superlink]\ndefault = "{CONNECTION}"\n\n' + connection_toml(CONNECTION, self.address))
-        sl = self._spawn("superlink", ["flower-superlink", "--insecure", "--host", "127.0.0.1", "--port", str(self.port), "--isolation", "subprocess"])
+        sl = self._spawn(
+            "superlink", ["flower-superlink", "--insecure", "--host", "127.0.0.1", "--port", str(self.port), "--isolation", "subprocess"]
+        )
         deadline = time.monotonic() + self.start_timeout
         while not _listening(self.port):
             if sl.popen.poll() is not None:
@@ -180,8 +186,18 @@ class LoopbackFederation:
                 self._spawn(
                     f"supernode-{i}",
                     [
-                        "flower-supernode", "--insecure", "--superlink", self.address, "--host", "127.0.0.1", "--port", str(port),
-                        "--isolation", "subprocess", "--node-config", self.node_configs[i],
+                        "flower-supernode",
+                        "--insecure",
+                        "--superlink",
+                        self.address,
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(port),
+                        "--isolation",
+                        "subprocess",
+                        "--node-config",
+                        self.node_configs[i],
                     ],
                 )
             )
@@ -192,7 +208,9 @@ class LoopbackFederation:
         run ends; ``extra`` adds arguments (``--run-config ...``). On ``timeout`` the command
         is killed by its PID and :class:`subprocess.TimeoutExpired` raised."""
         args = [str(self.bin_dir / "flwr"), "run", str(app), CONNECTION, "--stream", *extra]
-        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env, text=True, start_new_session=True, cwd=self.cwd)
+        p = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env, text=True, start_new_session=True, cwd=self.cwd
+        )
         try:
             out, _ = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

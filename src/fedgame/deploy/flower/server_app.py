@@ -127,8 +127,11 @@ class SiloDeployment(FlowerDeployment):
             if not len(test):
                 raise SiloRefused(f"server-data: {self.server_data!r} has no test split to evaluate on")
         ex = SiloExecutor(
-            self.grid, n_clients=cfg.data.n_clients, log=QueryLog(self.out / QUERY_LOG),
-            round_timeout=self.round_timeout, register_timeout=self.register_timeout,
+            self.grid,
+            n_clients=cfg.data.n_clients,
+            log=QueryLog(self.out / QUERY_LOG),
+            round_timeout=self.round_timeout,
+            register_timeout=self.register_timeout,
         )
         built = build_silo(cfg, ex, server_test=test)
         self._check_resume(built)
@@ -186,8 +189,12 @@ def run_deployment(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
         log.info("running %s (%d clients, %d rounds) into %s", cfg.name, cfg.data.n_clients, cfg.train.rounds, dep.out)
         if dep.silo:
             silo = SiloDeployment(
-                grid, out=dep.out, server_data=dep.server_data or None, round_timeout=dep.timeout,
-                register_timeout=dep.register_timeout, resume=dep.resume,
+                grid,
+                out=dep.out,
+                server_data=dep.server_data or None,
+                round_timeout=dep.timeout,
+                register_timeout=dep.register_timeout,
+                resume=dep.resume,
             )
             summary = run_one(cfg, Path(dep.out), resume=dep.resume, execute=silo, on_round=_log_round, build=silo.build)
         else:

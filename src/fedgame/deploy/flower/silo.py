@@ -130,7 +130,9 @@ class SiloExecutor(FlowerExecutor):
         register_timeout: float = 300.0,
         poll_interval: float = 0.5,
     ) -> None:
-        super().__init__(grid, n_clients=n_clients, round_timeout=round_timeout, register_timeout=register_timeout, poll_interval=poll_interval)
+        super().__init__(
+            grid, n_clients=n_clients, round_timeout=round_timeout, register_timeout=register_timeout, poll_interval=poll_interval
+        )
         self.log = log if log is not None else QueryLog(None)
         self.reports: list[SiloReport] = []
         self.round_of: Callable[[], int | None] = lambda: None
@@ -181,7 +183,10 @@ class SiloExecutor(FlowerExecutor):
             raise SiloRefused(str(e)) from None
         self.reports = reports
         self.node_of = dict(enumerate(nodes))
-        log.info("silo clients: %s", ", ".join(f"{c} = node {nd} ({rep.n_examples} examples)" for (c, nd), rep in zip(self.node_of.items(), reports)))
+        log.info(
+            "silo clients: %s",
+            ", ".join(f"{c} = node {nd} ({rep.n_examples} examples)" for (c, nd), rep in zip(self.node_of.items(), reports)),
+        )
         return dict(self.node_of)
 
     # -- messages and answers ------------------------------------------------------------
@@ -197,8 +202,13 @@ class SiloExecutor(FlowerExecutor):
         results = super().collect(jobs, msgs, replies)
         for job, res in zip(jobs, results, strict=True):
             if res is not None:
-                answer = {"n_examples": res.n_examples, "steps": res.steps, "train_loss": res.train_loss,
-                          "update": f"{int(res.update.numel())} floats", **res.extras}
+                answer = {
+                    "n_examples": res.n_examples,
+                    "steps": res.steps,
+                    "train_loss": res.train_loss,
+                    "update": f"{int(res.update.numel())} floats",
+                    **res.extras,
+                }
                 self.log.write(round=job.t, query="train", node=self._node(job.client), client=job.client, answer=answer)
         return results
 

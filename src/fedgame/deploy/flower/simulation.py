@@ -49,7 +49,6 @@ def default_backend_config() -> dict[str, Any]:
     return {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}}
 
 
-
 class FlowerSimulation:
     """Run a built engine on Flower's Simulation Engine (see module docstring)."""
 

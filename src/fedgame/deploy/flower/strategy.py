@@ -159,10 +159,17 @@ class FedgameStrategy(Strategy):
         """Node discovery on ``grid`` (once per grid): see :func:`connect_engine`."""
         if self.executor is None or self.executor.grid is not grid:
             if isinstance(self.built, BuiltJDP):  # every winner must reply: no on_missing
-                self.executor = connect_jdp(grid, self.built, self.cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout)
+                self.executor = connect_jdp(
+                    grid, self.built, self.cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout
+                )
             else:
                 self.executor = connect_engine(
-                    grid, self.built, self.cfg, round_timeout=self.round_timeout, register_timeout=self.register_timeout, on_missing=self.on_missing
+                    grid,
+                    self.built,
+                    self.cfg,
+                    round_timeout=self.round_timeout,
+                    register_timeout=self.register_timeout,
+                    on_missing=self.on_missing,
                 )
         return self.executor
 
@@ -260,7 +267,12 @@ class FedgameStrategy(Strategy):
             return
         log.info(
             "fedgame strategy: recipe %s, %d clients, selection %s, privacy %s, server update %s, on_missing %s",
-            self.cfg.name, e.sizes.size, type(e.selection).__name__, e.privacy.name, type(e.server_update).__name__, e.on_missing,
+            self.cfg.name,
+            e.sizes.size,
+            type(e.selection).__name__,
+            e.privacy.name,
+            type(e.server_update).__name__,
+            e.on_missing,
         )
 
 

@@ -143,7 +143,8 @@ class FedgameSampling(Strategy):
             raise ValueError(
                 f"aggregation: Flower's {type(strategy).__name__} calibrates its noise to an unweighted mean of "
                 f"num_sampled_clients replies; weighted replies would move the mean by more than clip/K: use "
-                f"aggregation='mean' (allowed here: 'mean'), got {aggregation!r}")
+                f"aggregation='mean' (allowed here: 'mean'), got {aggregation!r}"
+            )
         self.strategy, self.selection, self.k, self.aggregation = strategy, selection, clients_per_round, aggregation
         self.rho = None if rho is None else _positive(rho, "rho")
         self.reward = None if reward is None else np.asarray(reward, dtype=np.float64)
@@ -169,8 +170,7 @@ class FedgameSampling(Strategy):
         """FedPCS in a Flower app: privacy-aware draws x_i^t ∝ ρ_i^t from a solved
         :class:`~fedgame.incentives.fedpcs.FedPCSPlan` (``fedgame solve fedpcs``, or a run's
         ``game.npz``), ρ_i^t sent to each drawn node, payments R_t ρ_i^t recorded."""
-        return cls(strategy, PrivacyAware(rho=plan.rho), clients_per_round=clients_per_round, rho=plan.rho,
-                   reward=plan.reward, **kwargs)
+        return cls(strategy, PrivacyAware(rho=plan.rho), clients_per_round=clients_per_round, rho=plan.rho, reward=plan.reward, **kwargs)
 
     # -- Flower's Strategy interface -------------------------------------------------------
     def summary(self) -> None:
@@ -193,7 +193,8 @@ class FedgameSampling(Strategy):
                 f"selection: Flower's {type(self.strategy).__name__} needs exactly clients_per_round = {self.k} distinct "
                 f"nodes a round (its noise is calibrated to their mean), but {type(self.selection).__name__} drew "
                 f"{np.unique(sel.indices).size} distinct of {sel.indices.size}: use a sampler without replacement "
-                "(Uniform(replace=False), PrivacyAware(sampler='pips'))")
+                "(Uniform(replace=False), PrivacyAware(sampler='pips'))"
+            )
         self._drawn[server_round] = sel
         rec = RoundRecord(server_round, sel.scheme, [nodes[i] for i in sel.indices.tolist()], sel.probs.tolist())
         template = inner[0]
@@ -307,8 +308,15 @@ def _is_central_dp(strategy: Strategy) -> bool:
         DifferentialPrivacyServerSideFixedClipping,
     )
 
-    return isinstance(strategy, (DifferentialPrivacyClientSideAdaptiveClipping, DifferentialPrivacyClientSideFixedClipping,
-                                 DifferentialPrivacyServerSideAdaptiveClipping, DifferentialPrivacyServerSideFixedClipping))
+    return isinstance(
+        strategy,
+        (
+            DifferentialPrivacyClientSideAdaptiveClipping,
+            DifferentialPrivacyClientSideFixedClipping,
+            DifferentialPrivacyServerSideAdaptiveClipping,
+            DifferentialPrivacyServerSideFixedClipping,
+        ),
+    )
 
 
 def _positive(v: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
@@ -350,8 +358,11 @@ def privacy_mod(*, clip: float, rho: float | None = None, delta: float = 1e-5, s
         cfg = next(iter(msg.content.config_records.values()), ConfigRecord())
         r = float(cfg[KEY_RHO]) if KEY_RHO in cfg else rho  # type: ignore[arg-type]
         if r is None or not (0 < r < math.inf):
-            return _error(msg, f"privacy_mod: no ρ for this round ({KEY_RHO} in the message's config, or privacy_mod(rho=...)), "
-                               f"got {r!r}; refusing to release an update without noise")
+            return _error(
+                msg,
+                f"privacy_mod: no ρ for this round ({KEY_RHO} in the message's config, or privacy_mod(rho=...)), "
+                f"got {r!r}; refusing to release an update without noise",
+            )
         reply = call_next(msg, context)
         if reply.has_error():
             return reply
@@ -362,16 +373,16 @@ def privacy_mod(*, clip: float, rho: float | None = None, delta: float = 1e-5, s
         before = sent[0].to_numpy_ndarrays()
         after = arrays.to_numpy_ndarrays()
         shapes = [a.shape for a in before]
-        delta_v = torch.from_numpy(np.concatenate([(b.astype(np.float64) - a.astype(np.float64)).ravel()
-                                                   for a, b in zip(before, after, strict=True)]))
+        delta_v = torch.from_numpy(
+            np.concatenate([(b.astype(np.float64) - a.astype(np.float64)).ravel() for a, b in zip(before, after, strict=True)])
+        )
         mech = GaussianMechanism.for_zcdp(r, clip=float(clip), sensitivity=2.0 * float(clip))
-        gen = torch.Generator().manual_seed(
-            (seed + int(cfg.get("server-round", 0))) if seed is not None else secrets.randbits(63))  # type: ignore[arg-type]
+        gen = torch.Generator().manual_seed((seed + int(cfg.get("server-round", 0))) if seed is not None else secrets.randbits(63))  # type: ignore[arg-type]
         noisy = mech.privatize(delta_v, gen).numpy()
         out, at = [], 0
         for a, shape in zip(before, shapes, strict=True):
             size = int(np.prod(shape))
-            out.append((a.astype(np.float64) + noisy[at: at + size].reshape(shape)).astype(a.dtype))
+            out.append((a.astype(np.float64) + noisy[at : at + size].reshape(shape)).astype(a.dtype))
             at += size
         reply.content.array_records[key] = ArrayRecord({k: Array(v) for k, v in zip(arrays.keys(), out, strict=True)})
         ledger = Ledger.from_list(json.loads(str(context.state[_STATE]["ledger"]))) if _STATE in context.state else Ledger()

@@ -124,8 +124,17 @@ def truthfulness_audit(
     pay_true = truth.payment_vector()
     rng = np.random.default_rng(seed)
     grids = [
-        misreport_grid(int(i), c, d, B, uniform=uniform, log_spaced=log_spaced, max_structural=max_structural,
-                       extra=[pay_true[i]] if pay_true[i] > 0 else [], rng=rng)
+        misreport_grid(
+            int(i),
+            c,
+            d,
+            B,
+            uniform=uniform,
+            log_spaced=log_spaced,
+            max_structural=max_structural,
+            extra=[pay_true[i]] if pay_true[i] > 0 else [],
+            rng=rng,
+        )
         for i in who
     ]
     owner = np.repeat(np.arange(who.size), [g.size for g in grids])
@@ -149,8 +158,12 @@ def truthfulness_audit(
         if gain[k] > 0:  # otherwise the truth is a best report
             best[k] = z[bounds[k] + j]
     return TruthfulnessAudit(
-        mechanism=auction.name, clients=who, truthful_utility=u_true, max_gain=gain,
-        best_misreport=best, grid_points=np.array([g.size for g in grids]),
+        mechanism=auction.name,
+        clients=who,
+        truthful_utility=u_true,
+        max_gain=gain,
+        best_misreport=best,
+        grid_points=np.array([g.size for g in grids]),
     )
 
 

@@ -47,7 +47,9 @@ def _as_float_vector(name: str, x: Any, bad: list[str]) -> np.ndarray | None:
     return a
 
 
-def validate_auction_inputs(bids: Any, data_sizes: Any, budget: Any, *, names: tuple[str, str, str] = ("bids", "data_sizes", "budget")) -> tuple[np.ndarray, np.ndarray, float]:
+def validate_auction_inputs(
+    bids: Any, data_sizes: Any, budget: Any, *, names: tuple[str, str, str] = ("bids", "data_sizes", "budget")
+) -> tuple[np.ndarray, np.ndarray, float]:
     """Check the inputs of an auction before any work and return them as
     float64 arrays and a float. Every bad field is reported on its own line naming the field, the
     allowed range and the value given: ``n ≥ 1`` candidates, every bid ``b_i > 0`` and every data
@@ -164,7 +166,9 @@ class Auction(ABC):
     @abstractmethod
     def _run(self, bids: np.ndarray, data_sizes: np.ndarray, budget: float) -> AuctionOutcome: ...
 
-    def client_outcomes(self, clients: np.ndarray, bids: np.ndarray, *, budget: float, data_sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def client_outcomes(
+        self, clients: np.ndarray, bids: np.ndarray, *, budget: float, data_sizes: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """For each row r of ``bids`` (R × n bid profiles): does candidate ``clients[r]`` win
         under ``bids[r]``, and what is it paid (0 when it loses)? The generic version runs the
         whole auction per row; M1 and M2 override it with vectorised versions."""

@@ -74,11 +74,19 @@ class UnitPriceAuction(Auction):
         price = float(rho[0]) if w.size else None
         pay = data_sizes[w] * (price if price is not None else 0.0)
         return AuctionOutcome(
-            mechanism=self.name, winners=w, payments=pay, n=bids.size, budget=budget,
-            winners_cost=float(bids[w].sum()), data_bought=float(data_sizes[w].sum()), price=price,
+            mechanism=self.name,
+            winners=w,
+            payments=pay,
+            n=bids.size,
+            budget=budget,
+            winners_cost=float(bids[w].sum()),
+            data_bought=float(data_sizes[w].sum()),
+            price=price,
         )
 
-    def client_outcomes(self, clients: np.ndarray, bids: np.ndarray, *, budget: float, data_sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def client_outcomes(
+        self, clients: np.ndarray, bids: np.ndarray, *, budget: float, data_sizes: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised: Algorithm 1 on every row at once (in chunks), payment ρ_row · d_i."""
         clients = np.asarray(clients, dtype=np.int64)
         bids = np.asarray(bids, dtype=np.float64)

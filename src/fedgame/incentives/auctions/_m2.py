@@ -130,14 +130,22 @@ def _critical(clients: np.ndarray, prof: np.ndarray, bids: np.ndarray, d: np.nda
     step = max(1, CHUNK_ELEMENTS // (n + 1))
     for s in range(0, clients.size, step):
         c = slice(s, s + step)
-        out[c] = _critical_given_order(clients[c], prof[c], bids, d, B, elig, pos, sb, sd, ratio, M,
-                                       (j1, v1, j2, v2))
+        out[c] = _critical_given_order(clients[c], prof[c], bids, d, B, elig, pos, sb, sd, ratio, M, (j1, v1, j2, v2))
     return out
 
 
 def _critical_given_order(
-    i: np.ndarray, pr: np.ndarray, bids: np.ndarray, d: np.ndarray, B: float, elig: np.ndarray, pos: np.ndarray,
-    sb: np.ndarray, sd: np.ndarray, ratio: np.ndarray, M: np.ndarray,
+    i: np.ndarray,
+    pr: np.ndarray,
+    bids: np.ndarray,
+    d: np.ndarray,
+    B: float,
+    elig: np.ndarray,
+    pos: np.ndarray,
+    sb: np.ndarray,
+    sd: np.ndarray,
+    ratio: np.ndarray,
+    M: np.ndarray,
     top2: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
 ) -> np.ndarray:
     n = bids.shape[1]
@@ -282,15 +290,28 @@ class KnapsackAuction(Auction):
         tau = _critical(w, np.zeros(w.size, dtype=np.int64), bids[None, :], data_sizes, budget)
         pay = np.maximum(tau, bids[w])
         out = AuctionOutcome(
-            mechanism=self.name, winners=w, payments=pay, n=bids.size, budget=budget,
-            winners_cost=float(bids[w].sum()), data_bought=float(data_sizes[w].sum()), fallback=bool(fb[0]),
+            mechanism=self.name,
+            winners=w,
+            payments=pay,
+            n=bids.size,
+            budget=budget,
+            winners_cost=float(bids[w].sum()),
+            data_bought=float(data_sizes[w].sum()),
+            fallback=bool(fb[0]),
         )
         if self.warn_over_budget and not out.payments_within_budget:
-            log.warning("M2 pays %.6g in critical bids, over the budget B = %.6g (winners' costs %.6g ≤ B); "
-                        "payments are not rescaled (docs/jdp.md, Auctions)", out.total_payment, budget, out.winners_cost)
+            log.warning(
+                "M2 pays %.6g in critical bids, over the budget B = %.6g (winners' costs %.6g ≤ B); "
+                "payments are not rescaled (docs/jdp.md, Auctions)",
+                out.total_payment,
+                budget,
+                out.winners_cost,
+            )
         return out
 
-    def client_outcomes(self, clients: np.ndarray, bids: np.ndarray, *, budget: float, data_sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def client_outcomes(
+        self, clients: np.ndarray, bids: np.ndarray, *, budget: float, data_sizes: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised: Algorithm 2 on every row, and the critical bid of ``clients[r]`` against
         row r's other bids wherever it wins (clamped to ≥ its bid, as in :meth:`run`)."""
         clients = np.asarray(clients, dtype=np.int64)

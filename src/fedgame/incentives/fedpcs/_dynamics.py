@@ -109,8 +109,7 @@ def inclusion_probability(rho: ArrayLike, phi: ArrayLike, N: int, K: int) -> Flo
     return -np.expm1(K * L) if pu is None else np.full(L.shape, pu)
 
 
-def inclusion_probability_derivative(rho: ArrayLike, phi: ArrayLike, N: int,
-                                     K: int) -> FloatArray:
+def inclusion_probability_derivative(rho: ArrayLike, phi: ArrayLike, N: int, K: int) -> FloatArray:
     """P'(ρ) = (K/(N φ)) (1 − ρ/(N φ))^{K−1} (FedPCS Eqs. 52, 54);
     0 where the cap x = 1 binds."""
     nphi = N * np.asarray(phi, float)
@@ -121,8 +120,7 @@ def inclusion_probability_derivative(rho: ArrayLike, phi: ArrayLike, N: int,
     return np.where(inside, out, 0.0)
 
 
-def inclusion_probability_second_derivative(rho: ArrayLike, phi: ArrayLike, N: int,
-                                            K: int) -> FloatArray:
+def inclusion_probability_second_derivative(rho: ArrayLike, phi: ArrayLike, N: int, K: int) -> FloatArray:
     """P''(ρ) = −K(K−1)/(N φ)² (1 − ρ/(N φ))^{K−2} (derivative of Eq. 52's P'); used by the
     exact Newton step of the best response."""
     nphi = N * np.asarray(phi, float)
@@ -159,10 +157,7 @@ def _split_alpha(alpha: ArrayLike, T: int) -> tuple[FloatArray, FloatArray, bool
     one = a.ndim == 1
     a2 = a[None, :] if one else a
     if a2.ndim != 2 or a2.shape[1] not in (T, T + 1):
-        raise ValueError(
-            f"alpha: expected shape (n_clients, T) or (n_clients, T+1) with T = {T}, "
-            f"got {a.shape}"
-        )
+        raise ValueError(f"alpha: expected shape (n_clients, T) or (n_clients, T+1) with T = {T}, got {a.shape}")
     full = a2.shape[1] == T + 1
     dec = a2[:, :T]
     aT = a2[:, T] if full else np.zeros(a2.shape[0])
@@ -218,8 +213,7 @@ class Workspace:
         return b[:, :m]
 
 
-def _trajectory_tm(a: FloatArray, rho0: FloatArray, phi: FloatArray,
-                   out: FloatArray | None = None) -> FloatArray:
+def _trajectory_tm(a: FloatArray, rho0: FloatArray, phi: FloatArray, out: FloatArray | None = None) -> FloatArray:
     T, m = a.shape
     rho = np.empty((T + 1, m)) if out is None else out
     _kernels.trajectory(a, rho0, phi, rho)
@@ -241,10 +235,21 @@ class Evaluation:
     f2: FloatArray | None = None  # (T+1, m) ∂²(P g)/∂ρ²
 
 
-def evaluate(a: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
-             R: FloatArray, N: int, K: int, *, aT: FloatArray | None = None,
-             second: bool = False, need_grad: bool = True, costate_only: bool = False,
-             ws: Workspace | None = None) -> Evaluation:
+def evaluate(
+    a: FloatArray,
+    rho0: FloatArray,
+    varphi: FloatArray,
+    phi: FloatArray,
+    R: FloatArray,
+    N: int,
+    K: int,
+    *,
+    aT: FloatArray | None = None,
+    second: bool = False,
+    need_grad: bool = True,
+    costate_only: bool = False,
+    ws: Workspace | None = None,
+) -> Evaluation:
     """Utility, adjoint gradient (and second-order terms) for m independent problems.
 
     ``a``: decisions (T, m); ``rho0``, ``varphi``: (m,); ``phi``, ``R``: (T+1,).
@@ -327,28 +332,27 @@ def evaluate(a: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArra
     return Evaluation(rho, P, dP, g, S, lam, U, grad, f2)
 
 
-def _evaluate_public(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike,
-                     R: ArrayLike, N: int, K: int, *, second: bool = False
-                     ) -> tuple[Evaluation, FloatArray, FloatArray, bool, bool]:
+def _evaluate_public(
+    alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLike, N: int, K: int, *, second: bool = False
+) -> tuple[Evaluation, FloatArray, FloatArray, bool, bool]:
     p, T = _horizon(phi)
     dec, aT, full, one = _split_alpha(alpha, T)
     n = dec.shape[0]
     Rv = np.broadcast_to(np.asarray(R, float), (T + 1,)).astype(float)
-    ev = evaluate(np.ascontiguousarray(dec.T), _per_client(rho0, n), _per_client(varphi, n),
-                  p, Rv, int(N), int(K), aT=aT, second=second)
+    ev = evaluate(np.ascontiguousarray(dec.T), _per_client(rho0, n), _per_client(varphi, n), p, Rv, int(N), int(K), aT=aT, second=second)
     return ev, dec, aT, full, one
 
 
-def client_utility(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike,
-                   R: ArrayLike, N: int, K: int) -> FloatArray | float:
+def client_utility(
+    alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLike, N: int, K: int
+) -> FloatArray | float:
     """U_i(α_i) = Σ_{t=0}^{T} P_i^t g_i^t along the trajectory of Eq. (20) (FedPCS Eqs. 14,
     19). Returns one value per client (a float for a 1-D ``alpha``)."""
     ev, *_, one = _evaluate_public(alpha, rho0, varphi, phi, R, N, K)
     return float(ev.U[0]) if one else ev.U
 
 
-def costate(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike,
-            R: ArrayLike, N: int, K: int) -> FloatArray:
+def costate(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLike, N: int, K: int) -> FloatArray:
     """λ_i(t), t = 0..T: λ(T) = S(T), λ(t) = α^t λ(t+1) + S(t) with
     S = Q R + M, Q = P + ρP', M = −2ϕρP − P'(ϕρ² + (1−ϕ)α²) (FedPCS Eqs. 53-54, M corrected
     by the factor K/(Nφ) that Eqs. 52 and 54 carry and Theorem 1's M lacks). λ(t) = dU/dρ^t."""
@@ -357,8 +361,9 @@ def costate(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike
     return lam[0] if one else lam
 
 
-def client_utility_gradient(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike,
-                            phi: ArrayLike, R: ArrayLike, N: int, K: int) -> FloatArray:
+def client_utility_gradient(
+    alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLike, N: int, K: int
+) -> FloatArray:
     """Exact adjoint gradient ∂U_i/∂α_i^t = −2(1−ϕ_i) P_i^t α_i^t + λ_i(t+1)(ρ_i^t − φ(t))
     (FedPCS Eq. 49 with Eqs. 53-54, M corrected by the factor K/(Nφ)). Same shape as
     ``alpha``; the α^T entry (if given) is −2(1−ϕ)P^T α^T."""
@@ -370,8 +375,9 @@ def client_utility_gradient(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike
     return grad[0] if one else grad
 
 
-def client_utility_hessian(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike,
-                           phi: ArrayLike, R: ArrayLike, N: int, K: int) -> FloatArray:
+def client_utility_hessian(
+    alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLike, N: int, K: int
+) -> FloatArray:
     """Dense Hessian ∂²U_i/∂α^t∂α^u over the decisions t, u < T (shape (n, T, T)).
 
     H = Dᵀ diag(f'') D − diag(2(1−ϕ)P) + C + Cᵀ with D[s,u] = ∂ρ^s/∂α^u =
@@ -397,8 +403,7 @@ def client_utility_hessian(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike,
     return res
 
 
-def stationary_alpha(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike,
-                     R: ArrayLike, N: int, K: int) -> FloatArray:
+def stationary_alpha(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLike, N: int, K: int) -> FloatArray:
     """Right-hand side of Theorem 1 projected on [0, 1]:
     clip(λ(t+1)(ρ^t − φ(t)) / (2(1−ϕ)P^t), 0, 1), t < T (FedPCS Eqs. 21, 51). At a KKT
     point α equals this map (an implicit condition: λ(t+1) depends on α^t)."""

@@ -65,9 +65,18 @@ def _costate_py(a: FloatArray, S: FloatArray, lam: FloatArray) -> None:
         lam[t] += S[t]
 
 
-def _riccati_py(a: FloatArray, B: FloatArray, cP: FloatArray, W: FloatArray, S: FloatArray,
-                f2: FloatArray, bound: NDArray[np.bool_], k: FloatArray, Kg: FloatArray,
-                curv: FloatArray) -> None:
+def _riccati_py(
+    a: FloatArray,
+    B: FloatArray,
+    cP: FloatArray,
+    W: FloatArray,
+    S: FloatArray,
+    f2: FloatArray,
+    bound: NDArray[np.bool_],
+    k: FloatArray,
+    Kg: FloatArray,
+    curv: FloatArray,
+) -> None:
     """The backward and forward passes of ``_best_response._riccati_step`` (its docstring has
     the recursion): gains ``k``, the pivots ``curv`` (T, m) and the step, written over ``Kg``
     row by row once each gain is used. ``B`` = ρ − φ, ``cP`` = 2(1−ϕ)P, ``W`` = 2(1−ϕ)P'α −
@@ -135,8 +144,9 @@ def _costate_nb(a: Any, S: Any, lam: Any) -> None:  # pragma: no cover - compile
             lam[t, j] = a[t, j] * lam[t + 1, j] + S[t, j]
 
 
-def _riccati_col(a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any, k: Any, Kg: Any,
-                 curv: Any) -> None:  # pragma: no cover - compiled
+def _riccati_col(
+    a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any, k: Any, Kg: Any, curv: Any
+) -> None:  # pragma: no cover - compiled
     """:func:`_riccati_py` for one problem (1-D columns): the pass of ``_riccati_step``."""
     T = a.shape[0]
     V = -f2[T]
@@ -169,11 +179,11 @@ def _riccati_col(a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any, k
         dx = dx * a[t] + B[t] * du
 
 
-def _riccati_nb(a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any, k: Any, Kg: Any,
-                curv: Any) -> None:  # pragma: no cover - compiled
+def _riccati_nb(
+    a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any, k: Any, Kg: Any, curv: Any
+) -> None:  # pragma: no cover - compiled
     for j in range(a.shape[1]):
-        _riccati_col(a[:, j], B[:, j], cP[:, j], W[:, j], S[:, j], f2[:, j], bound[:, j],
-                     k[:, j], Kg[:, j], curv[:, j])
+        _riccati_col(a[:, j], B[:, j], cP[:, j], W[:, j], S[:, j], f2[:, j], bound[:, j], k[:, j], Kg[:, j], curv[:, j])
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,13 +215,11 @@ _WIDTH = 32
 # branches for small or special arguments: the general path covers every x > −1 within an ulp
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
-_LG1, _LG2, _LG3, _LG4 = (6.666666666666735130e-01, 3.999999999940941908e-01,
-                          2.857142874366239149e-01, 2.222219843214978396e-01)
+_LG1, _LG2, _LG3, _LG4 = (6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-01, 2.222219843214978396e-01)
 _LG5, _LG6, _LG7 = 1.818357216161805012e-01, 1.531383769920937332e-01, 1.479819860511658591e-01
-_INV_LN2 = 1.44269504088896338700e+00
+_INV_LN2 = 1.44269504088896338700e00
 # 1/n!, n = 2..14: Taylor's expm1 on |r| ≤ ln2/2, truncation below 1e-19 relative
-_E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10, _E11, _E12, _E13, _E14 = (
-    1.0 / math.factorial(n) for n in range(2, 15))
+_E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10, _E11, _E12, _E13, _E14 = (1.0 / math.factorial(n) for n in range(2, 15))
 
 
 #: float64 bits as int64 and back: Numba intrinsics bound by :func:`_compile`
@@ -247,8 +255,18 @@ def _neg_expm1(z: float) -> float:  # pragma: no cover - compiled
     z = -40.0 if z < -40.0 else z
     kf = math.floor(z * _INV_LN2 + 0.5)
     r = (z - kf * _LN2_HI) - kf * _LN2_LO
-    p = r + r * r * (_E2 + r * (_E3 + r * (_E4 + r * (_E5 + r * (_E6 + r * (_E7 + r * (
-        _E8 + r * (_E9 + r * (_E10 + r * (_E11 + r * (_E12 + r * (_E13 + r * _E14))))))))))))
+    p = r + r * r * (
+        _E2
+        + r
+        * (
+            _E3
+            + r
+            * (
+                _E4
+                + r * (_E5 + r * (_E6 + r * (_E7 + r * (_E8 + r * (_E9 + r * (_E10 + r * (_E11 + r * (_E12 + r * (_E13 + r * _E14)))))))))
+            )
+        )
+    )
     tk = _i2f((int(kf) + 1023) << 52)
     return (1.0 - tk) - tk * p
 
@@ -271,8 +289,9 @@ def _round_constants(phi: Any, N: int, K: int) -> Any:  # pragma: no cover - com
     return c
 
 
-def _evaluate_col(a: Any, r0: float, vp: float, phi: Any, R: Any, N: int, K: int, pu: float,
-                  level: int, w: Any, rc: Any) -> float:  # pragma: no cover - compiled
+def _evaluate_col(
+    a: Any, r0: float, vp: float, phi: Any, R: Any, N: int, K: int, pu: float, level: int, w: Any, rc: Any
+) -> float:  # pragma: no cover - compiled
     """``_dynamics.evaluate`` for one problem: decisions ``a`` (T,), type (``r0``, ``vp``);
     ``pu`` ≥ 0 the uniform rule's constant P (else the privacy rule). Writes the rows of
     ``w`` (9, :func:`_padded` (T)) as far as ``level`` asks: ρ, P, P', g, 1 − x (−1 where
@@ -340,9 +359,21 @@ def _kkt_col(a: Any, grad: Any) -> float:  # pragma: no cover - compiled
     return r
 
 
-def _newton_nb(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int, pu: float,
-               tol: float, max_iter: int, out_a: Any, out_U: Any,
-               out_k: Any) -> None:  # pragma: no cover - compiled
+def _newton_nb(
+    a0: Any,
+    rho0: Any,
+    varphi: Any,
+    phi: Any,
+    R: Any,
+    N: int,
+    K: int,
+    pu: float,
+    tol: float,
+    max_iter: int,
+    out_a: Any,
+    out_U: Any,
+    out_k: Any,
+) -> None:  # pragma: no cover - compiled
     """``_best_response._newton_stream`` problem by problem: projected Newton with the
     ε-active set, the Riccati step, Armijo backtracking on the projection arc (10⁻⁴, ≤ 50
     halvings, the rounding-floor rule at the first trial); stops at r_KKT ≤ ``tol``, after
@@ -429,9 +460,21 @@ def _newton_nb(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int
         out_k[j] = r
 
 
-def _sweep_nb(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int, pu: float,
-              damping: float, iters: int, tol: float, window: int,
-              out: Any) -> None:  # pragma: no cover - compiled
+def _sweep_nb(
+    a0: Any,
+    rho0: Any,
+    varphi: Any,
+    phi: Any,
+    R: Any,
+    N: int,
+    K: int,
+    pu: float,
+    damping: float,
+    iters: int,
+    tol: float,
+    window: int,
+    out: Any,
+) -> None:  # pragma: no cover - compiled
     """``_best_response._sweep_stream`` problem by problem: damped sweeps of Theorem 1's
     stationarity map (Eq. 21), at most ``iters``; a problem stops once max_t |Δα| ≤ ``tol``
     or, from 2·``window`` sweeps on, when its step has not halved over ``window`` sweeps."""
@@ -481,8 +524,9 @@ def _sweep_nb(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int,
 # of the one-problem kernels above to the last bit (tested).
 
 
-def _evaluate_lanes(A: Any, r0: Any, vp: Any, phi: Any, R: Any, K: int, pu: float,
-                    level: int, w: Any, rc: Any, U: Any) -> None:  # pragma: no cover - compiled
+def _evaluate_lanes(
+    A: Any, r0: Any, vp: Any, phi: Any, R: Any, K: int, pu: float, level: int, w: Any, rc: Any, U: Any
+) -> None:  # pragma: no cover - compiled
     """:func:`_evaluate_col` for the problems in the lanes of ``A`` (T, lanes), types ``r0``,
     ``vp`` (lanes,): the rows of ``w`` (9, T+1, lanes) as far as ``level`` asks, U into
     ``U`` (lanes,)."""
@@ -547,8 +591,9 @@ def _evaluate_lanes(A: Any, r0: Any, vp: Any, phi: Any, R: Any, K: int, pu: floa
                 u[t, j] = f
 
 
-def _refill(a0: Any, rho0: Any, varphi: Any, A: Any, r0: Any, vp: Any, job: Any, loaded: Any,
-            nxt: int) -> tuple[int, int]:  # pragma: no cover - compiled
+def _refill(
+    a0: Any, rho0: Any, varphi: Any, A: Any, r0: Any, vp: Any, job: Any, loaded: Any, nxt: int
+) -> tuple[int, int]:  # pragma: no cover - compiled
     """Give each free lane (``job`` < 0) the next problem (column ``nxt`` of ``a0``, its type):
     its start into ``A``, marked in ``loaded``. Returns the next problem and the busy lanes."""
     busy = 0
@@ -566,9 +611,21 @@ def _refill(a0: Any, rho0: Any, varphi: Any, A: Any, r0: Any, vp: Any, job: Any,
     return nxt, busy
 
 
-def _sweep_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int, pu: float,
-                 damping: float, iters: int, tol: float, window: int,
-                 out: Any) -> None:  # pragma: no cover - compiled
+def _sweep_lanes(
+    a0: Any,
+    rho0: Any,
+    varphi: Any,
+    phi: Any,
+    R: Any,
+    N: int,
+    K: int,
+    pu: float,
+    damping: float,
+    iters: int,
+    tol: float,
+    window: int,
+    out: Any,
+) -> None:  # pragma: no cover - compiled
     """:func:`_sweep_nb` in _WIDTH lanes: the same sweeps and stopping rules per problem, a
     lane refilled with the next problem as soon as its own stops; the same bits."""
     T, m = a0.shape
@@ -636,8 +693,9 @@ def _kkt_lanes(a: Any, grad: Any, r: Any) -> None:  # pragma: no cover - compile
             r[j] = e if (e > r[j] or e != e) else r[j]
 
 
-def _riccati_lanes(a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any, k: Any,
-                   Kg: Any, curv: Any, V: Any, v: Any) -> None:  # pragma: no cover - compiled
+def _riccati_lanes(
+    a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any, k: Any, Kg: Any, curv: Any, V: Any, v: Any
+) -> None:  # pragma: no cover - compiled
     """:func:`_riccati_col` for each lane (arrays (rounds, lanes); ``V``, ``v`` (lanes,)
     scratch)."""
     L = a.shape[1]  # lanes: a run-time count, so that LLVM vectorises, not unrolls
@@ -672,9 +730,21 @@ def _riccati_lanes(a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any,
             V[j] = V[j] * a[t, j] + B[t, j] * du
 
 
-def _newton_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: int, pu: float,
-                  tol: float, max_iter: int, out_a: Any, out_U: Any,
-                  out_k: Any) -> None:  # pragma: no cover - compiled
+def _newton_lanes(
+    a0: Any,
+    rho0: Any,
+    varphi: Any,
+    phi: Any,
+    R: Any,
+    N: int,
+    K: int,
+    pu: float,
+    tol: float,
+    max_iter: int,
+    out_a: Any,
+    out_U: Any,
+    out_k: Any,
+) -> None:  # pragma: no cover - compiled
     """:func:`_newton_nb` in _WIDTH lanes, the same bits. Each tick evaluates one point per
     lane to the second-order level: a lane's new problem, or the Armijo trial of its step. A
     trial that is accepted is the next point, already evaluated (the one-problem kernel
@@ -688,8 +758,7 @@ def _newton_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: 
     rc = _round_constants(phi, N, K)
     w = np.zeros((9, T + 1, L))
     rows = np.zeros((12, T, L))  # Numba has no generator expressions: one block, cut up
-    A, X, gJ, B, cP, Wr, k, d = (rows[0], rows[1], rows[2], rows[3], rows[4], rows[5],
-                                 rows[6], rows[7])
+    A, X, gJ, B, cP, Wr, k, d = (rows[0], rows[1], rows[2], rows[3], rows[4], rows[5], rows[6], rows[7])
     kd, dd, cd = rows[8], rows[9], rows[10]  # the Riccati pass's outputs, before they are kept
     bound = np.zeros((T, L), dtype=np.bool_)
     r0, vp = np.ones(L), np.full(L, 0.5)
@@ -697,8 +766,7 @@ def _newton_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: 
     X[:, :] = 0.5
     lane = np.zeros((16, L))
     c2, U, Ux, r, rx, pred, big = lane[0], lane[1], lane[2], lane[3], lane[4], lane[5], lane[6]
-    J0, noise, s, V, v, moved, e, pr, bg = (lane[7], lane[8], lane[9], lane[10], lane[11],
-                                            lane[12], lane[13], lane[14], lane[15])
+    J0, noise, s, V, v, moved, e, pr, bg = (lane[7], lane[8], lane[9], lane[10], lane[11], lane[12], lane[13], lane[14], lane[15])
     steps = np.zeros(L, dtype=np.int64)
     h = np.zeros(L, dtype=np.int64)
     job = np.full(L, -1, dtype=np.int64)
@@ -761,8 +829,7 @@ def _newton_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: 
             for j in range(L):
                 A[t, j] = X[t, j] if acc[j] else A[t, j]
         if n_new:
-            _direction_lanes(A, w, phi, c2, r, e, new, gJ, bound, B, cP, Wr, kd, dd, cd, V, v,
-                             d, pr, bg)
+            _direction_lanes(A, w, phi, c2, r, e, new, gJ, bound, B, cP, Wr, kd, dd, cd, V, v, d, pr, bg)
         for j in range(L):
             if new[j]:
                 pred[j] = pr[j]
@@ -779,9 +846,28 @@ def _newton_lanes(a0: Any, rho0: Any, varphi: Any, phi: Any, R: Any, N: int, K: 
                 X[t, j] = y if redo[j] else X[t, j]
 
 
-def _direction_lanes(A: Any, w: Any, phi: Any, c2: Any, r: Any, e: Any, new: Any, gJ: Any,
-                     bound: Any, B: Any, cP: Any, Wr: Any, kd: Any, dd: Any, cd: Any, V: Any,
-                     v: Any, d: Any, pr: Any, bg: Any) -> None:  # pragma: no cover - compiled
+def _direction_lanes(
+    A: Any,
+    w: Any,
+    phi: Any,
+    c2: Any,
+    r: Any,
+    e: Any,
+    new: Any,
+    gJ: Any,
+    bound: Any,
+    B: Any,
+    cP: Any,
+    Wr: Any,
+    kd: Any,
+    dd: Any,
+    cd: Any,
+    V: Any,
+    v: Any,
+    d: Any,
+    pr: Any,
+    bg: Any,
+) -> None:  # pragma: no cover - compiled
     """The Newton direction at A of the lanes marked ``new`` (their ``gJ``, ``bound`` and
     ``d``; the other lanes' are kept: their trials need them): the ε-active set, the Riccati
     step, the scaled gradient on the active set; ``pr``, ``bg``: each lane's predicted
@@ -824,8 +910,7 @@ def _direction_lanes(A: Any, w: Any, phi: Any, c2: Any, r: Any, e: Any, new: Any
             bg[j] = ad if (free and ad > bg[j]) else bg[j]
 
 
-def _finish(j: int, A: Any, U: Any, r: Any, job: Any, out_a: Any, out_U: Any,
-            out_k: Any) -> None:  # pragma: no cover - compiled
+def _finish(j: int, A: Any, U: Any, r: Any, job: Any, out_a: Any, out_U: Any, out_k: Any) -> None:  # pragma: no cover - compiled
     """Write lane ``j``'s problem out (α, U, r_KKT) and free the lane."""
     i = job[j]
     for t in range(A.shape[0]):
@@ -841,8 +926,7 @@ def _finish(j: int, A: Any, U: Any, r: Any, job: Any, out_a: Any, out_U: Any,
 # --------------------------------------------------------------------------------------------
 
 
-def _basin_distance_py(a: FloatArray, prev: FloatArray, owner: NDArray[np.intp],
-                       out: FloatArray) -> None:
+def _basin_distance_py(a: FloatArray, prev: FloatArray, owner: NDArray[np.intp], out: FloatArray) -> None:
     """max_t |a[t, p] − prev[t, owner[p]]| into ``out`` (P,), NaN if any term is NaN."""
     np.abs(a[0] - prev[0, owner], out=out)
     for t in range(1, a.shape[0]):
@@ -879,8 +963,7 @@ def _best_per_owner_nb(U: Any, owner: Any, out: Any) -> None:  # pragma: no cove
             best[o] = u
 
 
-def _same_keys_nb(first: Any, rest: Any, ok: Any, left: Any, right: Any, same: float,
-                  out: Any) -> None:  # pragma: no cover - compiled
+def _same_keys_nb(first: Any, rest: Any, ok: Any, left: Any, right: Any, same: float, out: Any) -> None:  # pragma: no cover - compiled
     """Whether the columns ``left[q]`` and ``right[q]`` of [``first`` | ``rest[:, ok]``] have
     the same key ``np.round(α / same)``, into ``out`` (the archive's exact comparison; without
     Numba it gathers the columns)."""
@@ -898,8 +981,7 @@ def _same_keys_nb(first: Any, rest: Any, ok: Any, left: Any, right: Any, same: f
 
 
 _Kernel = Callable[..., None]
-_NAMES = ("trajectory", "costate", "riccati", "newton", "sweep", "basin_distance",
-          "best_per_owner", "same_keys")
+_NAMES = ("trajectory", "costate", "riccati", "newton", "sweep", "basin_distance", "best_per_owner", "same_keys")
 
 
 def _bitcasts() -> tuple[Any, Any]:
@@ -914,12 +996,14 @@ def _bitcasts() -> tuple[Any, Any]:
     def f2i(typingctx: Any, x: Any) -> Any:
         def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
             return builder.bitcast(args[0], ir.IntType(64))
+
         return types.int64(types.float64), codegen
 
     @intrinsic
     def i2f(typingctx: Any, x: Any) -> Any:
         def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
             return builder.bitcast(args[0], ir.DoubleType())
+
         return types.float64(types.int64), codegen
 
     return f2i, i2f
@@ -937,21 +1021,44 @@ def _compile() -> tuple[_Kernel, ...] | None:
     jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
     g = globals()
     g["_f2i"], g["_i2f"] = _bitcasts()
-    for helper in ("_log1p", "_neg_expm1", "_padded", "_round_constants", "_riccati_col",
-                   "_evaluate_col", "_kkt_col", "_evaluate_lanes", "_kkt_lanes", "_refill",
-                   "_riccati_lanes", "_finish", "_direction_lanes", "_sweep_nb",
-                   "_newton_nb"):  # once: __getattr__ holds _LOAD
+    for helper in (
+        "_log1p",
+        "_neg_expm1",
+        "_padded",
+        "_round_constants",
+        "_riccati_col",
+        "_evaluate_col",
+        "_kkt_col",
+        "_evaluate_lanes",
+        "_kkt_lanes",
+        "_refill",
+        "_riccati_lanes",
+        "_finish",
+        "_direction_lanes",
+        "_sweep_nb",
+        "_newton_nb",
+    ):  # once: __getattr__ holds _LOAD
         g[helper] = jit(g[helper])
     # the solves take whole arrays (one thread) and strided views (threads, _best_response):
     # typed for any layout, each is compiled once (the lane loops run on their own arrays)
     f8, i8 = numba.float64, numba.int64
     m1, m2 = f8[:], f8[:, :]
-    newton = numba.njit((m2, m1, m1, m1, m1, i8, i8, f8, f8, i8, m2, m1, m1), cache=True,
-                        nogil=True, fastmath=False, error_model="numpy")(_newton_lanes)
-    sweep = numba.njit((m2, m1, m1, m1, m1, i8, i8, f8, f8, i8, f8, i8, m2), cache=True,
-                       nogil=True, fastmath=False, error_model="numpy")(_sweep_lanes)
-    return (jit(_trajectory_nb), jit(_costate_nb), jit(_riccati_nb), newton, sweep,
-            jit(_basin_distance_nb), jit(_best_per_owner_nb), jit(_same_keys_nb))
+    newton = numba.njit((m2, m1, m1, m1, m1, i8, i8, f8, f8, i8, m2, m1, m1), cache=True, nogil=True, fastmath=False, error_model="numpy")(
+        _newton_lanes
+    )
+    sweep = numba.njit((m2, m1, m1, m1, m1, i8, i8, f8, f8, i8, f8, i8, m2), cache=True, nogil=True, fastmath=False, error_model="numpy")(
+        _sweep_lanes
+    )
+    return (
+        jit(_trajectory_nb),
+        jit(_costate_nb),
+        jit(_riccati_nb),
+        newton,
+        sweep,
+        jit(_basin_distance_nb),
+        jit(_best_per_owner_nb),
+        jit(_same_keys_nb),
+    )
 
 
 #: whether the compiled kernels are in use (Numba installed); answered by :func:`__getattr__`
@@ -986,8 +1093,7 @@ def __getattr__(name: str) -> Any:
         g = globals()
         if "riccati" not in g:
             kernels = _compile()
-            fallback = (_trajectory_py, _costate_py, _riccati_py, None, None,
-                        _basin_distance_py, _best_per_owner_py, None)
+            fallback = (_trajectory_py, _costate_py, _riccati_py, None, None, _basin_distance_py, _best_per_owner_py, None)
             g.update(zip(_NAMES, kernels if kernels is not None else fallback, strict=True))
     return g[name]
 

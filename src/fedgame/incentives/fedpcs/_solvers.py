@@ -40,8 +40,9 @@ def _kkt(a: FloatArray, grad: FloatArray) -> FloatArray:
     return kkt
 
 
-def _newton_direction(a: FloatArray, ev: Evaluation, phi: FloatArray, varphi: FloatArray,
-                      gJ: FloatArray, free: NDArray[np.bool_], ws: Workspace) -> FloatArray:
+def _newton_direction(
+    a: FloatArray, ev: Evaluation, phi: FloatArray, varphi: FloatArray, gJ: FloatArray, free: NDArray[np.bool_], ws: Workspace
+) -> FloatArray:
     """Newton step for J = −U on the free variables (bound ones fixed at δα = 0).
 
     LQ model per stage t (x = ρ, u = α, x' = φ + u (x − φ)): ℓ = −P g,
@@ -100,13 +101,23 @@ def _newton_direction(a: FloatArray, ev: Evaluation, phi: FloatArray, varphi: Fl
 def _take(ev: Evaluation, keep: NDArray[np.bool_]) -> Evaluation:
     """The columns ``keep`` of an evaluation (copies, detached from the workspace)."""
     f2 = None if ev.f2 is None else ev.f2[:, keep]
-    return Evaluation(ev.rho[:, keep], ev.P[:, keep], ev.dP[:, keep], ev.g[:, keep],
-                      ev.S[:, keep], ev.lam[:, keep], ev.U[keep], ev.grad[:, keep], f2)
+    return Evaluation(
+        ev.rho[:, keep], ev.P[:, keep], ev.dP[:, keep], ev.g[:, keep], ev.S[:, keep], ev.lam[:, keep], ev.U[keep], ev.grad[:, keep], f2
+    )
 
 
-def newton(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
-           R: FloatArray, N: int, K: int, *, tol: float = 1e-11, max_iter: int = 200
-           ) -> tuple[FloatArray, FloatArray, FloatArray]:
+def newton(
+    a0: FloatArray,
+    rho0: FloatArray,
+    varphi: FloatArray,
+    phi: FloatArray,
+    R: FloatArray,
+    N: int,
+    K: int,
+    *,
+    tol: float = 1e-11,
+    max_iter: int = 200,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Projected Newton from ``a0`` (T, m) for m problems. Returns (α, U, kkt residual).
 
     Bertsekas' ε-active set (ε = min(1e-3, r_KKT, 1e3 r_KKT²)): variables within ε of a bound
@@ -161,8 +172,7 @@ def newton(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray
             As = A[:, searching] if searching.size < act.size else A
             ds = d[:, searching] if searching.size < act.size else d
             trial = np.clip(As + s[searching] * ds, 0.0, 1.0)
-            Jt = -evaluate(trial, r0[searching], vp[searching], phi, R, N, K,
-                           need_grad=False, ws=ws_ls).U
+            Jt = -evaluate(trial, r0[searching], vp[searching], phi, R, N, K, need_grad=False, ws=ws_ls).U
             dec = J0[searching] - Jt
             bnd = np.where(bound[:, searching], gJ[:, searching] * (As - trial), 0.0).sum(0)
             req = _ARMIJO * (s[searching] * predF[searching] + bnd)
@@ -198,10 +208,20 @@ def newton(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray
     return a, U, kkt
 
 
-def damped_sweep(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
-                 R: FloatArray, N: int, K: int, *, damping: float = 0.05,
-                 iters: int = 2000, tol: float = 1e-10,
-                 stall_window: int | None = 250) -> FloatArray:
+def damped_sweep(
+    a0: FloatArray,
+    rho0: FloatArray,
+    varphi: FloatArray,
+    phi: FloatArray,
+    R: FloatArray,
+    N: int,
+    K: int,
+    *,
+    damping: float = 0.05,
+    iters: int = 2000,
+    tol: float = 1e-10,
+    stall_window: int | None = 250,
+) -> FloatArray:
     """α ← (1−ω)α + ω clip(λ(t+1)(ρ^t − φ(t)) / (2(1−ϕ)P^t), 0, 1) (projected Eq. 21),
     at most ``iters`` sweeps; a problem stops once max_t |Δα| ≤ ``tol`` (its result only
     seeds a Newton / L-BFGS-B solve, so it need not be polished). With ``stall_window`` = w
@@ -249,9 +269,9 @@ def damped_sweep(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: Floa
     return a
 
 
-def lbfgsb(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray,
-           R: FloatArray, N: int, K: int, *, chunk: int = 1
-           ) -> tuple[FloatArray, FloatArray, FloatArray]:
+def lbfgsb(
+    a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatArray, N: int, K: int, *, chunk: int = 1
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     """L-BFGS-B (adjoint gradient, bounds [0, 1], ftol 1e-15, gtol 1e-10, maxiter 10000) on
     the summed objective −Σ U of ``chunk`` problems at a time."""
     a = np.array(a0, dtype=float, copy=True)
@@ -261,14 +281,18 @@ def lbfgsb(a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray
         r0, vp = rho0[sl], varphi[sl]
         mc = r0.size
 
-        def fun(z: FloatArray, r0: FloatArray = r0, vp: FloatArray = vp,
-                mc: int = mc) -> tuple[float, FloatArray]:
+        def fun(z: FloatArray, r0: FloatArray = r0, vp: FloatArray = vp, mc: int = mc) -> tuple[float, FloatArray]:
             ev = evaluate(z.reshape(T, mc), r0, vp, phi, R, N, K)
             return -float(ev.U.sum()), -ev.grad.ravel()
 
-        res = minimize(fun, a[:, sl].ravel(), jac=True, method="L-BFGS-B",
-                       bounds=[(0.0, 1.0)] * (T * mc),
-                       options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10000})
+        res = minimize(
+            fun,
+            a[:, sl].ravel(),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(0.0, 1.0)] * (T * mc),
+            options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10000},
+        )
         a[:, sl] = np.clip(res.x.reshape(T, mc), 0.0, 1.0)
     ev = evaluate(a, rho0, varphi, phi, R, N, K)
     return a, ev.U, _kkt(a, ev.grad)

@@ -98,19 +98,14 @@ class FedPCSGame:
         if not 0 < self.gamma < 1:
             raise ValueError(f"incentive.gamma: must be in (0, 1), got {self.gamma}")
         if not 0 < self.rho_min < self.rho_max:
-            raise ValueError(
-                f"incentive.rho_min, incentive.rho_max: need 0 < rho_min < rho_max, got {self.rho_min}, {self.rho_max}"
-            )
+            raise ValueError(f"incentive.rho_min, incentive.rho_max: need 0 < rho_min < rho_max, got {self.rho_min}, {self.rho_max}")
         if self.budget is not None and min(self.budget) < self.rho_max:
-            raise ValueError(
-                f"incentive.budget: every B_t must be >= rho_max ({self.rho_max}) so one client fits, got {self.budget}"
-            )
+            raise ValueError(f"incentive.budget: every B_t must be >= rho_max ({self.rho_max}) so one client fits, got {self.budget}")
 
     def key(self) -> str:
         """The cache key: a hash of the inputs, :data:`SOLVER_VERSION` and the engine that
         solves the clients' problems (the compiled and the NumPy engine round differently)."""
-        blob = json.dumps({**asdict(self), "solver": SOLVER_VERSION, "engine": default_engine()},
-                          sort_keys=True).encode()
+        blob = json.dumps({**asdict(self), "solver": SOLVER_VERSION, "engine": default_engine()}, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:20]
 
 
@@ -194,14 +189,29 @@ def _solve(game: FedPCSGame) -> FedPCSPlan:
     # (server_solver="true_cost"; docs/fedpcs.md, 'The accuracy scale κ and the server's solve'),
     # not the paper's Lemma-2 outer loop
     st = stackelberg(
-        rho0, varphi, K, T, v=v, gamma=game.gamma, rho_min=game.rho_min, rho_max=game.rho_max,
-        R_max=game.R_max, mf_tol=game.mf_tol, n_starts=game.n_starts, rng=game.seed, inclusion=game.inclusion,
+        rho0,
+        varphi,
+        K,
+        T,
+        v=v,
+        gamma=game.gamma,
+        rho_min=game.rho_min,
+        rho_max=game.rho_max,
+        R_max=game.R_max,
+        mf_tol=game.mf_tol,
+        n_starts=game.n_starts,
+        rng=game.seed,
+        inclusion=game.inclusion,
     )
     mf, R = st.mean_field, np.asarray(st.reward)
     Ks = np.full(T + 1, K, dtype=np.int64)
     budget = np.full(T + 1, np.inf)
-    extras: dict[str, Any] = {"server_solver": st.solver, "outer_iterations": st.outer_iterations,
-                              "reward_residual": st.reward_residual, "evaluations": st.evaluations}
+    extras: dict[str, Any] = {
+        "server_solver": st.solver,
+        "outer_iterations": st.outer_iterations,
+        "reward_residual": st.reward_residual,
+        "evaluations": st.evaluations,
+    }
     if game.budget is not None:
         # Algorithm 3: Theorem 7 per round on the Lemma-2 coefficients averaged at the
         # true-cost equilibrium, ρ_t* kept in [ρ_L, ρ_H], then the clients' equilibrium under
@@ -209,25 +219,48 @@ def _solve(game: FedPCSGame) -> FedPCSPlan:
         budget = linear_budget(T, *game.budget)
         with inclusion_rule(game.inclusion):
             aff = affine_response(mf.alpha, mf.rho, mf.phi, R, varphi, N, K)
-        sched = adaptive_schedule(aff.G, aff.H, aff.P, v, game.gamma, budget, R_max=game.R_max,
-                                  rho_max=game.rho_max, rho_min=game.rho_min)
+        sched = adaptive_schedule(aff.G, aff.H, aff.P, v, game.gamma, budget, R_max=game.R_max, rho_max=game.rho_max, rho_min=game.rho_min)
         R = np.asarray(sched.reward)
         Ks = np.asarray(sched.K, dtype=np.int64)
-        mf = mean_field(rho0, varphi, R, K, T,
-                        options=MeanFieldSolverOptions(tol=game.mf_tol, n_starts=game.n_starts),
-                        rng=game.seed, phi_init=mf.phi, alpha_init=mf.alpha, inclusion=game.inclusion)
-        extras.update(tau=np.asarray(sched.tau).tolist(), corner=np.asarray(sched.corner).tolist(),
-                      rho_star=np.asarray(sched.rho_star).tolist())
+        mf = mean_field(
+            rho0,
+            varphi,
+            R,
+            K,
+            T,
+            options=MeanFieldSolverOptions(tol=game.mf_tol, n_starts=game.n_starts),
+            rng=game.seed,
+            phi_init=mf.phi,
+            alpha_init=mf.alpha,
+            inclusion=game.inclusion,
+        )
+        extras.update(
+            tau=np.asarray(sched.tau).tolist(), corner=np.asarray(sched.corner).tolist(), rho_star=np.asarray(sched.rho_star).tolist()
+        )
     cost = server_cost(mf.rho, R, N, K, v, gamma=game.gamma, phi=mf.phi, inclusion=game.inclusion)
     welfare = social_welfare_per_round(mf.rho, R, varphi)
     opt = social_optimum(R, varphi, bounded=True, rho_min=game.rho_min, rho_max=game.rho_max)
     optimum = social_welfare_per_round(np.asarray(opt.rho), R, varphi)
     return FedPCSPlan(
-        rho0=rho0, varphi=varphi, rho=np.asarray(mf.rho), alpha=np.asarray(mf.alpha), reward=R,
-        phi=np.asarray(mf.phi), K=Ks, v=np.asarray(v), cost=np.asarray(cost), welfare=np.asarray(welfare),
-        welfare_optimum=np.asarray(optimum), budget=budget, phi_history=np.asarray(mf.phi_history),
-        residual=float(mf.residual), converged=bool(st.converged and mf.converged),
-        solve_seconds=time.perf_counter() - tic, inclusion=game.inclusion, gamma=game.gamma, extras=extras,
+        rho0=rho0,
+        varphi=varphi,
+        rho=np.asarray(mf.rho),
+        alpha=np.asarray(mf.alpha),
+        reward=R,
+        phi=np.asarray(mf.phi),
+        K=Ks,
+        v=np.asarray(v),
+        cost=np.asarray(cost),
+        welfare=np.asarray(welfare),
+        welfare_optimum=np.asarray(optimum),
+        budget=budget,
+        phi_history=np.asarray(mf.phi_history),
+        residual=float(mf.residual),
+        converged=bool(st.converged and mf.converged),
+        solve_seconds=time.perf_counter() - tic,
+        inclusion=game.inclusion,
+        gamma=game.gamma,
+        extras=extras,
     )
 
 
@@ -244,8 +277,9 @@ def solve_plan(game: FedPCSGame, *, cache: Path | None | Literal[False] = None) 
             return replace(plan, extras={**plan.extras, "from_cache": True})
         except (OSError, ValueError, KeyError, TypeError):
             log.warning("ignoring unreadable cached game %s", path)
-    log.info("solving the FedPCS game (N=%d, K=%d, T=%d, %s inclusion)", game.n_clients,
-             game.clients_per_round, game.rounds - 1, game.inclusion)
+    log.info(
+        "solving the FedPCS game (N=%d, K=%d, T=%d, %s inclusion)", game.n_clients, game.clients_per_round, game.rounds - 1, game.inclusion
+    )
     plan = _solve(game)
     log.info("game solved in %.1f s (residual %.1e)", plan.solve_seconds, plan.residual)
     root.mkdir(parents=True, exist_ok=True)
@@ -280,12 +314,25 @@ def baseline_plan(game: FedPCSGame, rho: BaselineRho) -> FedPCSPlan:
     cost = server_cost(budgets, R, N, K, v, gamma=game.gamma, phi=phi, inclusion="uniform")
     opt = social_optimum(R, varphi, bounded=True, rho_min=game.rho_min, rho_max=game.rho_max)
     return FedPCSPlan(
-        rho0=rho0, varphi=varphi, rho=budgets, alpha=np.ones((N, T + 1)), reward=R, phi=phi,
-        K=np.full(T + 1, K, dtype=np.int64), v=np.asarray(v), cost=np.asarray(cost),
+        rho0=rho0,
+        varphi=varphi,
+        rho=budgets,
+        alpha=np.ones((N, T + 1)),
+        reward=R,
+        phi=phi,
+        K=np.full(T + 1, K, dtype=np.int64),
+        v=np.asarray(v),
+        cost=np.asarray(cost),
         welfare=np.asarray(social_welfare_per_round(budgets, R, varphi)),
         welfare_optimum=np.asarray(social_welfare_per_round(np.asarray(opt.rho), R, varphi)),
-        budget=np.full(T + 1, np.inf), phi_history=phi[None, :].copy(), residual=0.0, converged=True,
-        solve_seconds=time.perf_counter() - tic, inclusion="uniform", gamma=game.gamma, extras={"baseline_rho": rho},
+        budget=np.full(T + 1, np.inf),
+        phi_history=phi[None, :].copy(),
+        residual=0.0,
+        converged=True,
+        solve_seconds=time.perf_counter() - tic,
+        inclusion="uniform",
+        gamma=game.gamma,
+        extras={"baseline_rho": rho},
     )
 
 
@@ -375,6 +422,7 @@ class FedPCSIncentive(PlannedIncentive):
                     f"incentive.baseline_rho: incentive.budget sets K_t from the game (Algorithm 3), which a baseline "
                     f"plays only with baseline_rho 'game' (allowed: 'initial', 'low', 'game'), got '{self.baseline_rho}'"
                 )
+
         gamma: float = Field(0.5, gt=0, lt=1)
         rho_min: float = Field(0.01, gt=0, le=1e6)
         rho_max: float = Field(12.0, gt=0, le=1e6)
@@ -388,6 +436,7 @@ class FedPCSIncentive(PlannedIncentive):
             if not isinstance(v, str) and not (0 < v <= 1e30):
                 raise ValueError(f"must be in (0, 1e30] or 'data', got {v}")
             return v
+
         budget: BudgetCfg | None = None
         R_max: float = Field(100.0, gt=0, le=1e9)
         mf_tol: float = Field(1e-7, gt=0, le=1)

@@ -91,7 +91,6 @@ class QIDPFLPlan:
         }
 
 
-
 def plan_qidpfl(
     *,
     sizes: np.ndarray,
@@ -133,13 +132,27 @@ def plan_qidpfl(
         )
         kept, emd = np.asarray(scr.kept), np.asarray(scr.emd)
     server = ServerParams(
-        dim=int(dim), rounds=int(rounds), discount=float(discount), gamma=gamma, beta=beta, lam=lam,
-        grad_bound=grad_bound, clip=clip, acc_scale=1.0 if acc_scale == "calibrate" else float(acc_scale),
+        dim=int(dim),
+        rounds=int(rounds),
+        discount=float(discount),
+        gamma=gamma,
+        beta=beta,
+        lam=lam,
+        grad_bound=grad_bound,
+        clip=clip,
+        acc_scale=1.0 if acc_scale == "calibrate" else float(acc_scale),
     )
     out = solve_qidpfl_game(
-        np.asarray(nu, dtype=np.float64)[kept], np.asarray(sizes, dtype=np.float64)[kept], phi1=phi1,
-        server=server, curve=curve, eps=eps, eps_max=eps_max, calibrate=acc_scale == "calibrate",
-        policy=POLICIES[policy], rng=rng,
+        np.asarray(nu, dtype=np.float64)[kept],
+        np.asarray(sizes, dtype=np.float64)[kept],
+        phi1=phi1,
+        server=server,
+        curve=curve,
+        eps=eps,
+        eps_max=eps_max,
+        calibrate=acc_scale == "calibrate",
+        policy=POLICIES[policy],
+        rng=rng,
     )
     sched = out.schedule
     assert sched is not None
@@ -148,10 +161,19 @@ def plan_qidpfl(
     rho[kept] = out.rho
     pay[kept] = out.payment
     return QIDPFLPlan(
-        rho=rho, payment=pay, reward=np.asarray(sched.R_applied), R_star=np.asarray(sched.R_star),
-        R_min=np.asarray(sched.R_min), R_max=np.asarray(sched.R_max), cost=np.asarray(sched.cost),
-        n_part=np.asarray(sched.n_part), kept=kept, emd=emd, nu=np.asarray(nu, dtype=np.float64),
-        acc_scale=sched.acc_scale, policy=policy,
+        rho=rho,
+        payment=pay,
+        reward=np.asarray(sched.R_applied),
+        R_star=np.asarray(sched.R_star),
+        R_min=np.asarray(sched.R_min),
+        R_max=np.asarray(sched.R_max),
+        cost=np.asarray(sched.cost),
+        n_part=np.asarray(sched.n_part),
+        kept=kept,
+        emd=emd,
+        nu=np.asarray(nu, dtype=np.float64),
+        acc_scale=sched.acc_scale,
+        policy=policy,
     )
 
 
@@ -196,11 +218,28 @@ class QIDPFLIncentive(PlannedIncentive):
             curve = AccuracyCurve(I1=c.I1, B=c.B, I3=c.I3)
             eps, eps_max = c.I1 - c.eps_drop * c.B, c.I1 - c.eps_max_drop * c.B
         return plan_qidpfl(
-            sizes=sizes, label_counts=ctx.counts(), nu=nu, dim=int(ctx.dim), rounds=run.train.rounds,
-            discount=cfg.discount, clip=clip, screening=cfg.screening, keep_fraction=cfg.keep_fraction,
-            theta_th=cfg.theta_th, reference=cfg.reference, phi1=cfg.phi1, gamma=cfg.gamma, beta=cfg.beta,
-            lam=cfg.lam, grad_bound=cfg.grad_bound, acc_scale=cfg.acc_scale, curve=curve, eps=eps, eps_max=eps_max,
-            policy=cfg.policy, rng=streams.numpy("reward_policy"),
+            sizes=sizes,
+            label_counts=ctx.counts(),
+            nu=nu,
+            dim=int(ctx.dim),
+            rounds=run.train.rounds,
+            discount=cfg.discount,
+            clip=clip,
+            screening=cfg.screening,
+            keep_fraction=cfg.keep_fraction,
+            theta_th=cfg.theta_th,
+            reference=cfg.reference,
+            phi1=cfg.phi1,
+            gamma=cfg.gamma,
+            beta=cfg.beta,
+            lam=cfg.lam,
+            grad_bound=cfg.grad_bound,
+            acc_scale=cfg.acc_scale,
+            curve=curve,
+            eps=eps,
+            eps_max=eps_max,
+            policy=cfg.policy,
+            rng=streams.numpy("reward_policy"),
         )
 
     class Config(PluginConfig):
@@ -220,6 +259,7 @@ class QIDPFLIncentive(PlannedIncentive):
         def check_run(self, run: Any) -> None:
             if run.selection.kind != "participants":
                 raise ValueError(f"selection.kind: incentive 'qidpfl' decides who trains: use 'participants', got '{run.selection.kind}'")
+
         policy: Literal["qidpfl", "max", "random"] = "qidpfl"
         screening: Literal["keep_fraction", "theta_th", "none"] = "keep_fraction"
         keep_fraction: float = Field(0.5, gt=0, le=1)

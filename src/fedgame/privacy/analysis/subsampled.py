@@ -342,9 +342,7 @@ def dpsgd_noise_multipliers(
     return out
 
 
-def _smallest_feasible(
-    eps_of: Callable[[float], float], target: float, *, guess: float, factor: float, rtol: float
-) -> float:
+def _smallest_feasible(eps_of: Callable[[float], float], target: float, *, guess: float, factor: float, rtol: float) -> float:
     """Smallest z (relative precision ``rtol``) with eps_of(z) <= target, for eps_of decreasing
     in z: geometric bracketing from ``guess``, Brent's method, then bisection on the bracket."""
     seen: dict[float, float] = {}
