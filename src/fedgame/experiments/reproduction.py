@@ -122,6 +122,11 @@ def _table2_section(path: Path) -> list[str]:
     return out
 
 
+def _shown(v: float, fmt: str) -> str:
+    """``v`` in ``fmt``, or "—" where there is no number (a row the paper does not have)."""
+    return format(v, fmt) if math.isfinite(v) else "—"
+
+
 def _table4_section(path: Path) -> list[str]:
     rows = _rows(path)
     if not rows:
@@ -136,9 +141,13 @@ def _table4_section(path: Path) -> list[str]:
     by: dict[str, dict[str, dict[str, str]]] = defaultdict(dict)
     for r in sorted(rows, key=lambda r: (-_f(r["s"]), r["mechanism"])):
         by[r["s"]][r["mechanism"]] = r
+        spent = _f(r.get("eps_pld_over_budget_mean"))
+        user = _f(r.get("user_level_epsilon"))
         out.append(
             f"| {r['s']} | {r['mechanism_name']} | {_f(r['ours_mean']):.2f} ± {_f(r['ours_std']):.2f} ({r['seeds']}) "
-            f"| {_f(r['paper']):.2f} | {_f(r['ours_minus_paper']):+.2f} | {_f(r.get('eps_pld_over_budget_mean')):.3f} |"
+            f"| {_shown(_f(r['paper']), '.2f')} | {_shown(_f(r['ours_minus_paper']), '+.2f')} | "
+            + (f"{spent:.3f}" if math.isfinite(spent) else f"— (user-level ε = {user:.3g})" if math.isfinite(user) else "—")
+            + " |"
         )
     out += ["", "**Orderings the paper claims** (privacy-aware above unbiased and biased; decided on the table's page):", ""]
     out += _orderings_table(path.parent) or ["(no ordering with both sides run yet)"]

@@ -306,17 +306,20 @@ def write_table4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
         row["l1_from_p_u"] = round(mean_std([_float(p.get("l1_from_p_u")) for p in phs if p])[0], 4)
         row["eta"] = _float(phs[0].get("eta")) if phs[0] else math.nan
         row["wall_time_mean"] = round(mean_std([_float(r["summary"].get("wall_time")) for r in runs])[0], 1)
-        if mech == "C":  # user-level, every client alike: the run's ε, and its δ
+        if mech == "C":  # user-level, every client alike: the run's ε, its δ and the target it was calibrated to
             row["user_level_epsilon"] = round(mean_std([_float(r["summary"].get("epsilon_max")) for r in runs])[0], 4)
             row["delta"] = _float(cfg["accountant"]["delta"])
+            row["target_epsilon"] = _float(cfg["privacy"].get("target_epsilon"))
+            row["budgets"] = _budgets(cells, dataset)
         row["rounds"] = cfg["train"]["rounds"]
         row["local"] = json.dumps(cfg["train"]["local"])
         row["budget"] = budget
         rows.append(row)
     if any(r["mechanism"] == "C" for r in rows):  # one header: the central row's columns on every row
         for r in rows:
-            r.setdefault("user_level_epsilon", math.nan)
-            r.setdefault("delta", math.nan)
+            for key in ("user_level_epsilon", "delta", "target_epsilon"):
+                r.setdefault(key, math.nan)
+            r.setdefault("budgets", "")
     decided = table_orderings(per_seed(cells))
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "table4.csv", rows, empty_header=["dataset", "mechanism", "s"])
@@ -513,16 +516,32 @@ def _central_note(rows: list[dict[str, Any]]) -> list[str]:
     data), the same for every client, where the mechanisms' ε_k bound each client's examples."""
     if not rows:
         return []
-    eps = sorted({r["user_level_epsilon"] for r in rows})
-    said = ", ".join(f"{e:.3g}" for e in eps)
+    eps = ", ".join(f"{e:.3g}" for e in sorted({r["user_level_epsilon"] for r in rows}))
+    targets = ", ".join(f"{t:g}" for t in sorted({r["target_epsilon"] for r in rows if math.isfinite(r["target_epsilon"])}))
+    budgets = "; ".join(sorted({r["budgets"] for r in rows if r["budgets"]}))
     return [
         f"Central DP-FedAvg (not in the paper; the field's standard baseline): the server clips each update and "
-        f"noises their sum, every client charged every round; user-level ε = {said} at δ = {rows[0]['delta']:g} for "
+        f"noises their sum, every client charged every round; user-level ε = {eps} at δ = {rows[0]['delta']:g} for "
         "every client (a bound on each client's whole data, stronger than the example-level ε_k the three mechanisms "
-        "give each client), calibrated by privacy.target_epsilon to the mean of the budgets ε_k ~ U(0, 1). It is in "
-        "none of the orderings above.",
+        f"give each client)"
+        + (f", calibrated to privacy.target_epsilon = {targets}" if targets else "")
+        + (f"; the mechanisms' budgets: {budgets}" if budgets else "")
+        + ". It is in none of the orderings above.",
         "",
     ]
+
+
+def _budgets(cells: Cells, dataset: str) -> str:
+    """The three mechanisms' client budgets ε_k as their runs' configs give them (``ε_k ~ U(lo, hi),
+    mean m``), read from the first run of the first mechanism with runs on ``dataset``."""
+    for (mech, _s, ds), runs in sorted(cells.items(), key=lambda kv: (ORDER.index(kv[0][0]), -kv[0][1])):
+        if mech in PAPER_MECHANISMS and ds == dataset:
+            b = (runs[0]["cfg"].get("privacy") or {}).get("budgets") or {}
+            if b.get("kind") == "uniform":
+                lo, hi = float(b["low"]), float(b["high"])
+                return f"ε_k ~ U({lo:g}, {hi:g}), mean {(lo + hi) / 2:g}"
+            return f"ε_k from {b}" if b else ""
+    return ""
 
 
 def _counts(decisions: Iterable[Decision]) -> str:
