@@ -16,7 +16,7 @@ import typer
 import yaml
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from typer.core import TyperGroup
 
@@ -771,10 +771,24 @@ def solve_cmd(
         except ValueError as e:
             _fail(escape(str(e)))
     try:
-        result = solve_jdp(raw, time_limit=time_limit) if game == "jdp" else solvers[game](raw)
+        with _solving(f"solve {game}" + (f" ({est[2]})" if est is not None else "")):
+            result = solve_jdp(raw, time_limit=time_limit) if game == "jdp" else solvers[game](raw)
     except ProblemError as e:
         _fail(f"{game} problem: {escape('; '.join(str(e).splitlines()))}")
     sys.stdout.write(json.dumps(finite_json(result), indent=2, allow_nan=False) + "\n")
+
+
+def _solving(what: str) -> Any:
+    """A live line on stderr while a solve runs (spinner and elapsed time; a FedPCS game at the
+    papers' size takes minutes), where stderr is a terminal; elsewhere nothing, so piped JSON and
+    one-line errors stay as they are. Erased when the solve ends."""
+    from contextlib import nullcontext
+
+    if not err.is_terminal:
+        return nullcontext()
+    bar = Progress(SpinnerColumn(), TextColumn(f"{escape(what)}: solving"), TimeElapsedColumn(), console=err, transient=True)
+    bar.add_task(what, total=None)
+    return bar
 
 
 def finite_json(obj: Any, path: str = "", bad: list[str] | None = None) -> Any:

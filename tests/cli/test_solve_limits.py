@@ -109,3 +109,29 @@ def test_a_jdp_auction_over_the_time_limit_is_refused_after_its_allocation(tmp_p
     assert f"costs: M2's payments for 3,000 candidates and {winners:,} winners would take about {need / 60:,.0f} min" in r.stderr
     r = CliRunner().invoke(app, ["solve", "jdp", "--input", str(path), "--time-limit", str(need * 2)])
     assert r.exit_code == 0 and len(json.loads(r.stdout)["M2"]["winners"]) == winners
+
+
+def test_a_solve_shows_a_live_line_on_a_terminal_and_nothing_in_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While ``fedgame solve`` runs, a terminal's stderr gets a spinner line with the elapsed time
+    (a FedPCS game at the papers' size takes minutes); a pipe gets nothing, so a one-line error
+    stays one line and stdout stays the JSON alone."""
+    import io
+
+    from rich.console import Console
+
+    import fedgame.cli as cli
+
+    problem = json.dumps({"N": 10, "K": 3, "T": 20, "clients": [{"rho0": 2, "varphi": 0.3}], "R": 2, "phi": 5})
+    tty = io.StringIO()
+    monkeypatch.setattr(cli, "err", Console(file=tty, force_terminal=True, width=100))
+    with cli._solving("solve fedpcs (4 clients)"):
+        pass
+    assert "solve fedpcs (4 clients): solving" in tty.getvalue()
+    pipe = io.StringIO()
+    monkeypatch.setattr(cli, "err", Console(file=pipe, width=100))
+    with cli._solving("solve fedpcs (4 clients)"):
+        pass
+    assert pipe.getvalue() == ""
+    r = CliRunner().invoke(cli.app, ["solve", "fedpcs", "--input", "-"], input=problem)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)
