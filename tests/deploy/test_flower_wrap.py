@@ -255,3 +255,37 @@ def test_fedgame_draws_under_flowers_central_dp_wrapper_and_its_accountant() -> 
     with pytest.raises(ValueError, match="^selection: Flower's .* needs exactly clients_per_round = 2 distinct"):
         for _ in range(50):  # x ∝ ρ with replacement repeats its heaviest node soon
             rep.configure_train(1, ArrayRecord({"w": Array(np.zeros(ex.FEATURES))}), ConfigRecord(), grid)  # type: ignore[arg-type,attr-defined]
+
+
+def test_a_wrapper_restored_from_its_state_dict_draws_what_the_uninterrupted_one_draws() -> None:
+    """A ServerApp that stops after round 3 and resumes with ``load_state_dict`` in a fresh
+    wrapper (same strategy, selection and seed) draws rounds 4-6 exactly as a wrapper that never
+    stopped, and keeps the earlier rounds' records; the state survives a JSON round trip."""
+    ex = example()
+    rho = ex.RHO  # type: ignore[attr-defined]
+
+    def wrapper() -> FedgameSampling:
+        return FedgameSampling(
+            FedAvg(fraction_train=1.0, fraction_evaluate=0.0), PrivacyAware(rho=rho), clients_per_round=2, rho=rho, seed=7
+        )
+
+    def run(s: FedgameSampling, rounds: int) -> None:
+        s.start(grid=LocalGrid(ex.client_app, 3), initial_arrays=ArrayRecord({"w": Array(np.zeros(ex.FEATURES))}), num_rounds=rounds)  # type: ignore[arg-type,attr-defined]
+
+    whole = wrapper()
+    run(whole, 6)
+    first = wrapper()
+    run(first, 3)
+    saved = first.state_dict()
+    text = json.dumps({**saved, "sizes": None}, default=lambda o: o.tolist())
+    resumed = wrapper()
+    resumed.load_state_dict({**json.loads(text), "sizes": saved["sizes"]})
+    assert [r.to_json() for r in resumed.records] == [r.to_json() for r in whole.records[:3]]
+    later = [
+        resumed.configure_train(t, ArrayRecord({"w": Array(np.zeros(ex.FEATURES))}), ConfigRecord(), LocalGrid(ex.client_app, 3))
+        for t in (4, 5, 6)
+    ]  # type: ignore[attr-defined]
+    assert [[m.metadata.dst_node_id for m in msgs] for msgs in later] == [
+        sorted(set(r.draws), key=r.draws.index) for r in whole.records[3:]
+    ]
+    assert [r.draws for r in resumed.records[3:]] == [r.draws for r in whole.records[3:]]

@@ -99,6 +99,20 @@ class RoundRecord:
             d[k] = {str(n): v for n, v in d[k].items()}
         return d
 
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RoundRecord:
+        """The record :meth:`to_json` wrote (node ids back to integers)."""
+        keyed = {k: {int(n): float(v) for n, v in d[k].items()} for k in ("weights", "payments", "epsilon")}
+        return cls(
+            round=int(d["round"]),
+            scheme=str(d["scheme"]),
+            draws=[int(n) for n in d["draws"]],
+            probs=[float(p) for p in d["probs"]],
+            replied=[int(n) for n in d["replied"]],
+            missing=[int(n) for n in d["missing"]],
+            **keyed,
+        )
+
 
 class FedgameSampling(Strategy):
     """Wrap a Flower Message-API ``strategy``: draw each round's nodes with ``selection`` and
@@ -253,6 +267,30 @@ class FedgameSampling(Strategy):
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         return self.strategy.aggregate_evaluate(server_round, replies)
+
+    # -- checkpointing -----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """What a ServerApp that stops and resumes must keep for the draws to go on as if it had
+        not stopped: the draws' RNG state, the node ids fixed at the first round, the sizes the
+        replies reported, the selection strategy's own state and the rounds' records (JSON
+        types and NumPy arrays: store it with the ServerApp's own checkpoint)."""
+        return {
+            "rng": self.rng.bit_generator.state,
+            "nodes": list(self.nodes),
+            "sizes": None if self.sizes is None else self.sizes.copy(),
+            "selection": self.selection.state_dict(),
+            "records": [r.to_json() for r in self.records],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict` (the same strategy, selection and seed as the
+        wrapper that saved it): the next round draws what the saved wrapper would have drawn."""
+        self.rng.bit_generator.state = state["rng"]
+        self.nodes = [int(n) for n in state["nodes"]]
+        if state["sizes"] is not None:
+            self.sizes = np.asarray(state["sizes"], dtype=np.float64).copy()
+        self.selection.load_state_dict(state["selection"])
+        self.records = [RoundRecord.from_json(r) for r in state["records"]]
 
     # -- helpers -----------------------------------------------------------------------------
     def _connect(self, grid: Grid) -> list[int]:
