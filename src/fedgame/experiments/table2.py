@@ -365,6 +365,25 @@ def _baseline_sentence(present: set[str]) -> str:
     return "Baselines: " + "; ".join(out) + " (docs/fedpcs.md, 'Baseline budgets and the sampling ablations')." if out else ""
 
 
+#: what each extra row (a method the paper does not have) is, for the sentence under the table
+EXTRA_ROWS = {
+    "FedPCS incentive + uniform draws": "FedPCS's incentive with uniform draws (a sampling ablation)",
+    "FedPCS + FedAvg weights": "x ∝ ρ with FedAvg weights θ_i/Σ_S θ instead of Eq. (4) (a sampling ablation)",
+    "Central DP-FedAvg": "the field's standard baseline: the server clips each update and noises their sum, "
+    "user-level ε alike for every client (recipes/fedpcs/central_dp.yaml)",
+}
+
+
+def _extra_sentence(extras: list[str]) -> str:
+    """What the extra rows present are (none: no sentence)."""
+    if not extras:
+        return ""
+    what = "; ".join(f"{m}: {EXTRA_ROWS.get(m, 'not in the paper')}" for m in extras)
+    ablation = any(m in extras for m in ("FedPCS incentive + uniform draws", "FedPCS + FedAvg weights"))
+    tail = "; table2.csv's max_agg_weight is the largest aggregation weight an upload got (mean over seeds)" if ablation else ""
+    return f"Extra rows (no paper numbers): {what}{tail}."
+
+
 def _markdown(
     rows: list[dict[str, Any]], budget: str, values: dict[tuple[str, float, str], dict[int, float]], cfgs: list[dict[str, Any]]
 ) -> str:
@@ -405,9 +424,7 @@ def _markdown(
             _privacy_sentence(cfgs),
             "",
             *[b for b in (_baseline_sentence(present),) if b],
-            "Extra rows (the sampling ablations, no paper numbers): FedPCS's incentive with uniform draws, "
-            "and x ∝ ρ with FedAvg weights θ_i/Σ_S θ instead of Eq. (4); table2.csv's max_agg_weight is the largest "
-            "aggregation weight an upload got (mean over seeds).",
+            *[e for e in (_extra_sentence([m for m in methods if m.split(" (")[0] not in PAPER_METHODS]),) if e],
             "",
             "![Fig. 4](fig4_rho_correlation.png)",
             "",
