@@ -34,7 +34,7 @@ BACKEND = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"
 
 
 def qidpfl() -> dict[str, Any]:
-    """A smoke QI-DPFL run (tests/experiments/test_qidpfl_run.py, smaller): 6 candidates, half
+    """A smoke QI-DPFL run (tests/pipeline/test_qidpfl_run.py, smaller): 6 candidates, half
     kept by the EMD screening, the game's participation sets train for 2 rounds."""
     return {
         "name": "qidpfl_flower",
