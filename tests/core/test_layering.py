@@ -84,3 +84,30 @@ def test_constructors_of_more_than_five_parameters_take_keywords() -> None:
                         if len(positional) > 5:
                             long.append(f"{path.relative_to(PKG.parent)}: {node.name}({', '.join(positional)})")
     assert long == [], "\n".join(long)
+
+
+LEAVES = {"data", "models", "privacy", "selection", "incentives", "robust"}
+#: leaf → leaf imports allowed, each with why: the selections that draw from an incentive's plan
+#: read its type in their ``from_config`` (a lazy import; the plan is handed in as ``ctx.plan``)
+LEAF_TO_LEAF = {
+    ("fedgame/selection/fixed", "incentives"): "participants/screened read QI-DPFL's plan and screening",
+    ("fedgame/selection/privacy_aware", "incentives"): "privacy_aware draws from FedPCS's ρ schedule",
+}
+
+
+def test_leaf_packages_import_each_other_only_where_listed() -> None:
+    """The leaf packages (data, models, privacy, selection, incentives, robust) sit on one floor;
+    an import from one to another is allowed only where :data:`LEAF_TO_LEAF` lists it with why."""
+    found = set()
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG.parent).with_suffix("")
+        own = _part(".".join(rel.parts))
+        if own not in LEAVES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            for name in names:
+                if name.startswith("fedgame.") and _part(name) in LEAVES and _part(name) != own:
+                    found.add((rel.as_posix(), _part(name)))
+    assert found == set(LEAF_TO_LEAF), sorted(found ^ set(LEAF_TO_LEAF))
