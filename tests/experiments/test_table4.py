@@ -598,3 +598,42 @@ def test_a_report_records_its_runs_and_regenerates_from_them(tmp_path: Path, mon
         regenerate(folder, tmp_path / "third")
     with pytest.raises(FileNotFoundError, match="no report.json"):
         regenerate(Path("elsewhere"), tmp_path / "fourth")
+
+
+def test_a_central_dp_row_is_shown_with_its_epsilon_and_enters_no_ordering(tmp_path: Path) -> None:
+    """Central DP-FedAvg's runs (``phs_central_dp``) make one more row where they exist, with the
+    user-level ε, δ and target read from their files, and change none of the paper's orderings."""
+    runs, out, bare = tmp_path / "runs", tmp_path / "out", tmp_path / "bare"
+    _tree(runs)
+    _tree(tmp_path / "runs_bare")
+    for s in (100, 30):
+        for seed, acc in enumerate((0.10, 0.11)):
+            d = runs / f"phs_central_dp_s={s}" / f"seed_{seed}"
+            d.mkdir(parents=True)
+            cfg = {
+                "name": f"phs_central_dp[s={s}]",
+                "seed": seed,
+                "data": {"dataset": "fashion_mnist", "partition": {"kind": "similarity", "n_clients": 5, "s": float(s)}},
+                "train": {"rounds": 10, "clients_per_round": 2, "local": {"epochs": None, "steps": 5, "batch_size": B, "lr": 0.05}},
+                "privacy": {"kind": "central_dp", "target_epsilon": 0.5, "clip": 1.0},
+                "accountant": {"kind": "rdp", "delta": 1e-5},
+            }
+            (d / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+            (d / "summary.json").write_text(
+                json.dumps(
+                    {"name": cfg["name"], "seed": seed, "rounds": 10, "final_accuracy": acc, "wall_time": 1.0, "epsilon_max": 0.4999}
+                )
+            )
+            _write_csv(d / "metrics.csv", [{"round": t, "test_acc": acc, "train_loss": 2.3} for t in range(10)])
+    rows = write_table4(runs, out, budget="test")
+    write_table4(tmp_path / "runs_bare", bare, budget="test")
+    central = [r for r in rows if r["mechanism"] == "C"]
+    assert [(r["s"], r["ours_mean"], r["user_level_epsilon"], r["target_epsilon"]) for r in central] == [
+        (100, 10.5, 0.4999, 0.5),
+        (30, 10.5, 0.4999, 0.5),
+    ]
+    md = (out / "table4.md").read_text()
+    assert "| Central DP-FedAvg | 10.50±0.71 / — | — / — | 10.50±0.71 / — | — / — |" in md
+    assert "user-level ε = 0.5 at δ = 1e-05 for every client" in md and "privacy.target_epsilon = 0.5" in md
+    assert (out / ORDERINGS).read_text() == (bare / ORDERINGS).read_text()  # the paper's orderings alone
+    assert "Central" not in (bare / "table4.md").read_text()  # no row without its runs
