@@ -871,7 +871,7 @@ def _list_groups(long: bool) -> dict[str, list[tuple[str, str]]]:
 
     aggs = AGGREGATORS.describe()
     return {
-        "data.dataset": [(n, DATASETS.get(n).summary()) for n in DATASETS.names()],  # type: ignore[attr-defined]
+        "data.dataset": [(n, DATASETS.get(n).summary()) for n in DATASETS.names()],  # type: ignore[attr-defined]  # a Dataset classmethod
         "data.partition.kind": members(_models(DataCfg.model_fields["partition"].annotation)),
         "model.name": list(MODELS.describe().items()),
         "selection.kind": members(_models(run.model_fields["selection"].annotation), SELECTIONS.describe()),

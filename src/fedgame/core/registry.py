@@ -128,7 +128,7 @@ class Registry(Generic[T]):
 
     def configs(self) -> dict[str, Any]:
         """The recipe models of the plug-ins that declare one (``name → Config``)."""
-        return {n: f.Config for n, f in sorted(self._items.items()) if getattr(f, "Config", None) is not None}  # type: ignore[attr-defined]
+        return {n: f.Config for n, f in sorted(self._items.items()) if getattr(f, "Config", None) is not None}  # type: ignore[attr-defined]  # Config: a plug-in convention
 
     def get(self, name: str) -> Callable[..., T]:
         try:

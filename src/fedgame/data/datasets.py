@@ -80,8 +80,8 @@ class Dataset(ABC):
 def open_dataset(name: str, options: dict[str, Any] | None = None) -> Dataset:
     """The registered dataset ``name`` built with recipe ``options`` (validated by its Config)."""
     cls = DATASETS.get(name)
-    conf = cls.Config(kind=name, **(options or {}))  # type: ignore[attr-defined]
-    ds: Dataset = cls.from_config(conf)  # type: ignore[attr-defined]
+    conf = cls.Config(kind=name, **(options or {}))  # type: ignore[attr-defined]  # Config: a plug-in convention, not in the base type
+    ds: Dataset = cls.from_config(conf)  # type: ignore[attr-defined]  # from_config: a plug-in convention, not in the base type
     return ds
 
 

@@ -216,7 +216,7 @@ def decide(a: dict[int, float], b: dict[int, float], *, alpha: float = ALPHA) ->
         t = math.copysign(math.inf, m) if m else math.nan
         p, p_rev = (0.0, 1.0) if m > 0 else (1.0, 0.0) if m < 0 else (math.nan, math.nan)
         half = 0.0
-    return Decision(test, na, nb, n, m, m - half, m + half, t, df, p, p_rev, _verdict_of(p, p_rev, alpha))  # type: ignore[arg-type]
+    return Decision(test, na, nb, n, m, m - half, m + half, t, df, p, p_rev, _verdict_of(p, p_rev, alpha))  # type: ignore[arg-type]  # mypy infers str for test
 
 
 def holm(decisions: list[Decision], *, alpha: float = ALPHA) -> list[Decision]:

@@ -193,7 +193,7 @@ def kappa_sweep(kappas: Sequence[float] = KAPPA_GRID, **kwargs: object) -> list[
     """:func:`kappa_row` for each κ (ascending), logging one line per κ."""
     rows = []
     for kappa in sorted(kappas):
-        row = kappa_row(kappa, **kwargs)  # type: ignore[arg-type]
+        row = kappa_row(kappa, **kwargs)  # type: ignore[arg-type]  # kwargs are kappa_row's keywords, checked there
         log.info(
             "kappa %g: R_t in [%.4g, %.4g], phi %.3f -> %.3f, welfare %.4g, tau %.2f -> %.2f, J %.6g (Lemma 2: %.6g), %.0f s",
             kappa,

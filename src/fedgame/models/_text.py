@@ -53,7 +53,7 @@ def _option(name: str, value: object, *, minimum: int) -> int:
     if isinstance(value, bool):
         raise bad
     try:
-        n = operator.index(value)  # type: ignore[arg-type]
+        n = operator.index(value)  # type: ignore[arg-type]  # any object may be tried; a non-integer raises TypeError, caught below
     except TypeError:
         raise bad from None
     if n < minimum:

@@ -114,7 +114,7 @@ def _integer(value: object, what: str) -> int:
     if isinstance(value, bool):
         raise ValueError(f"{what}: must be an integer, got {value!r}")
     try:
-        return operator.index(value)  # type: ignore[arg-type]
+        return operator.index(value)  # type: ignore[arg-type]  # any object may be tried; a non-integer raises TypeError, caught below
     except TypeError:
         raise ValueError(f"{what}: must be an integer, got {value!r}") from None
 
@@ -125,7 +125,7 @@ _SHAPES = "(F,) for feature vectors, (L,) for token sequences or (C, H, W) for i
 def _check_shape(in_shape: object) -> InShape:
     """``in_shape`` as a tuple of Python ints: one (a flat input) or three (an image), all >= 1."""
     try:
-        dims: tuple[int, ...] | None = tuple(_integer(d, "in_shape") for d in in_shape)  # type: ignore[attr-defined]
+        dims: tuple[int, ...] | None = tuple(_integer(d, "in_shape") for d in in_shape)  # type: ignore[attr-defined]  # TypeError caught
     except (TypeError, ValueError):
         dims = None
     if isinstance(in_shape, tuple | list) and len(in_shape) == 3:  # an image: (C, H, W)

@@ -185,7 +185,7 @@ class DataCfg(_Frozen):
         name = info.data.get("dataset")
         if name is None:  # the dataset itself was refused; that error is the one to read
             return v
-        conf = DATASETS.get(name).Config  # type: ignore[attr-defined]
+        conf = DATASETS.get(name).Config  # type: ignore[attr-defined]  # plug-in classes carry Config by convention, not in the base type
         if "kind" in v:
             raise ValueError(f"'kind' is data.dataset ({name!r}), not an option")
         try:

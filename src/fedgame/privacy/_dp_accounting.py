@@ -22,7 +22,7 @@ __all__ = ["DpAccountingPLD", "EpsilonDeltaDpEvent"]
 
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)
-class EpsilonDeltaDpEvent(dp_event.DpEvent):  # type: ignore[misc]
+class EpsilonDeltaDpEvent(dp_event.DpEvent):  # type: ignore[misc]  # dp_accounting is untyped: its base class is Any
     """A generic (ε, δ)-DP release as a ``dp_accounting`` event (dp-accounting has none).
     Understood by fedgame's PLD accountant (worst-case PLD of Kairouz, Oh & Viswanath 2015);
     RDP accountants cannot represent δ > 0, fedgame composes it by basic composition there."""
@@ -31,7 +31,7 @@ class EpsilonDeltaDpEvent(dp_event.DpEvent):  # type: ignore[misc]
     delta: float = 0.0
 
 
-class DpAccountingPLD(pld_privacy_accountant.PLDAccountant):  # type: ignore[misc]
+class DpAccountingPLD(pld_privacy_accountant.PLDAccountant):  # type: ignore[misc]  # dp_accounting is untyped: its base class is Any
     """dp-accounting's PLD accountant, taught :class:`EpsilonDeltaDpEvent` (the worst-case PLD
     of an (ε, δ)-DP mechanism, ``PrivacyLossDistribution.from_privacy_parameters``)."""
 
@@ -41,6 +41,6 @@ class DpAccountingPLD(pld_privacy_accountant.PLDAccountant):  # type: ignore[mis
                 params = DifferentialPrivacyParameters(epsilon=event.epsilon, delta=event.delta)
                 vdi = self._value_discretization_interval
                 pld = pld_lib.from_privacy_parameters(params, value_discretization_interval=vdi)
-                self._pld = self._pld.compose(pld.self_compose(count) if count > 1 else pld)  # type: ignore[has-type]
+                self._pld = self._pld.compose(pld.self_compose(count) if count > 1 else pld)  # type: ignore[has-type]  # self-referential
             return None
         return super()._maybe_compose(event, count, do_compose)

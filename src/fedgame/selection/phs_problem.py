@@ -396,7 +396,7 @@ def _cvxpy(pu: FloatArray, w: FloatArray, eta: float) -> tuple[FloatArray, bool]
     # CVXPY's "may be inaccurate" warning is replaced by the returned flag and a log line.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Solution may be inaccurate", category=UserWarning)
-        prob.solve(  # type: ignore[no-untyped-call]
+        prob.solve(  # type: ignore[no-untyped-call]  # cvxpy leaves Problem.solve unannotated
             solver=cp.CLARABEL, tol_gap_abs=_CLARABEL_TOL, tol_gap_rel=_CLARABEL_TOL, tol_feas=_CLARABEL_TOL
         )
     if p.value is None or prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):

@@ -358,7 +358,7 @@ class Engine(RoundLoop):
         if missing:
             log.warning("round %d: no reply from client(s) %s; aggregating the %d replies that arrived", t, missing, len(results))
         used = sel if keep.all() else replace(sel, indices=sel.indices[keep], probs=sel.probs[keep])
-        slot_updates = [got[key].update for key, ok in zip(slot_keys, keep, strict=True) if ok]  # type: ignore[union-attr]
+        slot_updates = [got[key].update for key, ok in zip(slot_keys, keep, strict=True) if ok]  # type: ignore[union-attr]  # ok: not None
         server_metrics: dict[str, float] = {}  # what the server update reports (e.g. max_agg_weight)
         # a central-DP plan releases (and is charged for) noise every round, even when no client
         # was sampled or replied: skipping the release would make the output depend on the sample

@@ -331,7 +331,7 @@ class InProcessJDPClients:
     @property
     def thetas(self) -> Tensor:
         """(m, d): every winner's own θ_i, in position order."""
-        return torch.stack([s.theta for s in self.states])  # type: ignore[misc]
+        return torch.stack([s.theta for s in self.states])  # type: ignore[misc]  # every state's theta is set; the field is Optional
 
     @thetas.setter
     def thetas(self, value: Tensor) -> None:

@@ -501,16 +501,16 @@ class LocalTrainer:
 
     def _clipped_sum_ghost(self, module: nn.Module, xb: torch.Tensor, yb: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Set ``p.grad`` to Σ_j clip_c(∇ℓ_j) with Opacus ghost clipping; return (loss sum, norms)."""
-        module.max_grad_norm = c  # type: ignore[assignment]
+        module.max_grad_norm = c  # type: ignore[assignment]  # Opacus GradSampleModule attribute; Module.__setattr__ wants Tensor | Module
         per_sample = self.loss.per_example(module(xb), yb)
         per_sample.sum().backward(retain_graph=True)  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         for p in module.parameters():
             p.grad = None
-        norms = module.get_norm_sample()  # type: ignore[operator]
+        norms = module.get_norm_sample()  # type: ignore[operator]  # an Opacus GradSampleModule method; typed here as nn.Module
         coef = (c / norms.clamp(min=c)).detach()  # min(1, c/‖g‖), exact for ‖g‖ <= c
-        module.disable_hooks()  # type: ignore[operator]
+        module.disable_hooks()  # type: ignore[operator]  # an Opacus GradSampleModule method; typed here as nn.Module
         (coef * per_sample).sum().backward()
-        module.enable_hooks()  # type: ignore[operator]
+        module.enable_hooks()  # type: ignore[operator]  # an Opacus GradSampleModule method; typed here as nn.Module
         return per_sample.detach().sum(), norms.detach()
 
     def _clipped_sum_hooks(
@@ -520,12 +520,12 @@ class LocalTrainer:
         per_sample = self.loss.per_example(module(xb), yb)
         per_sample.sum().backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         b = xb.shape[0]
-        gs = [p.grad_sample for p in params]  # type: ignore[attr-defined]
+        gs = [p.grad_sample for p in params]  # type: ignore[attr-defined]  # grad_sample is set by Opacus' hooks
         norms = torch.sqrt(sum((g.reshape(b, -1) ** 2).sum(1) for g in gs))
         coef = c / norms.clamp(min=c)
         for p, g in zip(params, gs, strict=True):
             p.grad = torch.einsum("b,b...->...", coef, g)
-            p.grad_sample = None  # type: ignore[attr-defined]
+            p.grad_sample = None  # type: ignore[attr-defined]  # grad_sample is set by Opacus' hooks
         return per_sample.detach().sum(), norms.detach()
 
     def _clipped_sum_functorch(
@@ -544,7 +544,7 @@ class LocalTrainer:
 
         losses, grads = vmap(loss_and_grad, in_dims=(None, 0, 0))(detached, xb, yb)
         flat = [grads[n].reshape(xb.shape[0], -1) for n in names]
-        norms = torch.sqrt(sum((f * f).sum(1) for f in flat))  # type: ignore[arg-type]
+        norms = torch.sqrt(sum((f * f).sum(1) for f in flat))  # type: ignore[arg-type]  # sum() of Tensors; mypy adds its start value 0
         coef = c / norms.clamp(min=c)
         for n, p in zip(names, params, strict=True):
             p.grad = torch.einsum("b,b...->...", coef, grads[n])
@@ -584,7 +584,7 @@ class LocalTrainer:
                 xb, yb = self.x[on], self.y[on]
                 if self._bk is not None:
                     bf16 = torch.bfloat16 if self.precision == "bf16" else None
-                    loss_sum, norms = self._bk.clipped_sum(xb, yb, c, autocast=bf16, loss=self.loss)  # type: ignore[attr-defined]
+                    loss_sum, norms = self._bk.clipped_sum(xb, yb, c, autocast=bf16, loss=self.loss)  # type: ignore[attr-defined]  # a BookKeepingClipper here (typed object: lazy import)
                 elif self.per_example == "ghost":
                     loss_sum, norms = self._clipped_sum_ghost(module, xb, yb, c)
                 elif self.per_example == "hooks":
@@ -627,7 +627,7 @@ class _StepGraph:
         self.idx = torch.zeros(batch, dtype=torch.long, device=dev)
         self.total = torch.zeros((), device=dev)
         opt = trainer._optimizer(params)
-        side = torch.cuda.Stream(dev)  # type: ignore[no-untyped-call]
+        side = torch.cuda.Stream(dev)  # type: ignore[no-untyped-call]  # torch leaves cuda.Stream unannotated
         side.wait_stream(torch.cuda.current_stream(dev))
         with torch.cuda.stream(side):
             for _ in range(3):

@@ -190,12 +190,12 @@ def decode_job(content: RecordDict) -> ClientJob:
         dp = DPSGD(
             max_grad_norm=float(cfg["dpsgd.max-grad-norm"]),
             noise_multiplier=float(cfg["dpsgd.noise-multiplier"]),
-            sampling=str(cfg["dpsgd.sampling"]),  # type: ignore[arg-type]
+            sampling=str(cfg["dpsgd.sampling"]),  # type: ignore[arg-type]  # a str in the record; encode_job wrote a DPSGD Literal
         )
     upload = None
     if cfg["upload"]:
         on = str(cfg["upload.on"]) if "upload.on" in cfg else "update"
-        upload = GaussianMechanism(clip=float(cfg["upload.clip"]), noise_std=float(cfg["upload.noise-std"]), on=on)  # type: ignore[arg-type]
+        upload = GaussianMechanism(clip=float(cfg["upload.clip"]), noise_std=float(cfg["upload.noise-std"]), on=on)  # type: ignore[arg-type]  # a str from the record; GaussianMechanism checks on at runtime
     t, client, copy = job_key(cfg)
     return ClientJob(
         t=t,

@@ -293,7 +293,7 @@ class _Handlers:
         view = ClientView.of(
             pid, y=side.trainer.y, indices=side.parts[part], classes=side.data.train.classes, n_clients=n, streams=side.streams
         )
-        answer = answer_query(name, view, args)  # type: ignore[arg-type]
+        answer = answer_query(name, view, args)  # type: ignore[arg-type]  # query args are scalars by the message protocol
         return Message(encode_answer(name, pid, answer), reply_to=msg)
 
     def evaluate(self, msg: Message, context: Context) -> Message:

@@ -193,7 +193,7 @@ class FedgameStrategy(Strategy):
             raise RuntimeError(f"FedgameStrategy: asked to run from round {todo.start}, the engine is at {self.engine.t_next}")
         self._commit = commit
         try:
-            self.result = self.start(self._grid, self.initial_arrays(), num_rounds=len(todo), timeout=self.round_timeout)  # type: ignore[arg-type]
+            self.result = self.start(self._grid, self.initial_arrays(), num_rounds=len(todo), timeout=self.round_timeout)  # type: ignore[arg-type]  # Flower types timeout as float but passes it to Grid.send_and_receive, which takes None
         finally:
             self._commit = None
 

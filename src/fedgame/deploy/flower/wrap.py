@@ -240,9 +240,9 @@ class FedgameSampling(Strategy):
             metrics = _metrics(msg)
             if metrics is None or key not in metrics:
                 continue  # the inner strategy's own consistency check names what is missing
-            n_of[index[node]] = float(metrics[key])  # type: ignore[arg-type]
+            n_of[index[node]] = float(metrics[key])  # type: ignore[arg-type]  # MetricRecord values may be lists; this one is a scalar
             if METRIC_EPSILON in metrics:
-                rec.epsilon[node] = float(metrics[METRIC_EPSILON])  # type: ignore[arg-type]
+                rec.epsilon[node] = float(metrics[METRIC_EPSILON])  # type: ignore[arg-type]  # a MetricRecord value may be a list
         rec.replied = sorted(self.nodes[i] for i in n_of)
         rec.missing = sorted(set(self.nodes[i] for i in sel.clients.tolist()) - set(rec.replied))
         weights = self._weights(sel, n_of)
@@ -394,7 +394,7 @@ def privacy_mod(*, clip: float, rho: float | None = None, delta: float = 1e-5, s
         if len(sent) != 1:
             return _error(msg, f"privacy_mod: a training message must carry exactly one ArrayRecord, got {len(sent)}")
         cfg = next(iter(msg.content.config_records.values()), ConfigRecord())
-        r = float(cfg[KEY_RHO]) if KEY_RHO in cfg else rho  # type: ignore[arg-type]
+        r = float(cfg[KEY_RHO]) if KEY_RHO in cfg else rho  # type: ignore[arg-type]  # ConfigRecord values may be lists; rho is a scalar
         if r is None or not (0 < r < math.inf):
             return _error(
                 msg,
@@ -415,7 +415,7 @@ def privacy_mod(*, clip: float, rho: float | None = None, delta: float = 1e-5, s
             np.concatenate([(b.astype(np.float64) - a.astype(np.float64)).ravel() for a, b in zip(before, after, strict=True)])
         )
         mech = GaussianMechanism.for_zcdp(r, clip=float(clip), sensitivity=2.0 * float(clip))
-        gen = torch.Generator().manual_seed((seed + int(cfg.get("server-round", 0))) if seed is not None else secrets.randbits(63))  # type: ignore[arg-type]
+        gen = torch.Generator().manual_seed((seed + int(cfg.get("server-round", 0))) if seed is not None else secrets.randbits(63))  # type: ignore[arg-type]  # ConfigRecord values may be lists; server-round is an int
         noisy = mech.privatize(delta_v, gen).numpy()
         out, at = [], 0
         for a, shape in zip(before, shapes, strict=True):

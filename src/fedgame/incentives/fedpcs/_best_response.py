@@ -110,7 +110,7 @@ def _on_threads(
                     range(n),
                 )
             )
-        return out if solve is _newton_compiled else out[0]  # type: ignore[return-value]
+        return out if solve is _newton_compiled else out[0]  # type: ignore[return-value]  # Newton fills (a, U, kkt), the rest a alone
     parts = [np.arange(j, m, n) for j in range(n)]
 
     def part(j: int) -> _Out:
@@ -127,7 +127,7 @@ def _on_threads(
         return out
 
     if isinstance(results[0], tuple):
-        return tuple(gather([r[i] for r in results]) for i in range(3))  # type: ignore[return-value]
+        return tuple(gather([r[i] for r in results]) for i in range(3))  # type: ignore[return-value]  # 3 arrays; mypy sees tuple[X, ...]
     return gather(results)
 
 
@@ -814,9 +814,10 @@ def solve_types(
     skip = 3 * m if include_corners and corners_solved is not None else 0
     a, U, kkt = _run(solver, a0[:, skip:], rho0[owner[skip:]], varphi[owner[skip:]], phi, R, N, K, chunk, engine, threads)
     if skip:
-        a = np.concatenate([corners_solved[0], a], axis=1)  # type: ignore[index]
-        U = np.concatenate([corners_solved[1], U])  # type: ignore[index]
-        kkt = np.concatenate([corners_solved[2], kkt])  # type: ignore[index]
+        assert corners_solved is not None  # skip > 0 only when corners_solved is given
+        a = np.concatenate([corners_solved[0], a], axis=1)
+        U = np.concatenate([corners_solved[1], U])
+        kkt = np.concatenate([corners_solved[2], kkt])
     unpolished = (a[:, : 3 * m].copy(), U[: 3 * m].copy(), kkt[: 3 * m].copy()) if include_corners and keep_all else None
     best = best_per_owner(U, owner, m)
     a_best, U_best, kkt_best = a[:, best], U[best], kkt[best]
@@ -830,7 +831,7 @@ def solve_types(
                 "compiled": _newton_compiled,
                 "streamed": _newton_stream,
                 "reference": _solvers.newton,
-            }[engine]  # type: ignore[assignment]
+            }[engine]  # type: ignore[assignment]  # the engines' signatures differ; mypy joins them to 'function'
             a2, U2, k2 = newton(a2, rho0[bad], varphi[bad], phi, R, N, K)
         better = (U2 >= U_best[bad] - 1e-12 * (1.0 + np.abs(U_best[bad]))) & (k2 < kkt_best[bad])
         idx = bad[better]
@@ -968,8 +969,8 @@ def assemble(
         return BestResponse(  # one client: U and the KKT residual as plain floats, not (N,) arrays
             _frozen(alpha[0]),
             _frozen(rho[0]),
-            float(U[0]),  # type: ignore[arg-type]
-            float(k[0]),  # type: ignore[arg-type]
+            float(U[0]),  # type: ignore[arg-type]  # one client: plain floats, the fields are typed for (N,) arrays
+            float(k[0]),  # type: ignore[arg-type]  # one client: plain floats, the fields are typed for (N,) arrays
             converged,
             raw.n_starts,
         )

@@ -74,7 +74,7 @@ def with_inclusion(func: _F) -> _F:
         with inclusion_rule(inclusion):
             return func(*args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # functools.wraps loses _F; the wrapper only adds inclusion=
 
 
 def _uniform_p(N: int, K: int) -> float | None:

@@ -218,7 +218,8 @@ def screen(
             raise ValueError(f"theta_th: must be >= 0 (or inf to keep everyone), got {theta_th!r}")
         kept = np.flatnonzero(emd <= th).astype(np.int64)
     else:
-        q = float(keep_fraction)  # type: ignore[arg-type]
+        assert keep_fraction is not None  # exactly one of theta_th, keep_fraction is given (checked above)
+        q = float(keep_fraction)
         if not 0.0 < q <= 1.0:
             raise ValueError(f"keep_fraction: must be in (0, 1], got {keep_fraction!r}")
         k = _keep_count(q, H)

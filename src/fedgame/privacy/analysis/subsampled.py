@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable
 from functools import lru_cache
 from math import exp, log1p
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -79,7 +79,7 @@ def _check_delta(delta: float) -> float:
 def _check_method(method: str) -> Method:
     if method not in ("rdp", "pld"):
         raise ValueError(f"method: must be 'rdp' or 'pld', got {method!r}")
-    return method  # type: ignore[return-value]
+    return cast(Method, method)
 
 
 @lru_cache(maxsize=4096)
