@@ -71,10 +71,11 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # PyTorch's CPU index where it is reachable (the CPU build, 200 MB); otherwise PyPI's wheel
   # (with CUDA's libraries, about 3 GB, which run on the CPU alike). On Python 3.11 a local copy
   # of the CPU wheel, where pip's configuration names one, is taken first.
-  # --no-compile: pip would byte-compile every installed module (torch's alone: 20 of the 30 s its
-  # install takes); Python compiles the modules a program imports, once, on first import.
-  .venv/bin/python -m pip install -q --no-compile --timeout 15 --retries 1 "torch==2.13.0" --extra-index-url https://download.pytorch.org/whl/cpu 2>/dev/null \
-    || .venv/bin/python -m pip install -q --no-compile "torch==2.13.0"
-  .venv/bin/python -m pip install -q --no-compile -e ".${extras:+[$extras]}"
+  # Byte-compiled at install (pip's default), not --no-compile: where PYTHONDONTWRITEBYTECODE is
+  # set (as on the CI host) no process writes a .pyc, and every process would compile torch from
+  # source again (docs/speed.md: the suite ran five times slower).
+  .venv/bin/python -m pip install -q --timeout 15 --retries 1 "torch==2.13.0" --extra-index-url https://download.pytorch.org/whl/cpu 2>/dev/null \
+    || .venv/bin/python -m pip install -q "torch==2.13.0"
+  .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
   echo "$want" > "$stamp"
 fi
