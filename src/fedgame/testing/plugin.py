@@ -78,14 +78,6 @@ def synthetic_split(*, n_train: int = 400, n_test: int = 100, features: int = 16
     return as_split({"train": draw(n_train), "test": draw(n_test)}, name="check_plugin")
 
 
-def _set(raw: dict[str, Any], dotted: str, value: Any) -> None:
-    *path, last = dotted.split(".")
-    node = raw
-    for key in path:
-        node = node.setdefault(key, {})
-    node[last] = value
-
-
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in extra.items():
@@ -111,7 +103,7 @@ def check_plugin(
     from fedgame.core.seeding import Streams
     from fedgame.data import as_split, in_memory_options
     from fedgame.pipeline.build import build_data, build_engine, check_model
-    from fedgame.pipeline.config import RecipeError, parse_recipe
+    from fedgame.pipeline.config import RecipeError, _set_path, parse_recipe
 
     field, name = registered_as(plugin)
     label = f"{field} {name!r} ({getattr(plugin, '__qualname__', plugin)})"
@@ -130,7 +122,7 @@ def check_plugin(
     }
     if field == "data.dataset":
         raw["data"].pop("dataset")
-    _set(raw, field, name)
+    _set_path(raw, field, name)
     raw = _merge(raw, recipe or {})
     split = None
     if field != "data.dataset":
