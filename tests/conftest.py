@@ -22,6 +22,7 @@ a fork server instead of forking (``fedgame.core.processes``), which is what mad
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 # The suite compares runs with each other and with figures computed on the CPU (``train.device:
 # auto`` would put them on a GPU, whose random streams differ, and refuse ``workers: 2`` there),
@@ -60,3 +61,17 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _plugin_env_restored() -> Iterator[None]:
+    """``load_plugins`` exports the plug-ins it loaded in ``FEDGAME_PLUGINS`` so the processes a
+    run starts load them too; a test that loads one in this process must not hand it to the
+    ``fedgame`` subprocesses of the tests after it (a later test's own copy of the same plug-in
+    would then be "registered twice")."""
+    saved = os.environ.get("FEDGAME_PLUGINS")
+    yield
+    if saved is None:
+        os.environ.pop("FEDGAME_PLUGINS", None)
+    else:
+        os.environ["FEDGAME_PLUGINS"] = saved

@@ -320,9 +320,15 @@ def init(
 
 
 @app.command()
-def validate(recipe: Path, set_: SetOpt = None) -> None:
-    """Check a recipe without running it: its fields, then that its data are found and its
-    partition can be drawn (the dataset is loaded and split, nothing is trained)."""
+def validate(
+    recipe: Path,
+    set_: SetOpt = None,
+    solve: Annotated[
+        bool, typer.Option("--solve", help="solve (and cache) the incentive's game when it is not cached, so every plug-in is built")
+    ] = False,
+) -> None:
+    """Check a recipe without running it: its fields, that its data are found and its
+    partition can be drawn, and every plug-in built as ``run`` builds it (nothing is trained)."""
     from fedgame.core.seeding import Streams
     from fedgame.data import DatasetNotFoundError
     from fedgame.pipeline.build import build_data, check_model, load_split
@@ -337,7 +343,7 @@ def validate(recipe: Path, set_: SetOpt = None) -> None:
             raise ValueError(f"data.dataset: {e}") from None
         data = build_data(cfg, Streams(seed=cfg.seed), split)
         check_model(cfg, data)
-        built = _build_plugins(cfg, data)
+        built = _build_plugins(cfg, data, solve=solve)
     except (DatasetNotFoundError, ValueError) as e:
         _fail(f"{recipe}: {escape(str(e))}")
     sizes = data.sizes
@@ -353,22 +359,30 @@ def validate(recipe: Path, set_: SetOpt = None) -> None:
     console.print(escape(built))
 
 
-def _build_plugins(cfg: RunConfig, data: Any) -> str:
-    """Build the recipe's selection, privacy plan, incentive, aggregation and accountant as
-    ``run`` builds them, without training, so a plug-in that fails to build is one line at
-    ``validate`` (:func:`fedgame.pipeline.build.plugin_call` names it). A recipe whose incentive
-    solves a plan first (FedPCS's game, QI-DPFL's reward game: minutes at the papers' sizes) and
-    the JDP-FL protocol are built by ``run``; the line returned says which was done."""
+def _build_plugins(cfg: RunConfig, data: Any, *, solve: bool = False) -> str:
+    """Build the recipe's selection, privacy plan, incentive, aggregation and accountant (or
+    the JDP-FL protocol's auction, mechanisms and rule) as ``run`` builds them, without
+    training, so a plug-in that fails to build is one line at ``validate``
+    (:func:`fedgame.pipeline.build.plugin_call` names it). An incentive whose plan takes long
+    to solve and is not cached yet (:meth:`~fedgame.incentives.PlannedIncentive.plan_at_hand`:
+    FedPCS's game at the paper's size) is solved only with ``solve``; the line returned says
+    what was built."""
     from fedgame.incentives import INCENTIVES, PlannedIncentive
-    from fedgame.pipeline.build import build_engine
+    from fedgame.pipeline.build import build_engine, build_jdp
 
-    factory = INCENTIVES.get(cfg.incentive.kind)
     if cfg.jdp is not None:
-        return "plug-ins: the JDP-FL protocol's auction and rules are built by fedgame run"
-    if isinstance(factory, type) and issubclass(factory, PlannedIncentive):
+        jdp = build_jdp(cfg, data=data)
+        jdp.close()
         return (
-            f"plug-ins: built by fedgame run, after incentive.kind {cfg.incentive.kind!r} has solved its plan "
-            "(the game; minutes at the papers' sizes)"
+            f"plug-ins ok (built as fedgame run builds them): JDP-FL auction {cfg.jdp.auction.mechanism} "
+            f"({len(jdp.engine.winners)} winners), server rule {type(jdp.engine.rule).__name__}, "
+            f"accountant {type(jdp.engine.accountant).__name__}"
+        )
+    factory = INCENTIVES.get(cfg.incentive.kind)
+    if not solve and isinstance(factory, type) and issubclass(factory, PlannedIncentive) and not factory.plan_at_hand(cfg):
+        return (
+            f"plug-ins: not built: incentive.kind {cfg.incentive.kind!r} must solve its game first and it is not cached "
+            "(minutes at the papers' sizes); fedgame validate --solve solves and caches it, then builds every plug-in"
         )
     built = build_engine(cfg, data=data)
     built.close()

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 import yaml
@@ -400,3 +400,38 @@ def test_a_plugin_that_fails_to_build_is_one_line_at_validate(tmp_path: Path) ->
 
     ok = CliRunner().invoke(app, ["validate", str(ROOT / "src" / "fedgame" / "recipes" / "main" / "fedavg.yaml"), *SMOKE])
     assert ok.exit_code == 0 and "plug-ins ok (built as fedgame run builds them): selection Uniform" in ok.stdout, ok.output
+
+
+@pytest.mark.skipif(not FMNIST.exists(), reason="needs Debian's dataset-fashion-mnist")
+def test_validate_builds_planned_and_jdp_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``validate`` builds a planned incentive's plug-ins when its plan is quick or cached (QI-DPFL,
+    a FedPCS game already solved), says in one line that an uncached FedPCS game was not solved,
+    solves and caches it with ``--solve``, and builds the JDP-FL protocol (an auction that recruits
+    too few clients is one error line there, not at ``run``)."""
+    from typer.testing import CliRunner
+
+    from fedgame.cli import app
+
+    monkeypatch.setenv("FEDGAME_CACHE", str(tmp_path / "cache"))
+    recipes = ROOT / "src" / "fedgame" / "recipes"
+    small = [*SMOKE, "--set", "data.partition.n_clients=20", "--set", "train.clients_per_round=4", "--set", "train.rounds=3"]
+
+    def validate(*args: str) -> Any:
+        return CliRunner().invoke(app, ["validate", *args])
+
+    fedpcs = str(recipes / "main" / "fedpcs.yaml")
+    first = validate(fedpcs, *small)
+    assert first.exit_code == 0 and "not built: incentive.kind 'fedpcs' must solve its game first" in " ".join(first.stdout.split())
+    assert not list((tmp_path / "cache").glob("games/fedpcs-*.npz"))
+    solved = validate(fedpcs, *small, "--solve")
+    assert solved.exit_code == 0 and "selection PrivacyAware" in solved.stdout, solved.output
+    assert len(list((tmp_path / "cache").glob("games/fedpcs-*.npz"))) == 1
+    cached = validate(fedpcs, *small)  # the plan is at hand now: every plug-in is built
+    assert cached.exit_code == 0 and "incentive FedPCSIncentive" in " ".join(cached.stdout.split()), cached.output
+    qi = validate(str(recipes / "qidpfl" / "fmnist.yaml"), *SMOKE)
+    assert qi.exit_code == 0 and "incentive QIDPFLIncentive" in " ".join(qi.stdout.split()), qi.output
+    jdp_small = [*SMOKE, "--set", "data.validation=100", "--set", "data.partition.n_clients=10"]
+    jdp = validate(str(recipes / "jdp" / "fmnist.yaml"), *jdp_small)
+    assert jdp.exit_code == 0 and "JDP-FL auction" in jdp.stdout, jdp.output
+    poor = validate(str(recipes / "jdp" / "fmnist.yaml"), *jdp_small, "--set", "jdp.auction.budget=0.001")
+    assert poor.exit_code == 2 and "jdp.auction.budget:" in poor.output, poor.output

@@ -90,3 +90,12 @@ class PlannedIncentive(Incentive):
         if not isinstance(ctx.plan, cls.plan_type):
             raise ValueError(f"incentive.kind: {cls.name!r} needs its plan (the solved game)")
         return cls(ctx.plan)
+
+    @classmethod
+    def plan_at_hand(cls, run: Any) -> bool:
+        """Whether :meth:`build_plan` is quick for the recipe ``run`` (no long solve: the plan
+        is cheap or already cached), so ``fedgame validate`` builds every plug-in from it
+        without being asked to solve (its ``--solve``). True by default (QI-DPFL's reward game
+        solves in about a second)."""
+        del run
+        return True

@@ -264,12 +264,17 @@ def _solve(game: FedPCSGame) -> FedPCSPlan:
     )
 
 
+def plan_path(game: FedPCSGame, cache: Path | None = None) -> Path:
+    """Where :func:`solve_plan` caches the plan of ``game`` (keyed by every input of the game)."""
+    return (cache_dir() if cache is None else cache) / f"fedpcs-{game.key()}.npz"
+
+
 def solve_plan(game: FedPCSGame, *, cache: Path | None | Literal[False] = None) -> FedPCSPlan:
     """The plan for ``game``, from the cache when this exact game was solved before."""
     if cache is False:
         return _solve(game)
-    root = cache_dir() if cache is None else cache
-    path = root / f"fedpcs-{game.key()}.npz"
+    path = plan_path(game, cache)
+    root = path.parent
     if path.exists():
         try:
             plan = FedPCSPlan.load(path)
@@ -398,6 +403,13 @@ class FedPCSIncentive(PlannedIncentive):
             return None
         source = rho_source(ctx.run)
         return solve_plan(game) if source == "game" else baseline_plan(game, "low" if source == "low" else "initial")
+
+    @classmethod
+    def plan_at_hand(cls, run: Any) -> bool:
+        """True unless the recipe's clients play the game and it is not in the cache yet (a
+        baseline's fixed budgets cost nothing; the paper's game takes minutes to solve)."""
+        game = fedpcs_game(run)
+        return game is None or rho_source(run) != "game" or plan_path(game).exists()
 
     class Config(PluginConfig):
         """The FedPCS Stackelberg game solved before training (Eqs. 14-45; defaults from Table IV
