@@ -25,8 +25,12 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import shutil
+import signal
 import subprocess
+import time
 import textwrap
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -242,6 +246,51 @@ def test_a_silo_run_equals_the_in_process_run_of_the_same_clients(tmp_path: Path
     assert grid.sent.get("evaluate", 0) == 0  # the server evaluated on its own test set
 
 
+class Killed(Exception):
+    """The ServerApp's process dying after a round (the checkpoint of that round is written)."""
+
+
+def test_a_killed_server_resumes_with_restarted_nodes_to_the_same_numbers(tmp_path: Path) -> None:
+    """A silo run stopped after round 1 resumes, in a fresh deployment, on nodes that all
+    restarted (new Flower node ids, sorting the silos c, b, a): each client goes back to the
+    node holding its files (by fingerprint), and the run ends with the numbers of a run that
+    never stopped. A node with other files is refused at resume in one line."""
+    silos = write_csv_silos(tmp_path / "silos")
+    dirs = [s["dir"] for s in silos]
+    raw = fedpcs()
+    raw["train"]["rounds"] = 3
+    cfg = parse_recipe(raw)
+    whole, whole_out, _, _ = run_silo(tmp_path / "whole", raw, dirs)
+
+    out = tmp_path / "stopped"
+
+    def die_after_round_1(record: dict[str, Any]) -> None:
+        if record["round"] == 1:
+            raise Killed
+
+    first = SiloDeployment(SiloGrid(cfg, dirs, [300, 307, 314]), out=out, register_timeout=5)  # type: ignore[arg-type]
+    with pytest.raises(Killed):
+        run_one(cfg, out, execute=first, build=first.build, resume=False, on_round=die_after_round_1)
+    assert [int(r["round"]) for r in _rows(out / "metrics.csv")] == [0, 1] and (out / "checkpoint.pt").exists()
+    stopped = tmp_path / "stopped-copy"
+    shutil.copytree(out, stopped)
+
+    restarted = SiloGrid(cfg, dirs, [900, 500, 100])  # silo a is now the largest node id
+    second = SiloDeployment(restarted, out=out, register_timeout=5, resume=True)  # type: ignore[arg-type]
+    summary = run_one(cfg, out, execute=second, build=second.build, resume=True)
+    assert summary["backend_info"]["node_ids"] == [900, 500, 100]  # client i = silo i, by its files
+    assert _untimed(_rows(out / "metrics.csv")) == _untimed(_rows(whole_out / "metrics.csv"))
+    assert _rows(out / "privacy.csv") == _rows(whole_out / "privacy.csv")
+    assert summary["final_accuracy"] == whole["final_accuracy"] and summary["epsilon_per_client"] == whole["epsilon_per_client"]
+    reg = [e for e in _queries(out) if e["query"] == "register"]
+    assert [(e["client"], e["node"]) for e in reg] == [(0, 300), (1, 307), (2, 314), (0, 900), (1, 500), (2, 100)]
+
+    other = write_csv_silos(tmp_path / "other", seed=1)[2]["dir"]  # silo c replaced by other files
+    third = SiloDeployment(SiloGrid(cfg, [dirs[0], dirs[1], other], [1, 2, 3]), out=stopped, register_timeout=5, resume=True)  # type: ignore[arg-type]
+    with pytest.raises(SiloRefused, match=r"^resume: the nodes' data \(fingerprints .*\) differ from the run's"):
+        run_one(cfg, stopped, execute=third, build=third.build, resume=True)
+
+
 def test_federated_evaluation_averages_the_nodes_held_out_splits(tmp_path: Path) -> None:
     silos = write_csv_silos(tmp_path / "silos")
     summary, out, grid, _ = run_silo(tmp_path, fedpcs(), [s["dir"] for s in silos])
@@ -434,11 +483,14 @@ sys.addaudithook(_hook)
 
 
 def _loopback(
-    tmp_path: Path, raw: dict[str, Any], dirs: list[Path], *extra: str
+    tmp_path: Path, raw: dict[str, Any], dirs: list[Path], *extra: str, interrupt: bool = False
 ) -> tuple[subprocess.CompletedProcess[str], Path, Path, str]:
     """Write the silo app, start a SuperLink and one SuperNode per folder (``data-dir``) from
     a working folder outside the silos, every process auditing opens under the silos' root;
-    ``flwr run``. (flwr run, results folder, audit folder, superlink log)."""
+    ``flwr run``. With ``interrupt``: once round 0's checkpoint is written, SIGKILL the
+    ServerApp's process (and ``flwr run``), restart SuperNode 0 (a new Flower node id), and
+    ``flwr run`` again with ``resume=true``. (last flwr run, results folder, audit folder,
+    superlink log)."""
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump(raw))
     app_dir, out = tmp_path / "app", tmp_path / "results"
@@ -457,7 +509,21 @@ def _loopback(
     with LoopbackFederation(
         tmp_path / "flwr-home", nodes=len(dirs), env=env, cwd=work, node_configs=[silo_node_config(d) for d in dirs]
     ) as fed:
-        run = fed.run(app_dir, timeout=RUN_TIMEOUT)
+        if interrupt:
+            first = fed.submit(app_dir)
+            deadline = time.monotonic() + RUN_TIMEOUT
+            while not (out / "checkpoint.pt").exists():
+                assert first.poll() is None and time.monotonic() < deadline, fed.log_text("superlink")[-4000:]
+                time.sleep(0.2)
+            assert fed.kill_serverapps(), "no ServerApp process to kill"
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+            fed.kill_node(0, signal.SIGTERM)
+            fed.start_node(0)
+            extra_run: tuple[str, ...] = ("--run-config", "resume=true")
+        else:
+            extra_run = ()
+        run = fed.run(app_dir, timeout=RUN_TIMEOUT, extra=extra_run)
         log = fed.log_text("superlink")
     return run, out, audit, log
 
@@ -465,9 +531,14 @@ def _loopback(
 @needs_flower
 @pytest.mark.slow
 def test_fedpcs_on_three_silo_supernodes_over_loopback(tmp_path: Path) -> None:
+    """FedPCS on three real SuperNodes with their own files; its ServerApp killed after round 0,
+    SuperNode 0 restarted (a new node id), the run resumed: it ends with the numbers of the same
+    run in this process that never stopped, client i on silo i's files throughout."""
     silos = write_csv_silos(tmp_path / "silos")
-    run, out, audit, log = _loopback(tmp_path, fedpcs(), [s["dir"] for s in silos])
+    run, out, audit, log = _loopback(tmp_path, fedpcs(), [s["dir"] for s in silos], interrupt=True)
     assert run.returncode == 0 and (out / "summary.json").exists(), f"{run.stdout}\n{log[-4000:]}"
+    sessions = json.loads((out / "sessions.json").read_text())
+    assert [s["from_round"] for s in sessions] == [0, 1]  # killed after round 0, resumed at round 1
     summary = json.loads((out / "summary.json").read_text())
     assert summary["backend"] == "flower" and summary["backend_info"]["silo"] and summary["backend_info"]["errors"] == []
     assert summary["backend_info"]["evaluation"] == "federated" and np.isfinite(summary["final_accuracy"])
@@ -475,13 +546,21 @@ def test_fedpcs_on_three_silo_supernodes_over_loopback(tmp_path: Path) -> None:
     assert [int(r["round"]) for r in rows] == [0, 1] and all(json.loads(r["missing"]) == [] for r in rows)
     assert (out / "game.json").exists() and float(summary["epsilon_max"]) > 0  # FedPCS's game, run to the end
     entries = _queries(out)
-    reg = sorted((e for e in entries if e["query"] == "register"), key=lambda e: e["client"])
+    registers = [e for e in entries if e["query"] == "register"]
+    before, reg = registers[:3], registers[3:]  # the first ServerApp's registration, the resumed one's
     nodes = summary["backend_info"]["node_ids"]
-    assert [e["node"] for e in reg] == nodes == sorted(nodes)  # clients in Flower node-id order
+    assert [e["node"] for e in before] == sorted(e["node"] for e in before)  # clients in Flower node-id order
+    assert [e["node"] for e in reg] == nodes and [e["client"] for e in reg] == [0, 1, 2]
+    assert [e["answer"]["fingerprint"] for e in reg] == [e["answer"]["fingerprint"] for e in before]  # each client's files
+    assert len(set(nodes) - {e["node"] for e in before}) == 1  # the restarted node's new id
     # which node holds which folder: Flower draws node ids, so match each report to a folder by
     # the fingerprint of the files (computed here, in the test, which may read them)
     cfg = parse_recipe(fedpcs())
     folder = {load_silo(cfg, s["dir"]).fingerprint: s for s in silos}
+    # the same clients in this process, never stopped: the same numbers
+    whole, whole_out, _, _ = run_silo(tmp_path / "whole", fedpcs(), [folder[e["answer"]["fingerprint"]]["dir"] for e in before])
+    assert _untimed(_rows(out / "metrics.csv")) == _untimed(_rows(whole_out / "metrics.csv"))
+    assert summary["final_accuracy"] == whole["final_accuracy"] and summary["epsilon_per_client"] == whole["epsilon_per_client"]
     assert sorted(folder) == sorted(e["answer"]["fingerprint"] for e in reg)
     for e in reg:
         s = folder[e["answer"]["fingerprint"]]

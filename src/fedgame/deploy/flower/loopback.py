@@ -180,37 +180,16 @@ class LoopbackFederation:
                 raise TimeoutError(f"flower-superlink did not listen on {self.address} within {self.start_timeout:g} s")
             time.sleep(0.2)
         for i in range(self.nodes):
-            port = free_port()
-            self.node_ports.append(port)
-            self.supernodes.append(
-                self._spawn(
-                    f"supernode-{i}",
-                    [
-                        "flower-supernode",
-                        "--insecure",
-                        "--superlink",
-                        self.address,
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        str(port),
-                        "--isolation",
-                        "subprocess",
-                        "--node-config",
-                        self.node_configs[i],
-                    ],
-                )
-            )
+            self.supernodes.append(None)
+            self.start_node(i)
         return self
 
     def run(self, app: str | Path, *, timeout: float, extra: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
         """``flwr run APP <connection> --stream``: submit ``app`` and follow its log until the
         run ends; ``extra`` adds arguments (``--run-config ...``). On ``timeout`` the command
         is killed by its PID and :class:`subprocess.TimeoutExpired` raised."""
-        args = [str(self.bin_dir / "flwr"), "run", str(app), CONNECTION, "--stream", *extra]
-        p = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env, text=True, start_new_session=True, cwd=self.cwd
-        )
+        p = self.submit(app, extra=extra)
+        args = self._flwr_run(app, extra)
         try:
             out, _ = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -221,6 +200,51 @@ class LoopbackFederation:
             if p.poll() is None:
                 _stop_pid(p.pid, p)
         return subprocess.CompletedProcess(args, p.returncode, out, None)
+
+    def start_node(self, i: int) -> None:
+        """Start SuperNode ``i`` with its node config on a fresh port (again, after
+        :meth:`kill_node`: a restarted node, which the SuperLink gives a new node id)."""
+        if self.supernodes[i] is not None:
+            raise ValueError(f"node {i}: already running")
+        port = free_port()
+        self.node_ports.append(port)
+        args = ["flower-supernode", "--insecure", "--superlink", self.address, "--host", "127.0.0.1", "--port", str(port)]
+        args += ["--isolation", "subprocess", "--node-config", self.node_configs[i]]
+        self.supernodes[i] = self._spawn(f"supernode-{i}", args)
+
+    def _flwr_run(self, app: str | Path, extra: Sequence[str]) -> list[str]:
+        return [str(self.bin_dir / "flwr"), "run", str(app), CONNECTION, "--stream", *extra]
+
+    def submit(self, app: str | Path, *, extra: Sequence[str] = ()) -> subprocess.Popen[str]:
+        """``flwr run APP <connection> --stream`` started and left running (:meth:`run` waits
+        for it); the caller stops it (its own session: ``os.killpg``)."""
+        return subprocess.Popen(
+            self._flwr_run(app, extra),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            text=True,
+            start_new_session=True,
+            cwd=self.cwd,
+        )
+
+    def kill_serverapps(self, sig: signal.Signals = signal.SIGKILL) -> list[int]:
+        """Send ``sig`` to every ServerApp process the SuperLink started (``flwr-serverapp``:
+        the server's machine crashed mid-run); their PIDs."""
+        sl = next(p for p in self.procs if p.name == "superlink")
+        killed = []
+        for pid in _descendants(sl.popen.pid):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(part.endswith(b"flwr-serverapp") for part in cmd[:2]):
+                try:
+                    os.kill(pid, sig)
+                    killed.append(pid)
+                except ProcessLookupError:
+                    pass
+        return killed
 
     def kill_node(self, i: int, sig: signal.Signals = signal.SIGKILL) -> None:
         """Stop SuperNode ``i`` and the processes it started (its SuperExec, a running

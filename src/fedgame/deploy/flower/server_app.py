@@ -98,7 +98,8 @@ class SiloDeployment(FlowerDeployment):
     is opened here), and the rounds run on the executor it connected. Every answer a node sent
     goes to ``out/queries.jsonl``. ``server_data``: the server's own data folder, whose test
     split it evaluates on (None: federated evaluation). ``resume``: the nodes must hold the data
-    the run's ``partition.json`` lists (same fingerprints, same order)."""
+    the run's ``partition.json`` lists (the same fingerprints; each client goes back to the
+    node holding its files, whatever node id that node has now)."""
 
     def __init__(
         self,
@@ -133,23 +134,33 @@ class SiloDeployment(FlowerDeployment):
             round_timeout=self.round_timeout,
             register_timeout=self.register_timeout,
         )
+        ex.order = self._checkpointed_fingerprints()
         built = build_silo(cfg, ex, server_test=test)
         self._check_resume(built)
         self.executor = ex
         self.startup_seconds = time.perf_counter() - tic
         return built
 
-    def _check_resume(self, built: Built) -> None:
-        """On resume, refuse nodes whose data differ from the checkpointed run's (a restarted
-        SuperNode has a new Flower node id, so the client order may change with it)."""
+    def _checkpointed_fingerprints(self) -> list[str] | None:
+        """On resume of a checkpointed run, its clients' data fingerprints in client order (its
+        ``partition.json``), else None."""
         path = self.out / "partition.json"
         if not self.resume or not (self.out / "checkpoint.pt").exists() or not path.exists():
-            return
+            return None
         import json
 
         before = json.loads(path.read_text()).get("data_fingerprints")
+        return None if before is None else [str(f) for f in before]
+
+    def _check_resume(self, built: Built) -> None:
+        """On resume, refuse nodes whose data differ from the checkpointed run's. A restarted
+        SuperNode has a new Flower node id: the executor already gave every client back the
+        node holding its files (:attr:`SiloExecutor.order`), so only other data is refused."""
+        before = self._checkpointed_fingerprints()
+        if before is None:
+            return
         now = [r.fingerprint for r in built.data.reports] if isinstance(built.data, SiloDataset) else None
-        if before is not None and before != now:
+        if before != now:
             raise SiloRefused(
                 f"resume: the nodes' data (fingerprints {now}, clients in node-id order) differ from the run's ({before}); "
                 "restart the nodes with the same folders, or run afresh (resume = false)"

@@ -136,6 +136,11 @@ class SiloExecutor(FlowerExecutor):
         self.log = log if log is not None else QueryLog(None)
         self.reports: list[SiloReport] = []
         self.round_of: Callable[[], int | None] = lambda: None
+        self.order: list[str] | None = None
+        """On resume, the data fingerprints of the checkpointed run's clients in client order
+        (its ``partition.json``): :meth:`connect` gives client ``i`` to the node whose files have
+        ``order[i]``'s fingerprint, whatever Flower node id it has now (a restarted SuperNode
+        gets a new one)."""
 
     # -- registration --------------------------------------------------------------------
     def connect(self) -> dict[int, int]:
@@ -174,6 +179,7 @@ class SiloExecutor(FlowerExecutor):
             problems.append(f"node(s) {silent} did not answer the registration query in time")
         if problems:
             raise SiloRefused("silo nodes: " + "; ".join(problems))
+        nodes = _by_fingerprint(nodes, got, self.order)
         reports = [got[node] for node in nodes]
         for c, rep in enumerate(reports):
             self.log.write(round=None, query="register", node=rep.node, client=c, answer=rep.public())
@@ -241,6 +247,24 @@ class SiloExecutor(FlowerExecutor):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "node_ids": [self.node_of[c] for c in sorted(self.node_of)]}
+
+
+def _by_fingerprint(nodes: list[int], reports: dict[int, SiloReport], order: Sequence[str] | None) -> list[int]:
+    """``nodes`` (sorted Flower node ids) reordered so that the ``i``-th holds the files of
+    fingerprint ``order[i]`` (nodes with equal files keep their id order); unchanged without
+    ``order`` or when the nodes' fingerprints are not ``order``'s (the resume check then
+    refuses them, naming both)."""
+    if order is None or sorted(reports[n].fingerprint for n in nodes) != sorted(order):
+        return nodes
+    free = list(nodes)
+    placed = []
+    for fp in order:
+        node = next(n for n in free if reports[n].fingerprint == fp)
+        free.remove(node)
+        placed.append(node)
+    if placed != nodes:
+        log.info("resume: every client keeps its data; node ids now %s (restarted SuperNodes have new ones)", placed)
+    return placed
 
 
 def build_silo(cfg: RunConfig, executor: SiloExecutor, *, server_test: ArrayDataset | None = None) -> Built:
