@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fedgame.incentives.fedpcs import _best_response as br
-from fedgame.incentives.fedpcs import _kernels, mean_field
+from fedgame.incentives.fedpcs import Inclusion, _kernels, mean_field
 from fedgame.incentives.fedpcs._mean_field import MeanFieldSolverOptions
 
 compiled = pytest.mark.skipif(not _kernels.COMPILED, reason="numba is not installed")
@@ -109,12 +109,12 @@ def test_compiled_evaluation_gives_the_inclusion_probability(K: int) -> None:
 
 @compiled
 @pytest.mark.parametrize(("N", "K", "rule"), [(50, 10, "privacy"), (3, 2, "privacy"), (50, 1, "privacy"), (50, 10, "uniform")])
-def test_lane_kernels_give_the_one_problem_kernels_bits(N: int, K: int, rule: str) -> None:
+def test_lane_kernels_give_the_one_problem_kernels_bits(N: int, K: int, rule: Inclusion) -> None:
     """The Newton and sweep kernels that solve _WIDTH problems side by side (the engine's)
     give the one-problem kernels' α, U and KKT residuals to the last bit: corner, random and
     cycling starts, a count of problems that leaves lanes empty, the cap x = 1 binding
     (N = 3), K = 1 and the uniform rule; stopping at max_iter and at the sweep cap too."""
-    from fedgame.incentives.fedpcs._dynamics import _uniform_p, inclusion_rule
+    from fedgame.incentives.fedpcs._dynamics import _uniform_p
 
     rng = np.random.default_rng(13)
     T, m = 12, 16 * 20 + 7
@@ -122,8 +122,7 @@ def test_lane_kernels_give_the_one_problem_kernels_bits(N: int, K: int, rule: st
     phi, R = rng.uniform(2.0, 8.0, T + 1), rng.uniform(0.5, 3.0, T + 1)
     a0 = rng.uniform(size=(T, m))
     a0[:, :50], a0[:, 50:100] = 0.0, 1.0
-    with inclusion_rule(rule):  # type: ignore[arg-type]
-        pu = _uniform_p(N, K)
+    pu = _uniform_p(N, K, rule)
     pu = -1.0 if pu is None else pu
     for max_iter in (200, 2):
         one = [np.empty((T, m)), np.empty(m), np.empty(m)]
@@ -190,23 +189,20 @@ def test_the_equilibria_of_the_solver_before_the_speed_work() -> None:
 
 @compiled
 @pytest.mark.parametrize(("N", "K", "rule"), [(50, 10, "privacy"), (3, 2, "privacy"), (50, 1, "privacy"), (50, 10, "uniform")])
-def test_compiled_newton_repeats_the_streamed_newton(N: int, K: int, rule: str) -> None:
+def test_compiled_newton_repeats_the_streamed_newton(N: int, K: int, rule: Inclusion) -> None:
     """Problem by problem, the compiled Newton (each problem to the end in its own arrays)
     repeats the streamed Newton to rounding — its log1p and expm1 are the C library's, not
     NumPy's — from corner and random starts, under both sampling rules, with K = 1 and with
     the cap x = ρ/(Nφ) ≤ 1 binding (N = 3): α to 1e-8, U to 1e-12 relative, and each problem
     stops on the same side of the KKT tolerance."""
-    from fedgame.incentives.fedpcs._dynamics import inclusion_rule
-
     rng = np.random.default_rng(3)
     T, m = 12, 300
     rho0, varphi = rng.uniform(0.01, 12.0, m), rng.uniform(0.0, 1.0, m)
     phi, R = rng.uniform(2.0, 8.0, T + 1), rng.uniform(0.5, 3.0, T + 1)
     a0 = rng.uniform(size=(T, m))
     a0[:, :50], a0[:, 50:100] = 0.0, 1.0
-    with inclusion_rule(rule):  # type: ignore[arg-type]
-        want = br._newton_stream(a0, rho0, varphi, phi, R, N, K)
-        got = br._newton_compiled(a0, rho0, varphi, phi, R, N, K)
+    want = br._newton_stream(a0, rho0, varphi, phi, R, N, K, inclusion=rule)
+    got = br._newton_compiled(a0, rho0, varphi, phi, R, N, K, inclusion=rule)
     if N == 3:
         assert (rho0[None, :] > N * phi[:, None]).any()  # the cap binds somewhere
     np.testing.assert_allclose(got[0], want[0], rtol=0, atol=1e-8)

@@ -13,7 +13,6 @@ from fedgame.incentives.fedpcs import (
     client_utility_gradient,
     inclusion_probability,
     inclusion_probability_derivative,
-    inclusion_rule,
     mean_field,
     server_cost,
     stackelberg,
@@ -25,12 +24,11 @@ from ._helpers import random_instance
 def test_uniform_rule_gives_constant_inclusion_and_zero_derivative() -> None:
     rho = np.array([[0.5, 3.0], [9.0, 11.0]])
     phi = np.array([4.0, 5.0])
-    with inclusion_rule("uniform"):
-        P = inclusion_probability(rho, phi, 10, 3)
-        dP = inclusion_probability_derivative(rho, phi, 10, 3)
+    P = inclusion_probability(rho, phi, 10, 3, inclusion="uniform")
+    dP = inclusion_probability_derivative(rho, phi, 10, 3, inclusion="uniform")
     np.testing.assert_allclose(P, 1 - 0.9**3, rtol=1e-14)
     assert np.all(dP == 0.0)
-    # leaving the block restores the privacy-aware rule
+    # the default is the privacy-aware rule
     assert not np.allclose(inclusion_probability(rho, phi, 10, 3), 1 - 0.9**3)
 
 
@@ -38,9 +36,8 @@ def test_uniform_adjoint_gradient_matches_finite_differences() -> None:
     inst = random_instance(np.random.default_rng(3), n=1, N=10, K=3, T=6)
     a = np.random.default_rng(4).uniform(0.1, 0.9, inst.T)
     args = (inst.rho0[0], inst.varphi[0], inst.phi, inst.R, inst.N, inst.K)
-    with inclusion_rule("uniform"):
-        g = client_utility_gradient(a, *args)
-        fd = approx_fprime(a, lambda z: float(client_utility(z, *args)), 1e-7)
+    g = client_utility_gradient(a, *args, inclusion="uniform")
+    fd = approx_fprime(a, lambda z: float(client_utility(z, *args, inclusion="uniform")), 1e-7)
     np.testing.assert_allclose(g, fd, atol=1e-5)
 
 
@@ -52,12 +49,14 @@ def test_uniform_best_response_beats_direct_optimisation(seed: int) -> None:
     for i in range(3):
         args = (inst.rho0[i], inst.varphi[i], inst.phi, inst.R, inst.N, inst.K)
         best = -np.inf
-        with inclusion_rule("uniform"):
-            for _ in range(10):
-                res = minimize(
-                    lambda z: -float(client_utility(z, *args)), rng.uniform(0, 1, inst.T), method="L-BFGS-B", bounds=[(0, 1)] * inst.T
-                )
-                best = max(best, -res.fun)
+        for _ in range(10):
+            res = minimize(
+                lambda z: -float(client_utility(z, *args, inclusion="uniform")),
+                rng.uniform(0, 1, inst.T),
+                method="L-BFGS-B",
+                bounds=[(0, 1)] * inst.T,
+            )
+            best = max(best, -res.fun)
         assert br.utility[i] >= best - 1e-6 * max(1.0, abs(best))
         assert br.kkt_residual[i] <= 1e-7
 

@@ -56,7 +56,6 @@ from fedgame.incentives.fedpcs import (  # noqa: E402
     baseline_plan,
     cache_dir,
     inclusion_probability,
-    inclusion_rule,
     linear_budget,
     solve_plan,
 )
@@ -101,8 +100,7 @@ def client_costs(plan: FedPCSPlan) -> FloatArray:
     (the summand of Eq. 13 under the plan's inclusion rule), shape (N,); they sum to
     Σ_{t≥1} ``plan.cost`` (checked by :func:`figure_numbers`)."""
     N = plan.rho.shape[0]
-    with inclusion_rule(plan.inclusion):  # type: ignore[arg-type]  # plan.inclusion is a str; inclusion_rule checks it at runtime
-        P = inclusion_probability(plan.rho, plan.phi, N, int(plan.K[0]))
+    P = inclusion_probability(plan.rho, plan.phi, N, int(plan.K[0]), inclusion=plan.inclusion)  # type: ignore[arg-type]  # plan.inclusion is a str; inclusion_probability checks it at runtime
     per = P * (plan.v / plan.rho + (1.0 - plan.gamma) * plan.reward * plan.rho)
     return np.asarray(per[:, 1:].sum(axis=1), dtype=float)
 
@@ -149,8 +147,7 @@ def algorithm3(
     N, T1 = plan.rho.shape
     T, K = T1 - 1, int(plan.K[0])
     B = linear_budget(T, *budget)
-    with inclusion_rule(plan.inclusion):  # type: ignore[arg-type]  # plan.inclusion is a str; inclusion_rule checks it at runtime
-        aff = affine_response(plan.alpha, plan.rho, plan.phi, plan.reward, plan.varphi, N, K)
+    aff = affine_response(plan.alpha, plan.rho, plan.phi, plan.reward, plan.varphi, N, K, inclusion=plan.inclusion)  # type: ignore[arg-type]  # plan.inclusion is a str; affine_response checks it at runtime
     sched = adaptive_schedule(aff.G, aff.H, aff.P, plan.v, plan.gamma, B, R_max=R_max, rho_max=rho_max, rho_min=rho_min)
     Ks = np.asarray(sched.K, dtype=np.int64)
     tau = Ks / N

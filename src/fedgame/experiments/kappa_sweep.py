@@ -44,7 +44,6 @@ from fedgame.incentives.fedpcs import (
     adaptive_schedule,
     affine_response,
     equilibrium_cost,
-    inclusion_rule,
     linear_budget,
     price_of_anarchy,
     social_welfare,
@@ -129,8 +128,7 @@ def kappa_row(
     R, rho, varphi = plan.reward, plan.rho, plan.varphi
     # Algorithm 3 exactly as solve_plan builds it for a budgeted recipe (same equilibrium)
     B = linear_budget(T, *budget)
-    with inclusion_rule(game.inclusion):
-        aff = affine_response(plan.alpha, rho, plan.phi, R, varphi, N, K)
+    aff = affine_response(plan.alpha, rho, plan.phi, R, varphi, N, K, inclusion=game.inclusion)
     sched = adaptive_schedule(aff.G, aff.H, aff.P, plan.v, gamma, B, R_max=game.R_max, rho_max=game.rho_max, rho_min=game.rho_min)
     tau = np.asarray(sched.tau)
     # the paper's outer loop, priced on the same true cost

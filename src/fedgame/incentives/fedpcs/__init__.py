@@ -56,7 +56,6 @@ from fedgame.incentives.fedpcs._budget import (
 )
 from fedgame.incentives.fedpcs._dynamics import (
     Inclusion,
-    inclusion_rule,
     client_utility,
     client_utility_gradient,
     client_utility_hessian,
@@ -133,7 +132,6 @@ __all__ = [
     "solve_plan",
     # the game
     "Inclusion",
-    "inclusion_rule",
     "PAPER_MF_TOL",
     "Acceleration",
     "AdaptiveSchedule",

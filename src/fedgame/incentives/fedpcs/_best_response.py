@@ -5,7 +5,6 @@ is solved by direct optimisation from several starts, with a KKT check."""
 
 from __future__ import annotations
 
-import contextvars
 import os
 import warnings
 from collections.abc import Callable
@@ -27,9 +26,9 @@ from fedgame.incentives.fedpcs._dynamics import (
     Evaluation,
     Inclusion,
     Workspace,
+    _check_inclusion,
     _uniform_p,
     evaluate,
-    with_inclusion,
 )
 
 __all__ = ["BestResponse", "Engine", "Solver", "best_response"]
@@ -90,23 +89,20 @@ def _on_threads(
     The streamed engines solve each problem by itself — its iterates do not depend on which
     problems share its window — so the answer is the same to the last bit whatever the
     split; NumPy releases the GIL in the row operations on the (T+1, window) arrays, which is
-    where the time goes. Each thread runs in a copy of the caller's context (the sampling
-    rule of ``inclusion_rule`` is a context variable)."""
+    where the time goes. Everything a solve depends on — the sampling rule ``inclusion``
+    included — reaches it through ``args`` and ``kwargs``."""
     T, m = a0.shape
     compiled = solve in (_newton_compiled, _sweep_compiled)
     per = _PER_THREAD_COMPILED if compiled else _PER_THREAD
     n = min(cores() if threads is None else threads, m // per)
     if n <= 1:
         return solve(a0, rho0, varphi, *args, **kwargs)
-    contexts = [contextvars.copy_context() for _ in range(n)]  # the caller's, for each thread
     if compiled:
         out = _compiled_outputs(solve, a0.shape)
         with ThreadPoolExecutor(max_workers=n) as pool:
             list(
                 pool.map(
-                    lambda j: contexts[j].run(
-                        solve, a0[:, j::n], rho0[j::n], varphi[j::n], *args, out=tuple(o[..., j::n] for o in out), **kwargs
-                    ),
+                    lambda j: solve(a0[:, j::n], rho0[j::n], varphi[j::n], *args, out=tuple(o[..., j::n] for o in out), **kwargs),
                     range(n),
                 )
             )
@@ -115,7 +111,7 @@ def _on_threads(
 
     def part(j: int) -> _Out:
         p = parts[j]
-        return contexts[j].run(lambda: solve(a0[:, p], rho0[p], varphi[p], *args, **kwargs))
+        return solve(a0[:, p], rho0[p], varphi[p], *args, **kwargs)
 
     with ThreadPoolExecutor(max_workers=n) as pool:
         results = list(pool.map(part, range(n)))
@@ -216,6 +212,7 @@ def _newton_stream(
     tol: float = 1e-11,
     max_iter: int = 200,
     window: int = _STREAM,
+    inclusion: Inclusion = "privacy",
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Projected Newton from ``a0`` (T, m) for m independent problems; (α, U, KKT residual).
 
@@ -234,10 +231,11 @@ def _newton_stream(
     admit waiting ones), the evaluation and KKT residual at the current α and
     :meth:`_NewtonWindow.retire_converged`, :func:`_search_direction` (the projected-Newton
     direction), :func:`_line_search` (the projected Armijo search, moving α in place) and
-    :meth:`_NewtonWindow.retire_stalled` (problems with no acceptable step)."""
+    :meth:`_NewtonWindow.retire_stalled` (problems with no acceptable step). ``inclusion``: the
+    sampling rule of P (:data:`~._dynamics.Inclusion`)."""
     a0 = np.asarray(a0, dtype=float)
     win = _NewtonWindow(a0, window)
-    game = _Game(phi, R, N, K)
+    game = _Game(phi, R, N, K, inclusion)
     ws = _NewtonWorkspaces()
     while win.advance():
         r0, vp = rho0[win.idx], varphi[win.idx]
@@ -256,19 +254,23 @@ def _newton_stream(
 @dataclass(frozen=True)
 class _Game:
     """What every problem of one streamed solve shares: the broadcast mean field φ and the
-    rewards R ((T+1,) each), the population N and the draws per round K (Eqs. 14, 19-20)."""
+    rewards R ((T+1,) each), the population N, the draws per round K and the sampling rule
+    ``inclusion`` (Eqs. 14, 19-20)."""
 
     phi: FloatArray
     R: FloatArray
     N: int
     K: int
+    inclusion: Inclusion
 
     def evaluate(
         self, a: FloatArray, rho0: FloatArray, varphi: FloatArray, ws: Workspace, *, second: bool = False, need_grad: bool = True
     ) -> Evaluation:
         """:func:`evaluate` (utility of Eq. 19, its adjoint gradient, optionally the second-order
         terms) of the problems with decisions ``a`` (T, n) and types ``rho0``, ``varphi``."""
-        return evaluate(a, rho0, varphi, self.phi, self.R, self.N, self.K, second=second, need_grad=need_grad, ws=ws)
+        return evaluate(
+            a, rho0, varphi, self.phi, self.R, self.N, self.K, second=second, need_grad=need_grad, ws=ws, inclusion=self.inclusion
+        )
 
 
 @dataclass
@@ -492,6 +494,7 @@ def _sweep_stream(
     tol: float = 1e-10,
     stall_window: int = 250,
     window: int = _STREAM,
+    inclusion: Inclusion = "privacy",
 ) -> FloatArray:
     """Damped sweeps of Theorem 1, α ← (1−ω)α + ω clip(λ(t+1)(ρ^t − φ(t)) / (2(1−ϕ)P^t), 0, 1)
     (Eqs. 21, 51; undamped it can cycle), at most ``iters`` per problem: the iteration of
@@ -501,7 +504,8 @@ def _sweep_stream(
     when its step has not halved over the last w sweeps (a cycle). Unlike the batched
     sweep, which keeps sweeping a converged problem until a tenth of its batch has stopped,
     a problem stops at its own test, so its result does not depend on its neighbours in the
-    batch (the two differ by less than tol/ω; the sweep only seeds a Newton solve)."""
+    batch (the two differ by less than tol/ω; the sweep only seeds a Newton solve).
+    ``inclusion``: the sampling rule of P."""
     a0 = np.asarray(a0, dtype=float)
     T, m = a0.shape
     out = np.array(a0, copy=True)
@@ -533,7 +537,7 @@ def _sweep_stream(
             idx, A, its, ref, done = idx[:0], A[:, :0], its[:0], ref[:0], done[:0]
             continue
         vp = varphi[idx]
-        ev = evaluate(A, rho0[idx], vp, phi, R, N, K, costate_only=True, ws=ws_ev)
+        ev = evaluate(A, rho0[idx], vp, phi, R, N, K, costate_only=True, ws=ws_ev, inclusion=inclusion)
         step = ws.get("step", T, n)
         den = ws.get("den", T, n)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -584,16 +588,17 @@ def _newton_compiled(
     tol: float = 1e-11,
     max_iter: int = 200,
     out: tuple[FloatArray, ...] | None = None,
+    inclusion: Inclusion = "privacy",
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """:func:`_newton_stream`'s iteration by the compiled kernel ``_kernels.newton`` (each
     problem solved to the end in a lane of its own, up to 32 side by side, instead of a window
     of row operations); the same α, U and KKT residual to rounding (log1p and expm1 are
-    ``_kernels``' own, not NumPy's). Under the uniform inclusion rule P is the constant of
-    :func:`_uniform_p` (read in the caller's context). ``out``: arrays (or views) to write
-    α, U and r_KKT into (:func:`_on_threads`)."""
+    ``_kernels``' own, not NumPy's). With ``inclusion="uniform"`` P is the constant of
+    :func:`_uniform_p`, handed to the kernel (−1: the privacy rule). ``out``: arrays (or
+    views) to write α, U and r_KKT into (:func:`_on_threads`)."""
     a0 = np.asarray(a0, dtype=float)
     out_a, out_U, out_k = _compiled_outputs(_newton_compiled, a0.shape) if out is None else out
-    pu = _uniform_p(N, K)
+    pu = _uniform_p(N, K, inclusion)
     newton = _kernels.newton
     assert newton is not None, "the compiled engine needs Numba"
     newton(
@@ -628,14 +633,16 @@ def _sweep_compiled(
     tol: float = 1e-10,
     stall_window: int = 250,
     out: tuple[FloatArray, ...] | None = None,
+    inclusion: Inclusion = "privacy",
 ) -> FloatArray:
     """:func:`_sweep_stream`'s damped sweeps by the compiled kernel ``_kernels.sweep`` (lanes,
     as :func:`_newton_compiled`; ``out``: a 1-tuple of the array or view to write α into).
     Equal to rounding while a sweep converges; a sweep that cycles is chaotic, so its iterate
-    after the cap can differ (it only seeds a Newton solve)."""
+    after the cap can differ (it only seeds a Newton solve). ``inclusion``: the sampling rule,
+    as for :func:`_newton_compiled`."""
     a0 = np.asarray(a0, dtype=float)
     (alpha,) = _compiled_outputs(_sweep_compiled, a0.shape) if out is None else out
-    pu = _uniform_p(N, K)
+    pu = _uniform_p(N, K, inclusion)
     sweep = _kernels.sweep
     assert sweep is not None, "the compiled engine needs Numba"
     sweep(
@@ -705,17 +712,24 @@ def _run(
     chunk: int,
     kind: Engine = "reference",
     threads: int | None = 1,
+    *,
+    inclusion: Inclusion = "privacy",
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Local solves of the m problems (the columns of ``a0``) by ``engine`` (``kind``: which
+    implementation of Newton), under the sampling rule ``inclusion``."""
     T, m = a0.shape
     if engine == "lbfgsb":
-        return _solvers.lbfgsb(a0, rho0, varphi, phi, R, N, K, chunk=chunk)
+        return _solvers.lbfgsb(a0, rho0, varphi, phi, R, N, K, chunk=chunk, inclusion=inclusion)
     if kind != "reference":
         newton = _newton_compiled if kind == "compiled" else _newton_stream
-        return _on_threads(newton, a0, rho0, varphi, phi, R, N, K, threads=threads)
+        return _on_threads(newton, a0, rho0, varphi, phi, R, N, K, threads=threads, inclusion=inclusion)
     step = max(1, _BATCH_CELLS // (T + 1))
     if m <= step:
-        return _solvers.newton(a0, rho0, varphi, phi, R, N, K)
-    parts = [_solvers.newton(a0[:, i : i + step], rho0[i : i + step], varphi[i : i + step], phi, R, N, K) for i in range(0, m, step)]
+        return _solvers.newton(a0, rho0, varphi, phi, R, N, K, inclusion=inclusion)
+    parts = [
+        _solvers.newton(a0[:, i : i + step], rho0[i : i + step], varphi[i : i + step], phi, R, N, K, inclusion=inclusion)
+        for i in range(0, m, step)
+    ]
     return (np.concatenate([p[0] for p in parts], axis=1), np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]))
 
 
@@ -763,6 +777,7 @@ def solve_types(
     engine: Engine | None = None,
     corners_solved: tuple[FloatArray, FloatArray, FloatArray] | None = None,
     threads: int | None = None,
+    inclusion: Inclusion = "privacy",
 ) -> tuple[_Raw, Candidates | None]:
     """Multi-start solve for m client types (no validation, no de-duplication).
 
@@ -781,7 +796,8 @@ def solve_types(
     solutions of the three corner starts at this very φ, R (from an earlier call with
     ``keep_all``): they are used as they are instead of being solved again. ``threads``: the
     streamed engines' problems are split over this many threads (None: every core;
-    :func:`_on_threads`; the answer does not depend on it)."""
+    :func:`_on_threads`; the answer does not depend on it). ``inclusion``: the sampling rule
+    of P (:data:`~._dynamics.Inclusion`), handed to every solve; not checked here."""
     engine = default_engine() if engine is None else engine
     T = phi.size - 1
     m = rho0.size
@@ -798,10 +814,23 @@ def solve_types(
         if engine != "reference":
             sweep = _sweep_compiled if engine == "compiled" else _sweep_stream
             swept = _on_threads(
-                sweep, s0, np.tile(rho0, k), np.tile(varphi, k), phi, R, N, K, damping=sweep_damping, iters=sweep_iters, threads=threads
+                sweep,
+                s0,
+                np.tile(rho0, k),
+                np.tile(varphi, k),
+                phi,
+                R,
+                N,
+                K,
+                damping=sweep_damping,
+                iters=sweep_iters,
+                threads=threads,
+                inclusion=inclusion,
             )
         else:
-            swept = _solvers.damped_sweep(s0, np.tile(rho0, k), np.tile(varphi, k), phi, R, N, K, damping=sweep_damping, iters=sweep_iters)
+            swept = _solvers.damped_sweep(
+                s0, np.tile(rho0, k), np.tile(varphi, k), phi, R, N, K, damping=sweep_damping, iters=sweep_iters, inclusion=inclusion
+            )
         inits += [swept[:, j * m : (j + 1) * m] for j in range(k)]
     inits += rand
     n_inits = len(inits)
@@ -812,7 +841,9 @@ def solve_types(
         owner = np.concatenate([owner, np.asarray(extra[1], dtype=np.intp)])
     a0 = np.concatenate(parts, axis=1)
     skip = 3 * m if include_corners and corners_solved is not None else 0
-    a, U, kkt = _run(solver, a0[:, skip:], rho0[owner[skip:]], varphi[owner[skip:]], phi, R, N, K, chunk, engine, threads)
+    a, U, kkt = _run(
+        solver, a0[:, skip:], rho0[owner[skip:]], varphi[owner[skip:]], phi, R, N, K, chunk, engine, threads, inclusion=inclusion
+    )
     if skip:
         assert corners_solved is not None  # skip > 0 only when corners_solved is given
         a = np.concatenate([corners_solved[0], a], axis=1)
@@ -825,14 +856,14 @@ def solve_types(
     # L-BFGS-B and Newton again (rare; keeps the better point)
     bad = np.flatnonzero(kkt_best > polish_above)
     if bad.size:
-        a2, U2, k2 = _solvers.lbfgsb(a_best[:, bad], rho0[bad], varphi[bad], phi, R, N, K)
+        a2, U2, k2 = _solvers.lbfgsb(a_best[:, bad], rho0[bad], varphi[bad], phi, R, N, K, inclusion=inclusion)
         if solver == "newton":
             newton: Callable[..., tuple[FloatArray, FloatArray, FloatArray]] = {
                 "compiled": _newton_compiled,
                 "streamed": _newton_stream,
                 "reference": _solvers.newton,
             }[engine]  # type: ignore[assignment]  # the engines' signatures differ; mypy joins them to 'function'
-            a2, U2, k2 = newton(a2, rho0[bad], varphi[bad], phi, R, N, K)
+            a2, U2, k2 = newton(a2, rho0[bad], varphi[bad], phi, R, N, K, inclusion=inclusion)
         better = (U2 >= U_best[bad] - 1e-12 * (1.0 + np.abs(U_best[bad]))) & (k2 < kkt_best[bad])
         idx = bad[better]
         a_best[:, idx], U_best[idx], kkt_best[idx] = a2[:, better], U2[better], k2[better]
@@ -850,7 +881,6 @@ def unique_types(rho0: FloatArray, varphi: FloatArray) -> tuple[FloatArray, Floa
     return rho0[first], varphi[first], first, inverse
 
 
-@with_inclusion
 def best_response(
     rho0: ArrayLike,
     varphi: ArrayLike,
@@ -868,7 +898,7 @@ def best_response(
     sweep_iters: int = 2000,
     sweep_damping: float = 0.05,
     chunk_size: int = 1,
-    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+    inclusion: Inclusion = "privacy",
 ) -> BestResponse:
     """Each client's optimal correction factors given φ(0..T) and R_0..R_T (Theorem 1).
 
@@ -890,7 +920,11 @@ def best_response(
     L-BFGS-B costs a Python-level solve per client and start; both engines are checked
     against each other. A winner whose KKT residual is above 1e-8 is polished by per-client
     L-BFGS-B (and Newton). Accepts if every KKT residual
-    max_t |clip(α^t + ∂U/∂α^t, 0, 1) − α^t| ≤ ``kkt_tol``, else warns."""
+    max_t |clip(α^t + ∂U/∂α^t, 0, 1) − α^t| ≤ ``kkt_tol``, else warns.
+
+    ``inclusion``: the sampling rule the clients face (:data:`~._dynamics.Inclusion`):
+    ``"privacy"`` (Eq. 14, default) or ``"uniform"`` (P = 1 − (1 − 1/N)^K whatever ρ is)."""
+    inclusion = _check_inclusion(inclusion)
     r0, vp = as_clients(rho0, varphi)
     phi_arr = np.asarray(phi, dtype=float)
     if phi_arr.ndim != 1:
@@ -931,8 +965,21 @@ def best_response(
         sweep_damping=sweep_damping,
         solver=solver,
         chunk=chunk_size,
+        inclusion=inclusion,
     )
-    return assemble(raw, u_r0, u_vp, inverse, phi_arr, R_arr, N, K, kkt_tol=kkt_tol, squeeze=np.ndim(rho0) == 0 and np.ndim(varphi) == 0)
+    return assemble(
+        raw,
+        u_r0,
+        u_vp,
+        inverse,
+        phi_arr,
+        R_arr,
+        N,
+        K,
+        kkt_tol=kkt_tol,
+        squeeze=np.ndim(rho0) == 0 and np.ndim(varphi) == 0,
+        inclusion=inclusion,
+    )
 
 
 def assemble(
@@ -948,9 +995,11 @@ def assemble(
     kkt_tol: float,
     squeeze: bool = False,
     warn: bool = True,
+    inclusion: Inclusion = "privacy",
 ) -> BestResponse:
-    """Map unique-type solutions back to clients and evaluate them once more."""
-    ev = evaluate(raw.a, u_r0, u_vp, phi, R, N, K)
+    """Map unique-type solutions back to clients and evaluate them once more (under the
+    sampling rule ``inclusion``)."""
+    ev = evaluate(raw.a, u_r0, u_vp, phi, R, N, K, inclusion=inclusion)
     kkt = np.abs(np.clip(raw.a + ev.grad, 0.0, 1.0) - raw.a).max(axis=0)
     T = phi.size - 1
     alpha_u = np.zeros((u_r0.size, T + 1))

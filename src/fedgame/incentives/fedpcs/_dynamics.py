@@ -6,16 +6,16 @@ Public functions take client-major arrays: ``alpha`` of shape ``(n_clients, T)``
 ``rho0``/``varphi`` of shape ``(n_clients,)``; a 1-D ``alpha`` is one client. The solvers use
 the time-major engine :func:`evaluate` (arrays ``(T+1, m)``: one contiguous row per round) so
 that the recursions over t are a handful of vector operations over all clients at once.
+
+Every function whose result involves the inclusion probability P takes the sampling rule as
+the keyword ``inclusion`` (:data:`Inclusion`, default ``"privacy"``, Eq. 14); the public ones
+check it (ValueError), :func:`evaluate` and the solvers' engines trust what they are handed.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -24,8 +24,6 @@ from fedgame.incentives.fedpcs import _kernels
 
 __all__ = [
     "Inclusion",
-    "inclusion_rule",
-    "with_inclusion",
     "client_utility",
     "client_utility_gradient",
     "client_utility_hessian",
@@ -46,40 +44,22 @@ FloatArray = NDArray[np.float64]
 #: (FedPCS Eq. 14). ``"uniform"``: x_i = 1/N whatever ρ is, so P = 1 − (1 − 1/N)^K is a
 #: constant and P' = P'' = 0 — the game the clients of the Random baseline (and of every
 #: baseline whose probabilities ignore ρ) play when they are in the game at all
-#: (docs/fedpcs.md, 'Baseline budgets').
+#: (docs/fedpcs.md, 'Baseline budgets'). Every formula and solver that depends on it takes it
+#: as the keyword ``inclusion`` (default ``"privacy"``) and hands it on to what it calls.
 Inclusion = Literal["privacy", "uniform"]
-_INCLUSION: ContextVar[str] = ContextVar("fedgame_inclusion", default="privacy")
-_F = TypeVar("_F", bound=Callable[..., Any])
 
 
-@contextmanager
-def inclusion_rule(rule: Inclusion) -> Iterator[None]:
-    """Evaluate every game formula inside the block under sampling rule ``rule``."""
-    if rule not in ("privacy", "uniform"):
-        raise ValueError(f"inclusion: must be 'privacy' or 'uniform', got {rule!r}")
-    token = _INCLUSION.set(rule)
-    try:
-        yield
-    finally:
-        _INCLUSION.reset(token)
+def _check_inclusion(inclusion: object) -> Inclusion:
+    """``inclusion`` if it names a sampling rule (:data:`Inclusion`), else ValueError. The
+    public functions check it once on entry; the engines below them trust it."""
+    if inclusion not in ("privacy", "uniform"):
+        raise ValueError(f"inclusion: must be 'privacy' or 'uniform', got {inclusion!r}")
+    return inclusion
 
 
-def with_inclusion(func: _F) -> _F:
-    """Give a public solver an ``inclusion=`` keyword ("privacy" default, or "uniform")."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, inclusion: Inclusion | None = None, **kwargs: Any) -> Any:
-        if inclusion is None:
-            return func(*args, **kwargs)
-        with inclusion_rule(inclusion):
-            return func(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]  # functools.wraps loses _F; the wrapper only adds inclusion=
-
-
-def _uniform_p(N: int, K: int) -> float | None:
+def _uniform_p(N: int, K: int, inclusion: Inclusion = "privacy") -> float | None:
     """P = 1 − (1 − 1/N)^K under the uniform rule, else None."""
-    if _INCLUSION.get() != "uniform":
+    if inclusion != "uniform":
         return None
     return float(-np.expm1(K * np.log1p(-1.0 / N))) if N > 1 else 1.0
 
@@ -98,34 +78,39 @@ def _log1mx(rho: FloatArray, nphi: FloatArray) -> tuple[FloatArray, NDArray[np.b
         return np.log1p(-np.minimum(x, 1.0)), inside
 
 
-def inclusion_probability(rho: ArrayLike, phi: ArrayLike, N: int, K: int) -> FloatArray:
+def inclusion_probability(rho: ArrayLike, phi: ArrayLike, N: int, K: int, *, inclusion: Inclusion = "privacy") -> FloatArray:
     """P = 1 − (1 − ρ/(N φ))^K: chance of being drawn at least once in K draws with
     replacement from x = ρ/(N φ) (FedPCS Sec. III-C, Eq. 14; x capped at 1).
 
-    ``rho`` broadcasts against ``phi`` along the last axis (rounds). Under
-    ``inclusion_rule("uniform")``: the constant 1 − (1 − 1/N)^K."""
+    ``rho`` broadcasts against ``phi`` along the last axis (rounds). With
+    ``inclusion="uniform"``: the constant 1 − (1 − 1/N)^K."""
+    inclusion = _check_inclusion(inclusion)
     L, _ = _log1mx(np.asarray(rho, float), N * np.asarray(phi, float))
-    pu = _uniform_p(N, K)
+    pu = _uniform_p(N, K, inclusion)
     return -np.expm1(K * L) if pu is None else np.full(L.shape, pu)
 
 
-def inclusion_probability_derivative(rho: ArrayLike, phi: ArrayLike, N: int, K: int) -> FloatArray:
+def inclusion_probability_derivative(rho: ArrayLike, phi: ArrayLike, N: int, K: int, *, inclusion: Inclusion = "privacy") -> FloatArray:
     """P'(ρ) = (K/(N φ)) (1 − ρ/(N φ))^{K−1} (FedPCS Eqs. 52, 54);
-    0 where the cap x = 1 binds."""
+    0 where the cap x = 1 binds, and everywhere with ``inclusion="uniform"`` (P constant)."""
+    inclusion = _check_inclusion(inclusion)
     nphi = N * np.asarray(phi, float)
     L, inside = _log1mx(np.asarray(rho, float), nphi)
-    if _uniform_p(N, K) is not None:
+    if _uniform_p(N, K, inclusion) is not None:
         return np.zeros(np.broadcast_shapes(L.shape, nphi.shape))
     out = (K / nphi) * (np.exp((K - 1) * L) if K > 1 else np.ones_like(L))
     return np.where(inside, out, 0.0)
 
 
-def inclusion_probability_second_derivative(rho: ArrayLike, phi: ArrayLike, N: int, K: int) -> FloatArray:
+def inclusion_probability_second_derivative(
+    rho: ArrayLike, phi: ArrayLike, N: int, K: int, *, inclusion: Inclusion = "privacy"
+) -> FloatArray:
     """P''(ρ) = −K(K−1)/(N φ)² (1 − ρ/(N φ))^{K−2} (derivative of Eq. 52's P'); used by the
-    exact Newton step of the best response."""
+    exact Newton step of the best response. 0 with ``inclusion="uniform"`` (P constant)."""
+    inclusion = _check_inclusion(inclusion)
     nphi = N * np.asarray(phi, float)
     L, inside = _log1mx(np.asarray(rho, float), nphi)
-    if K < 2 or _uniform_p(N, K) is not None:
+    if K < 2 or _uniform_p(N, K, inclusion) is not None:
         return np.zeros(np.broadcast_shapes(L.shape, nphi.shape))
     out = -(K * (K - 1) / nphi**2) * (np.exp((K - 2) * L) if K > 2 else np.ones_like(L))
     return np.where(inside, out, 0.0)
@@ -249,6 +234,7 @@ def evaluate(
     need_grad: bool = True,
     costate_only: bool = False,
     ws: Workspace | None = None,
+    inclusion: Inclusion = "privacy",
 ) -> Evaluation:
     """Utility, adjoint gradient (and second-order terms) for m independent problems.
 
@@ -258,7 +244,9 @@ def evaluate(
     λ(T) = S(T), λ(t) = α^t λ(t+1) + S(t) (Eqs. 53-54), ∂U/∂α^t = −2(1−ϕ)P^t α^t +
     λ(t+1)(ρ^t − φ(t)) (Eq. 49); with ``second`` also f'' = ∂²(P g)/∂ρ² =
     P'' g + 2P'(R − 2ϕρ) − 2ϕP for the Newton step. ``costate_only``: stop after λ (U and
-    the gradient are left empty; the damped sweep needs only ρ, P and λ)."""
+    the gradient are left empty; the damped sweep needs only ρ, P and λ). ``inclusion``: the
+    sampling rule (:data:`Inclusion`; not checked here — the public functions check it);
+    with ``"uniform"`` P is the constant of :func:`_uniform_p` and P' = 0."""
     T, m = a.shape
     w = Workspace() if ws is None else ws
     n1 = T + 1
@@ -283,7 +271,7 @@ def evaluate(
         dP *= K / nphi
         if inside is not None:
             dP[~inside] = 0.0
-    pu = _uniform_p(N, K)
+    pu = _uniform_p(N, K, inclusion)
     if pu is not None:
         P.fill(pu)
         dP.fill(0.0)
@@ -333,41 +321,90 @@ def evaluate(
 
 
 def _evaluate_public(
-    alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLike, N: int, K: int, *, second: bool = False
+    alpha: ArrayLike,
+    rho0: ArrayLike,
+    varphi: ArrayLike,
+    phi: ArrayLike,
+    R: ArrayLike,
+    N: int,
+    K: int,
+    *,
+    second: bool = False,
+    inclusion: Inclusion = "privacy",
 ) -> tuple[Evaluation, FloatArray, FloatArray, bool, bool]:
+    """:func:`evaluate` on the public functions' client-major arguments, ``inclusion``
+    checked."""
+    inclusion = _check_inclusion(inclusion)
     p, T = _horizon(phi)
     dec, aT, full, one = _split_alpha(alpha, T)
     n = dec.shape[0]
     Rv = np.broadcast_to(np.asarray(R, float), (T + 1,)).astype(float)
-    ev = evaluate(np.ascontiguousarray(dec.T), _per_client(rho0, n), _per_client(varphi, n), p, Rv, int(N), int(K), aT=aT, second=second)
+    ev = evaluate(
+        np.ascontiguousarray(dec.T),
+        _per_client(rho0, n),
+        _per_client(varphi, n),
+        p,
+        Rv,
+        int(N),
+        int(K),
+        aT=aT,
+        second=second,
+        inclusion=inclusion,
+    )
     return ev, dec, aT, full, one
 
 
 def client_utility(
-    alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLike, N: int, K: int
+    alpha: ArrayLike,
+    rho0: ArrayLike,
+    varphi: ArrayLike,
+    phi: ArrayLike,
+    R: ArrayLike,
+    N: int,
+    K: int,
+    *,
+    inclusion: Inclusion = "privacy",
 ) -> FloatArray | float:
     """U_i(α_i) = Σ_{t=0}^{T} P_i^t g_i^t along the trajectory of Eq. (20) (FedPCS Eqs. 14,
     19). Returns one value per client (a float for a 1-D ``alpha``)."""
-    ev, *_, one = _evaluate_public(alpha, rho0, varphi, phi, R, N, K)
+    ev, *_, one = _evaluate_public(alpha, rho0, varphi, phi, R, N, K, inclusion=inclusion)
     return float(ev.U[0]) if one else ev.U
 
 
-def costate(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLike, N: int, K: int) -> FloatArray:
+def costate(
+    alpha: ArrayLike,
+    rho0: ArrayLike,
+    varphi: ArrayLike,
+    phi: ArrayLike,
+    R: ArrayLike,
+    N: int,
+    K: int,
+    *,
+    inclusion: Inclusion = "privacy",
+) -> FloatArray:
     """λ_i(t), t = 0..T: λ(T) = S(T), λ(t) = α^t λ(t+1) + S(t) with
     S = Q R + M, Q = P + ρP', M = −2ϕρP − P'(ϕρ² + (1−ϕ)α²) (FedPCS Eqs. 53-54, M corrected
     by the factor K/(Nφ) that Eqs. 52 and 54 carry and Theorem 1's M lacks). λ(t) = dU/dρ^t."""
-    ev, *_, one = _evaluate_public(alpha, rho0, varphi, phi, R, N, K)
+    ev, *_, one = _evaluate_public(alpha, rho0, varphi, phi, R, N, K, inclusion=inclusion)
     lam = ev.lam.T
     return lam[0] if one else lam
 
 
 def client_utility_gradient(
-    alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLike, N: int, K: int
+    alpha: ArrayLike,
+    rho0: ArrayLike,
+    varphi: ArrayLike,
+    phi: ArrayLike,
+    R: ArrayLike,
+    N: int,
+    K: int,
+    *,
+    inclusion: Inclusion = "privacy",
 ) -> FloatArray:
     """Exact adjoint gradient ∂U_i/∂α_i^t = −2(1−ϕ_i) P_i^t α_i^t + λ_i(t+1)(ρ_i^t − φ(t))
     (FedPCS Eq. 49 with Eqs. 53-54, M corrected by the factor K/(Nφ)). Same shape as
     ``alpha``; the α^T entry (if given) is −2(1−ϕ)P^T α^T."""
-    ev, dec, aT, full, one = _evaluate_public(alpha, rho0, varphi, phi, R, N, K)
+    ev, dec, aT, full, one = _evaluate_public(alpha, rho0, varphi, phi, R, N, K, inclusion=inclusion)
     grad = ev.grad.T
     if full:
         c = 1.0 - _per_client(varphi, dec.shape[0])
@@ -376,14 +413,22 @@ def client_utility_gradient(
 
 
 def client_utility_hessian(
-    alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLike, N: int, K: int
+    alpha: ArrayLike,
+    rho0: ArrayLike,
+    varphi: ArrayLike,
+    phi: ArrayLike,
+    R: ArrayLike,
+    N: int,
+    K: int,
+    *,
+    inclusion: Inclusion = "privacy",
 ) -> FloatArray:
     """Dense Hessian ∂²U_i/∂α^t∂α^u over the decisions t, u < T (shape (n, T, T)).
 
     H = Dᵀ diag(f'') D − diag(2(1−ϕ)P) + C + Cᵀ with D[s,u] = ∂ρ^s/∂α^u =
     (ρ^u − φ(u)) Π_{r=u+1}^{s−1} α^r, f'' = ∂²(P g)/∂ρ² and C[t,u] = (λ(t+1) −
     2(1−ϕ)P'(ρ^t)α^t) D[t,u] for t > u. A check on the solver's Newton step, O(n T³)."""
-    ev, dec, _, _, one = _evaluate_public(alpha, rho0, varphi, phi, R, N, K, second=True)
+    ev, dec, _, _, one = _evaluate_public(alpha, rho0, varphi, phi, R, N, K, second=True, inclusion=inclusion)
     assert ev.f2 is not None
     n, T = dec.shape
     p = np.asarray(phi, float)
@@ -403,11 +448,21 @@ def client_utility_hessian(
     return res
 
 
-def stationary_alpha(alpha: ArrayLike, rho0: ArrayLike, varphi: ArrayLike, phi: ArrayLike, R: ArrayLike, N: int, K: int) -> FloatArray:
+def stationary_alpha(
+    alpha: ArrayLike,
+    rho0: ArrayLike,
+    varphi: ArrayLike,
+    phi: ArrayLike,
+    R: ArrayLike,
+    N: int,
+    K: int,
+    *,
+    inclusion: Inclusion = "privacy",
+) -> FloatArray:
     """Right-hand side of Theorem 1 projected on [0, 1]:
     clip(λ(t+1)(ρ^t − φ(t)) / (2(1−ϕ)P^t), 0, 1), t < T (FedPCS Eqs. 21, 51). At a KKT
     point α equals this map (an implicit condition: λ(t+1) depends on α^t)."""
-    ev, dec, _, _, one = _evaluate_public(alpha, rho0, varphi, phi, R, N, K)
+    ev, dec, _, _, one = _evaluate_public(alpha, rho0, varphi, phi, R, N, K, inclusion=inclusion)
     p = np.asarray(phi, float)
     c = 1.0 - _per_client(varphi, dec.shape[0])
     with np.errstate(divide="ignore", invalid="ignore"):

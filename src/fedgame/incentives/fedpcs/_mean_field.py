@@ -46,7 +46,7 @@ from fedgame.incentives.fedpcs._best_response import (
     solve_types,
     unique_types,
 )
-from fedgame.incentives.fedpcs._dynamics import Inclusion, _trajectory_tm, evaluate, with_inclusion
+from fedgame.incentives.fedpcs._dynamics import Inclusion, _check_inclusion, _trajectory_tm, evaluate
 
 __all__ = ["PAPER_MF_TOL", "Acceleration", "MeanFieldResult", "MeanFieldSolverOptions", "Restarts", "Update", "mean_field"]
 
@@ -368,7 +368,6 @@ def _tracked(cand: Candidates, previous: FloatArray) -> _Raw:
 # --------------------------------------------------------------------------------------------
 
 
-@with_inclusion
 def mean_field(
     rho0: ArrayLike,
     varphi: ArrayLike,
@@ -380,7 +379,7 @@ def mean_field(
     phi_init: ArrayLike | None = None,
     alpha_init: ArrayLike | None = None,
     rng: np.random.Generator | int | None = None,
-    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+    inclusion: Inclusion = "privacy",
     **option_keywords: Unpack[_OptionKeywords],
 ) -> MeanFieldResult:
     """Mean-field equilibrium of the client game under rewards ``R``: the fixed point
@@ -432,6 +431,7 @@ def mean_field(
     improved for 20 iterations, with ``converged=False``. The complete multi-start is not
     repeated when φ has moved by less than 1e-2 (max-norm) since it last ran: its local
     optima are followed to the new φ by the warm starts."""
+    inclusion = _check_inclusion(inclusion)
     return _solve(
         rho0,
         varphi,
@@ -443,10 +443,10 @@ def mean_field(
         alpha_init=alpha_init,
         rng=rng,
         engine=default_engine(),
+        inclusion=inclusion,
     )
 
 
-@with_inclusion
 def _mean_field_reference(
     rho0: ArrayLike,
     varphi: ArrayLike,
@@ -458,7 +458,7 @@ def _mean_field_reference(
     phi_init: ArrayLike | None = None,
     alpha_init: ArrayLike | None = None,
     rng: np.random.Generator | int | None = None,
-    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+    inclusion: Inclusion = "privacy",
     **option_keywords: Unpack[_OptionKeywords],
 ) -> MeanFieldResult:
     """:func:`mean_field` as it was before the streamed engines: the same damped fixed-point
@@ -467,6 +467,7 @@ def _mean_field_reference(
     the corner starts of a complete multi-start solved again even when the verification has
     just solved them at the same φ. An independent implementation for the equality tests;
     same arguments and result as :func:`mean_field`."""
+    inclusion = _check_inclusion(inclusion)
     return _solve(
         rho0,
         varphi,
@@ -478,6 +479,7 @@ def _mean_field_reference(
         alpha_init=alpha_init,
         rng=rng,
         engine="reference",
+        inclusion=inclusion,
     )
 
 
@@ -498,12 +500,14 @@ def _solve(
     alpha_init: ArrayLike | None,
     rng: np.random.Generator | int | None,
     engine: Engine,
+    inclusion: Inclusion = "privacy",
 ) -> MeanFieldResult:
     """The damped fixed-point iteration behind :func:`mean_field` and
     :func:`_mean_field_reference` (rules in :func:`mean_field`): Algorithm 1's loop — best
     responses to φ_m (Theorem 1), their mean Φ (Eq. 18), the residual, the next φ — with the
-    verification, damping and tie handling that make it converge on a finite population."""
-    types = _client_types(rho0, varphi, R, K, T)
+    verification, damping and tie handling that make it converge on a finite population.
+    ``inclusion``: the sampling rule, already checked by the caller."""
+    types = _client_types(rho0, varphi, R, K, T, inclusion)
     phi = _initial_phi(types, phi_init)
     starts = _random_starts(rng, options.n_starts, types.T) if options.n_starts else None
     responses = _ClientResponses(types, options, starts, engine, _initial_archive(types, alpha_init))
@@ -559,6 +563,7 @@ class _Types:
     K: int
     T: int
     mean0: float  # φ(0) = mean_i ρ_i^0, which Eq. (18) fixes whatever α is
+    inclusion: Inclusion  # the sampling rule the clients face (P of Eq. 14, or uniform)
 
     @property
     def m(self) -> int:
@@ -566,16 +571,16 @@ class _Types:
         return int(self.rho0.size)
 
 
-def _client_types(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int) -> _Types:
-    """Validate the problem (each message names its field) and group the clients into
-    types of equal (ρ^0, ϕ)."""
+def _client_types(rho0: ArrayLike, varphi: ArrayLike, R: ArrayLike, K: int, T: int, inclusion: Inclusion) -> _Types:
+    """Validate the problem (each message names its field; ``inclusion`` is checked by the
+    caller) and group the clients into types of equal (ρ^0, ϕ)."""
     r0, vp = as_clients(rho0, varphi)
     T = check_horizon(T)
     R_arr = as_rounds("R", R, T, lower=0.0)
     N, K = check_population(r0.size, K)
     u_r0, u_vp, first, inverse = unique_types(r0, vp)
     weights = np.bincount(inverse, minlength=u_r0.size) / N
-    return _Types(u_r0, u_vp, weights, first, inverse, R_arr, N, K, T, float(r0.mean()))
+    return _Types(u_r0, u_vp, weights, first, inverse, R_arr, N, K, T, float(r0.mean()), inclusion)
 
 
 def _initial_phi(types: _Types, phi_init: ArrayLike | None) -> FloatArray:
@@ -691,6 +696,7 @@ class _ClientResponses:
             engine=self.engine,
             corners_solved=corners_solved,
             threads=o.threads,
+            inclusion=t.inclusion,
         )
         assert cand is not None
         return raw, cand
@@ -992,7 +998,7 @@ def _result(
     residual (the projected-gradient first-order condition of its problem on α ∈ [0, 1]),
     α^T = 0 appended, and the regret of pinned clients. ``converged`` also requires every
     KKT residual to be at most ``kkt_tol``."""
-    ev = evaluate(raw.a, types.rho0, types.varphi, phi, types.R, types.N, types.K)
+    ev = evaluate(raw.a, types.rho0, types.varphi, phi, types.R, types.N, types.K, inclusion=types.inclusion)
     kkt = np.abs(np.clip(raw.a + ev.grad, 0.0, 1.0) - raw.a).max(axis=0)
     alpha_u = np.zeros((types.m, types.T + 1))
     alpha_u[:, : types.T] = raw.a.T

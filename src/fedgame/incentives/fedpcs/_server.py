@@ -36,10 +36,8 @@ from fedgame.core.validate import (
 )
 from fedgame.incentives.fedpcs._best_response import cores
 from fedgame.incentives.fedpcs._dynamics import (
-    _INCLUSION,
     Inclusion,
-    inclusion_rule,
-    with_inclusion,
+    _check_inclusion,
     _split_alpha,
     costate,
     inclusion_probability,
@@ -110,7 +108,6 @@ def accuracy_weights(T: int, *, gamma: float = 0.5, sizes: ArrayLike | None = No
     return cast(FloatArray, g * k * scale / (np.arange(T + 1) + 1.0))
 
 
-@with_inclusion
 def server_cost(
     rho: ArrayLike,
     R: ArrayLike,
@@ -120,20 +117,22 @@ def server_cost(
     *,
     gamma: float = 0.5,
     phi: ArrayLike | None = None,
-    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+    inclusion: Inclusion = "privacy",
 ) -> FloatArray:
     """Expected server cost of each round (Eq. 13 with t → t+1, in expectation over the sampler):
     U_t = Σ_i P_i^t [v_i^t / ρ_i^t + (1−γ) R_t ρ_i^t], P_i^t = 1 − (1 − ρ_i^t/(N φ(t)))^K.
 
     ``rho`` (n, T+1); ``v`` broadcastable to it ((T+1,) or (n, T+1)); ``phi`` defaults to
-    the realised average Σ_j ρ_j^t / N (x = ρ/Σρ). Returns (T+1,)."""
+    the realised average Σ_j ρ_j^t / N (x = ρ/Σρ). ``inclusion="uniform"``: P_i^t is the
+    constant 1 − (1 − 1/N)^K of a sampler that ignores ρ. Returns (T+1,)."""
+    inclusion = _check_inclusion(inclusion)
     r = np.atleast_2d(np.asarray(rho, dtype=float))
     T = r.shape[1] - 1
     N, K = check_population(N, K)
     g = check_unit_open("gamma", gamma)
     Rv = as_rounds("R", R, T)
     ph = r.sum(axis=0) / N if phi is None else as_rounds("phi", phi, T, strict=True)
-    P = inclusion_probability(r, ph, N, K)
+    P = inclusion_probability(r, ph, N, K, inclusion=inclusion)
     U: FloatArray = (P * (np.asarray(v, float) / r + (1.0 - g) * Rv * r)).sum(axis=0)
     return U
 
@@ -153,7 +152,6 @@ class AffineResponse:
     P: FloatArray
 
 
-@with_inclusion
 def affine_response(
     alpha: ArrayLike,
     rho: ArrayLike,
@@ -164,7 +162,7 @@ def affine_response(
     K: int,
     *,
     bound_tol: float = 1e-9,
-    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+    inclusion: Inclusion = "privacy",
 ) -> AffineResponse:
     """Lemma 2 coefficients from the current iterate (FedPCS Lemma 2, Appendix D):
 
@@ -175,7 +173,9 @@ def affine_response(
     with Q = P + ρP', M = −2ϕρP − P'(ϕρ² + (1−ϕ)α²) (Theorem 1's M corrected by the factor
     K/(Nφ) that Eqs. 52 and 54 carry) and λ(T+1) = 0. A client whose α^{t−1} sits on a bound
     (within ``bound_tol``) does not react locally: G = 0, H = ρ^t (its true local response is
-    flat). At the iterate G R_t + H reproduces ρ^t exactly."""
+    flat). At the iterate G R_t + H reproduces ρ^t exactly. ``inclusion``: the sampling rule
+    of P, P' (and λ); with ``"uniform"`` P' = 0, so Q = P and M = −2ϕρP."""
+    inclusion = _check_inclusion(inclusion)
     ph = np.asarray(phi, dtype=float)
     T = ph.size - 1
     a_dec, aT, _, _ = _split_alpha(alpha, T)
@@ -186,11 +186,11 @@ def affine_response(
     r = np.asarray(rho, dtype=float).reshape(n, T + 1)
     vp = np.broadcast_to(np.asarray(varphi, dtype=float), (n,))[:, None]
     Rv = np.broadcast_to(np.asarray(R, dtype=float), (T + 1,))
-    P = inclusion_probability(r, ph, N, K)
-    dP = inclusion_probability_derivative(r, ph, N, K)
+    P = inclusion_probability(r, ph, N, K, inclusion=inclusion)
+    dP = inclusion_probability_derivative(r, ph, N, K, inclusion=inclusion)
     Q = P + r * dP
     M = -2.0 * vp * r * P - dP * (vp * r**2 + (1.0 - vp) * a**2)
-    lam = costate(a, r[:, 0], vp[:, 0], ph, Rv, N, K)
+    lam = costate(a, r[:, 0], vp[:, 0], ph, Rv, N, K, inclusion=inclusion)
     lam_next = np.concatenate([lam[:, 1:], np.zeros((n, 1))], axis=1)  # λ(t+1), λ(T+1) = 0
     G = np.zeros((n, T + 1))
     H = r.copy()
@@ -367,7 +367,6 @@ class StackelbergResult:
     evaluations: int = 0
 
 
-@with_inclusion
 def stackelberg_lemma2(
     rho0: ArrayLike,
     varphi: ArrayLike,
@@ -389,7 +388,7 @@ def stackelberg_lemma2(
     n_starts: int = 8,
     rng: np.random.Generator | int | None = None,
     acceleration: Literal["anderson"] | None = "anderson",
-    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+    inclusion: Inclusion = "privacy",
 ) -> StackelbergResult:
     """The paper's Stackelberg solve on the Lemma-2 surrogate (the structure of Algorithm 1):
     R ≡ ``R_init``; repeat {mean-field fixed point given R (:func:`mean_field`); Lemma-2 G, H;
@@ -397,12 +396,14 @@ def stackelberg_lemma2(
     max_t |R_new,t − R_t| ≤ ``tol``·max(1, R_t) or ``max_outer`` iterations. ``v``: accuracy
     weights, (T+1,) or (n, T+1) (see :func:`accuracy_weights`). Each mean-field solve is
     warm-started from the previous one; ``mf_tol``, ``restarts``, ``update``, ``n_starts``,
-    ``rng`` go to :func:`mean_field`.
+    ``rng`` go to :func:`mean_field`, and the sampling rule ``inclusion`` to it, to
+    :func:`affine_response` and to :func:`server_cost`.
 
     Not the default: a client whose α sits on a bound gets G = 0, so once R is small most
     clients stop "reacting" and R = 0 can be a fixed point of this loop although a positive
     reward lowers the true cost (docs/fedpcs.md, 'The accuracy scale κ and the server's
     solve'); :func:`stackelberg_true_cost` solves that."""
+    inclusion = _check_inclusion(inclusion)
     r0, vp = as_clients(rho0, varphi)
     T = check_horizon(T)
     N, K = check_population(r0.size, K)
@@ -427,9 +428,18 @@ def stackelberg_lemma2(
     for it in range(1, max_outer + 1):
         inner = MeanFieldSolverOptions(tol=mf_tol, restarts=restarts if verify else "none", update=update, n_starts=n_starts)
         mf = mean_field(
-            r0, vp, R, K, T, options=inner, rng=rng, phi_init=None if mf is None else mf.phi, alpha_init=None if mf is None else mf.alpha
+            r0,
+            vp,
+            R,
+            K,
+            T,
+            options=inner,
+            rng=rng,
+            phi_init=None if mf is None else mf.phi,
+            alpha_init=None if mf is None else mf.alpha,
+            inclusion=inclusion,
         )
-        aff = affine_response(mf.alpha, mf.rho, mf.phi, R, vp, N, K)
+        aff = affine_response(mf.alpha, mf.rho, mf.phi, R, vp, N, K, inclusion=inclusion)
         R_new = R.copy()
         side = np.zeros(T + 1, dtype="<U5")
         for t in range(1, T + 1):
@@ -475,9 +485,9 @@ def stackelberg_lemma2(
         # the last iteration moved R after its mean-field solve: report the clients'
         # equilibrium (and so the cost) under the R returned, not under the previous one
         final = MeanFieldSolverOptions(tol=mf_tol, restarts=restarts, update=update, n_starts=n_starts)
-        mf = mean_field(r0, vp, R, K, T, options=final, rng=rng, phi_init=mf.phi, alpha_init=mf.alpha)
-        aff = affine_response(mf.alpha, mf.rho, mf.phi, R, vp, N, K)
-    cost = server_cost(mf.rho, R, N, K, vv, gamma=gm, phi=mf.phi)
+        mf = mean_field(r0, vp, R, K, T, options=final, rng=rng, phi_init=mf.phi, alpha_init=mf.alpha, inclusion=inclusion)
+        aff = affine_response(mf.alpha, mf.rho, mf.phi, R, vp, N, K, inclusion=inclusion)
+    cost = server_cost(mf.rho, R, N, K, vv, gamma=gm, phi=mf.phi, inclusion=inclusion)
     return StackelbergResult(
         _ro(R), mf, aff.G, aff.H, _ro(cost), res, it, bool(converged and mf.converged), "lemma2", float(cost[1:].sum()), it
     )
@@ -544,7 +554,6 @@ class EquilibriumCost:
     equilibrium: bool
 
 
-@with_inclusion
 def equilibrium_cost(
     R: ArrayLike,
     rho0: ArrayLike,
@@ -560,7 +569,7 @@ def equilibrium_cost(
     restarts: Restarts = "final",
     phi_init: ArrayLike | None = None,
     alpha_init: ArrayLike | None = None,
-    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+    inclusion: Inclusion = "privacy",
 ) -> EquilibriumCost:
     """U_t(R_t, ρ*[R]) for every round: solve the clients' mean field under the whole
     schedule ``R`` (a number or T+1 values ≥ 0; :func:`mean_field`) and price its
@@ -568,7 +577,9 @@ def equilibrium_cost(
     minimises and the one to check its answer with. Without ``phi_init``/``alpha_init``
     the mean field is solved from scratch with the complete multi-start (``restarts``), so
     the value does not depend on any earlier solve; ``rng`` seeds the random starts (an
-    integer keeps the cost a deterministic function of R)."""
+    integer keeps the cost a deterministic function of R). ``inclusion``: the sampling rule
+    the clients face and the server prices with."""
+    inclusion = _check_inclusion(inclusion)
     r0, vp = as_clients(rho0, varphi)
     T = check_horizon(T)
     N, K = check_population(r0.size, K)
@@ -585,8 +596,9 @@ def equilibrium_cost(
         rng=_seed(rng),
         phi_init=phi_init,
         alpha_init=alpha_init,
+        inclusion=inclusion,
     )
-    cost = server_cost(mf.rho, Rv, N, K, vv, gamma=gm, phi=mf.phi)
+    cost = server_cost(mf.rho, Rv, N, K, vv, gamma=gm, phi=mf.phi, inclusion=inclusion)
     return EquilibriumCost(_ro(Rv), _ro(cost), float(cost[1:].sum()), mf, _is_equilibrium(mf))
 
 
@@ -609,7 +621,7 @@ class _Pricing:
     mf_tol: float
     n_starts: int
     seed: int
-    inclusion: str
+    inclusion: Inclusion
 
     def price(
         self, x: FloatArray, start: tuple[FloatArray, FloatArray] | None, threads: int | None = None
@@ -622,19 +634,19 @@ class _Pricing:
         options = MeanFieldSolverOptions(
             tol=self.mf_tol, restarts="final" if start is None else "none", n_starts=self.n_starts, threads=threads
         )
-        with inclusion_rule(cast(Inclusion, self.inclusion)):
-            mf = mean_field(
-                self.r0,
-                self.vp,
-                R,
-                self.K,
-                self.T,
-                options=options,
-                rng=self.seed,
-                phi_init=None if start is None else start[0],
-                alpha_init=None if start is None else start[1],
-            )
-            cost = server_cost(mf.rho, R, self.r0.size, self.K, self.vv, gamma=self.gamma, phi=mf.phi)
+        mf = mean_field(
+            self.r0,
+            self.vp,
+            R,
+            self.K,
+            self.T,
+            options=options,
+            rng=self.seed,
+            phi_init=None if start is None else start[0],
+            alpha_init=None if start is None else start[1],
+            inclusion=self.inclusion,
+        )
+        cost = server_cost(mf.rho, R, self.r0.size, self.K, self.vv, gamma=self.gamma, phi=mf.phi, inclusion=self.inclusion)
         ok = start is not None or _is_equilibrium(mf)
         return (float(cost[1:].sum()) if ok else np.inf), mf
 
@@ -657,7 +669,8 @@ class _TrueCost:
     Independent solves — a gradient's T perturbations, the scan of constant schedules — run
     on ``workers`` processes (forked once per solve, on first use; 1: in this process). Each
     is the same deterministic function of its inputs wherever it runs, so the answer does
-    not depend on ``workers``."""
+    not depend on ``workers``. ``inclusion``: the sampling rule of every solve and price
+    (kept in :attr:`pricing`, which the worker processes receive)."""
 
     def __init__(
         self,
@@ -674,10 +687,11 @@ class _TrueCost:
         R_max: float,
         fd_step: float,
         workers: int = 1,
+        inclusion: Inclusion = "privacy",
     ) -> None:
         self.args = (r0, vp, K, T)
         self.vv, self.gamma, self.mf_tol, self.n_starts, self.seed = (vv, gamma, mf_tol, n_starts, seed)
-        self.pricing = _Pricing(r0, vp, K, T, vv, gamma, mf_tol, n_starts, seed, _INCLUSION.get())
+        self.pricing = _Pricing(r0, vp, K, T, vv, gamma, mf_tol, n_starts, seed, inclusion)
         self.R_max, self.fd_step = R_max, fd_step
         self.memo: dict[bytes, tuple[float, MeanFieldResult]] = {}
         self.evaluations = 0
@@ -860,7 +874,6 @@ def _one_round_checks(
     return x, fx, gain
 
 
-@with_inclusion
 def stackelberg_true_cost(
     rho0: ArrayLike,
     varphi: ArrayLike,
@@ -885,7 +898,7 @@ def stackelberg_true_cost(
     polish_steps: tuple[float, ...] = POLISH_STEPS,
     max_polish: int = 20,
     workers: int | None = None,
-    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+    inclusion: Inclusion = "privacy",
 ) -> StackelbergResult:
     """The server's Stackelberg problem on the true cost (docs/fedpcs.md, 'The accuracy scale
     κ and the server's solve'): minimise J(R) = Σ_{t=1}^T U_t(R_t, ρ*[R]) (the server's cost
@@ -927,7 +940,9 @@ def stackelberg_true_cost(
     ``rng`` seeds the clients' random best-response starts (one seed for every solve, so
     J is a deterministic function of R). ``rho_min``/``rho_max`` only bound the Lemma-2
     start's rewards: the equilibrium budgets stay in [min(ρ^0, φ), max(ρ^0, φ)] ⊂ [ρ_L, ρ_H]
-    by construction (ρ^{t+1} is a convex combination of ρ^t and φ(t), Eq. 20)."""
+    by construction (ρ^{t+1} is a convex combination of ρ^t and φ(t), Eq. 20).
+    ``inclusion``: the sampling rule of every solve, price and the Lemma-2 start."""
+    inclusion = _check_inclusion(inclusion)
     r0, vp = as_clients(rho0, varphi)
     T = check_horizon(T)
     N, K = check_population(r0.size, K)
@@ -959,6 +974,7 @@ def stackelberg_true_cost(
         R_max=Rmax,
         fd_step=fd_step,
         workers=cores() if workers is None else workers,
+        inclusion=inclusion,
     )
     try:
         x0, f0 = _best_start(
@@ -1070,6 +1086,7 @@ def _lemma2_rewards(J: _TrueCost, *, rho_min: float, rho_max: float, max_outer: 
         n_starts=J.n_starts,
         rng=J.seed,
         max_outer=max_outer,
+        inclusion=J.pricing.inclusion,
     )
     x_l: FloatArray = np.clip(np.asarray(st.reward[1:], dtype=float), 0.0, J.R_max)
     return x_l
@@ -1141,8 +1158,8 @@ def _true_cost_result(J: _TrueCost, polished: _Polished) -> StackelbergResult:
     N = r0.size
     f, mf = J.solution(polished.x)
     R = J.schedule(polished.x)
-    cost = server_cost(mf.rho, R, N, K, J.vv, gamma=J.gamma, phi=mf.phi)
-    aff = affine_response(mf.alpha, mf.rho, mf.phi, R, vp, N, K)
+    cost = server_cost(mf.rho, R, N, K, J.vv, gamma=J.gamma, phi=mf.phi, inclusion=J.pricing.inclusion)
+    aff = affine_response(mf.alpha, mf.rho, mf.phi, R, vp, N, K, inclusion=J.pricing.inclusion)
     return StackelbergResult(
         reward=_ro(R),
         mean_field=mf,
@@ -1158,7 +1175,6 @@ def _true_cost_result(J: _TrueCost, polished: _Polished) -> StackelbergResult:
     )
 
 
-@with_inclusion
 def stackelberg(
     rho0: ArrayLike,
     varphi: ArrayLike,
@@ -1182,14 +1198,16 @@ def stackelberg(
     update: Update = "consistent",
     acceleration: Literal["anderson"] | None = "anderson",
     cost_tol: float = 1e-7,
-    inclusion: Inclusion | None = None,  # consumed by @with_inclusion
+    inclusion: Inclusion = "privacy",
 ) -> StackelbergResult:
     """The two-stage Stackelberg equilibrium. ``server_solver="true_cost"`` (default;
     docs/fedpcs.md, 'The accuracy scale κ and the server's solve'):
     :func:`stackelberg_true_cost`, rewards minimising the true expected server cost
     at the clients' mean-field equilibrium (``cost_tol``). ``"lemma2"``: the paper's outer
     loop on the Lemma-2 surrogate, :func:`stackelberg_lemma2` (``R_init``, ``beta_R``,
-    ``tol``, ``max_outer``, ``restarts``, ``update``, ``acceleration``)."""
+    ``tol``, ``max_outer``, ``restarts``, ``update``, ``acceleration``). Either solver gets
+    the sampling rule ``inclusion``."""
+    inclusion = _check_inclusion(inclusion)
     if server_solver == "true_cost":
         return stackelberg_true_cost(
             rho0,
@@ -1205,6 +1223,7 @@ def stackelberg(
             n_starts=n_starts,
             rng=rng,
             cost_tol=cost_tol,
+            inclusion=inclusion,
         )
     if server_solver == "lemma2":
         return stackelberg_lemma2(
@@ -1227,5 +1246,6 @@ def stackelberg(
             n_starts=n_starts,
             rng=rng,
             acceleration=acceleration,
+            inclusion=inclusion,
         )
     raise ValueError(f"server_solver: must be 'true_cost' or 'lemma2', got {server_solver!r}")

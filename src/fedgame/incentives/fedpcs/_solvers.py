@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import minimize
 
-from fedgame.incentives.fedpcs._dynamics import Evaluation, Workspace, evaluate
+from fedgame.incentives.fedpcs._dynamics import Evaluation, Inclusion, Workspace, evaluate
 
 __all__ = ["damped_sweep", "lbfgsb", "newton"]
 
@@ -117,6 +117,7 @@ def newton(
     *,
     tol: float = 1e-11,
     max_iter: int = 200,
+    inclusion: Inclusion = "privacy",
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Projected Newton from ``a0`` (T, m) for m problems. Returns (α, U, kkt residual).
 
@@ -125,7 +126,8 @@ def newton(
     curvature, the others by the Newton step of the reduced problem, capped so that no
     variable moves by more than 1; Armijo backtracking along the projection arc. When U can
     no longer resolve the decrease (rounding), a full step is accepted if it lowers the KKT
-    residual. A problem stops when r_KKT ≤ ``tol`` or when no step is accepted."""
+    residual. A problem stops when r_KKT ≤ ``tol`` or when no step is accepted. ``inclusion``:
+    the sampling rule of P (:data:`~._dynamics.Inclusion`), handed to every evaluation."""
     a = np.array(a0, dtype=float, copy=True)
     T, m = a.shape
     U = np.full(m, -np.inf)
@@ -135,7 +137,7 @@ def newton(
     A = a.copy()
     r0, vp = rho0, varphi
     for _ in range(max_iter + 1):
-        ev = evaluate(A, r0, vp, phi, R, N, K, second=True, ws=ws_main)
+        ev = evaluate(A, r0, vp, phi, R, N, K, second=True, ws=ws_main, inclusion=inclusion)
         U[act] = ev.U
         r = _kkt(A, ev.grad)
         kkt[act] = r
@@ -172,7 +174,7 @@ def newton(
             As = A[:, searching] if searching.size < act.size else A
             ds = d[:, searching] if searching.size < act.size else d
             trial = np.clip(As + s[searching] * ds, 0.0, 1.0)
-            Jt = -evaluate(trial, r0[searching], vp[searching], phi, R, N, K, need_grad=False, ws=ws_ls).U
+            Jt = -evaluate(trial, r0[searching], vp[searching], phi, R, N, K, need_grad=False, ws=ws_ls, inclusion=inclusion).U
             dec = J0[searching] - Jt
             bnd = np.where(bound[:, searching], gJ[:, searching] * (As - trial), 0.0).sum(0)
             req = _ARMIJO * (s[searching] * predF[searching] + bnd)
@@ -183,7 +185,7 @@ def newton(
                 floor = ~ok & (req <= 1e3 * noise[searching]) & (dec >= -noise[searching])
                 if floor.any():
                     fl = searching[floor]
-                    evt = evaluate(trial[:, floor], r0[fl], vp[fl], phi, R, N, K, ws=ws_ls)
+                    evt = evaluate(trial[:, floor], r0[fl], vp[fl], phi, R, N, K, ws=ws_ls, inclusion=inclusion)
                     ok[floor] = _kkt(trial[:, floor], evt.grad) < r[fl]
             idx = searching[ok]
             A[:, idx] = trial[:, ok]
@@ -195,14 +197,14 @@ def newton(
             keep = accepted
             a[:, act] = A
             stop = act[~keep]
-            evd = evaluate(a[:, stop], rho0[stop], varphi[stop], phi, R, N, K)
+            evd = evaluate(a[:, stop], rho0[stop], varphi[stop], phi, R, N, K, inclusion=inclusion)
             U[stop] = evd.U
             kkt[stop] = _kkt(a[:, stop], evd.grad)
             act, r0, vp, A = act[keep], r0[keep], vp[keep], A[:, keep]
             if act.size == 0:
                 break
     a[:, act] = A
-    ev = evaluate(A, r0, vp, phi, R, N, K)
+    ev = evaluate(A, r0, vp, phi, R, N, K, inclusion=inclusion)
     U[act] = ev.U
     kkt[act] = _kkt(A, ev.grad)
     return a, U, kkt
@@ -221,12 +223,14 @@ def damped_sweep(
     iters: int = 2000,
     tol: float = 1e-10,
     stall_window: int | None = 250,
+    inclusion: Inclusion = "privacy",
 ) -> FloatArray:
     """α ← (1−ω)α + ω clip(λ(t+1)(ρ^t − φ(t)) / (2(1−ϕ)P^t), 0, 1) (projected Eq. 21),
     at most ``iters`` sweeps; a problem stops once max_t |Δα| ≤ ``tol`` (its result only
     seeds a Newton / L-BFGS-B solve, so it need not be polished). With ``stall_window`` = w
     a problem also stops, after 2w sweeps, when its step has not halved over the last w
-    sweeps (a cycling sweep: any point of the cycle is as good a seed)."""
+    sweeps (a cycling sweep: any point of the cycle is as good a seed). ``inclusion``: the
+    sampling rule of P."""
     a = np.array(a0, dtype=float, copy=True)
     T, m = a.shape
     act = np.arange(m)
@@ -238,7 +242,7 @@ def damped_sweep(
     ref = np.full(m, np.inf)  # step size w sweeps ago (checked every w sweeps)
     for it in range(iters):
         mm = A.shape[1]
-        ev = evaluate(A, r0, vp, phi, R, N, K, costate_only=True, ws=ws)
+        ev = evaluate(A, r0, vp, phi, R, N, K, costate_only=True, ws=ws, inclusion=inclusion)
         new = ws.get("new", T, mm)
         den = ws.get("den", T, mm)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -270,10 +274,20 @@ def damped_sweep(
 
 
 def lbfgsb(
-    a0: FloatArray, rho0: FloatArray, varphi: FloatArray, phi: FloatArray, R: FloatArray, N: int, K: int, *, chunk: int = 1
+    a0: FloatArray,
+    rho0: FloatArray,
+    varphi: FloatArray,
+    phi: FloatArray,
+    R: FloatArray,
+    N: int,
+    K: int,
+    *,
+    chunk: int = 1,
+    inclusion: Inclusion = "privacy",
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """L-BFGS-B (adjoint gradient, bounds [0, 1], ftol 1e-15, gtol 1e-10, maxiter 10000) on
-    the summed objective −Σ U of ``chunk`` problems at a time."""
+    the summed objective −Σ U of ``chunk`` problems at a time, under the sampling rule
+    ``inclusion``."""
     a = np.array(a0, dtype=float, copy=True)
     T, m = a.shape
     for lo in range(0, m, max(1, chunk)):
@@ -282,7 +296,7 @@ def lbfgsb(
         mc = r0.size
 
         def fun(z: FloatArray, r0: FloatArray = r0, vp: FloatArray = vp, mc: int = mc) -> tuple[float, FloatArray]:
-            ev = evaluate(z.reshape(T, mc), r0, vp, phi, R, N, K)
+            ev = evaluate(z.reshape(T, mc), r0, vp, phi, R, N, K, inclusion=inclusion)
             return -float(ev.U.sum()), -ev.grad.ravel()
 
         res = minimize(
@@ -294,5 +308,5 @@ def lbfgsb(
             options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10000},
         )
         a[:, sl] = np.clip(res.x.reshape(T, mc), 0.0, 1.0)
-    ev = evaluate(a, rho0, varphi, phi, R, N, K)
+    ev = evaluate(a, rho0, varphi, phi, R, N, K, inclusion=inclusion)
     return a, ev.U, _kkt(a, ev.grad)

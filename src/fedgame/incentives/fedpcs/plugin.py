@@ -42,7 +42,7 @@ from fedgame.core.types import Selection
 from fedgame.incentives.base import INCENTIVES, PlannedIncentive
 from fedgame.incentives.fedpcs._best_response import default_engine
 from fedgame.incentives.fedpcs._budget import adaptive_schedule, linear_budget
-from fedgame.incentives.fedpcs._dynamics import Inclusion, inclusion_rule
+from fedgame.incentives.fedpcs._dynamics import Inclusion
 from fedgame.incentives.fedpcs._mean_field import MeanFieldSolverOptions, mean_field
 from fedgame.incentives.fedpcs._server import accuracy_weights, affine_response, server_cost, stackelberg
 from fedgame.incentives.fedpcs._welfare import social_optimum, social_welfare_per_round
@@ -217,8 +217,7 @@ def _solve(game: FedPCSGame) -> FedPCSPlan:
         # true-cost equilibrium, ρ_t* kept in [ρ_L, ρ_H], then the clients' equilibrium under
         # the new rewards (K enters P through the nominal K).
         budget = linear_budget(T, *game.budget)
-        with inclusion_rule(game.inclusion):
-            aff = affine_response(mf.alpha, mf.rho, mf.phi, R, varphi, N, K)
+        aff = affine_response(mf.alpha, mf.rho, mf.phi, R, varphi, N, K, inclusion=game.inclusion)
         sched = adaptive_schedule(aff.G, aff.H, aff.P, v, game.gamma, budget, R_max=game.R_max, rho_max=game.rho_max, rho_min=game.rho_min)
         R = np.asarray(sched.reward)
         Ks = np.asarray(sched.K, dtype=np.int64)
