@@ -42,7 +42,7 @@ import torch  # noqa: E402
 #: about 125 s, the engine about 110 s.
 SLOWEST_FIRST: tuple[str, ...] = (
     "tests/deploy/test_flower_deployment.py",
-    "tests/deploy/test_flower_silo.py",  # loopback SuperNodes: mostly waiting, about 2.5 min
+    "tests/deploy/test_flower_silo.py",  # loopback SuperNodes (a kill, a resume, PHS): mostly waiting, about 3-4 min
     "tests/contracts/test_selection_contract.py",
     "tests/docs/test_your_data.py",  # three worked examples trained, seven validate processes
     "tests/sim/test_updates.py",

@@ -18,7 +18,10 @@ In this process, over a grid that calls the real ClientApp (fast):
 Over loopback, with real ``flower-superlink`` / ``flower-supernode`` processes (slow): FedPCS on
 three SuperNodes each started with its own folder of CSV files, the ServerApp run from a folder
 that holds none of them and, by an audit hook in every process, never opening a file under
-them; and a SuperNode whose data-dir is missing stops the run with one line naming it.
+them; its ServerApp process killed after round 0, a SuperNode restarted (a new node id) and the
+run resumed to the numbers of a run that never stopped; then PHS with per-client budgets and
+loss probes on the same SuperNodes, to the end; and a SuperNode whose data-dir is missing stops
+the run with one line naming it.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import signal
 import subprocess
 import time
 import textwrap
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +141,35 @@ def fedpcs(**data: Any) -> dict[str, Any]:
         "privacy": {"kind": "zcdp_upload", "rho": "game", "clip": 1.0, "mode": "paper_update"},
         "accountant": {"kind": "zcdp", "delta": 1e-5},
         "incentive": {"kind": "fedpcs", "gamma": 0.5, "acc_scale": 10000, "inclusion": "privacy"},
+    }
+
+
+def phs(rounds: int = 2) -> dict[str, Any]:
+    """PHS with per-client budgets ε_k ~ U(0, 1) and power-of-choice on the clients' current
+    losses (PHS Table IV's biased mechanism), smoke-sized."""
+    return {
+        "name": "silo_phs",
+        "seed": 1,
+        "data": CSV_DATA,
+        "model": {"name": "mlp"},
+        "train": {
+            "rounds": rounds,
+            "clients_per_round": 2,
+            "threads": 1,
+            "workers": 1,
+            "local": {"epochs": None, "steps": 2, "batch_size": 8, "lr": 0.05},
+        },
+        "selection": {"kind": "power_of_choice", "d": None, "losses": "current", "ties": "id", "cap": "planned"},
+        "aggregation": {"kind": "mean"},
+        "privacy": {
+            "kind": "phs",
+            "budgets": {"kind": "uniform", "low": 0, "high": 1},
+            "delta": 1e-5,
+            "max_grad_norm": 1.0,
+            "calibration": "paper",
+            "batch": "poisson",
+        },
+        "accountant": {"kind": "rdp", "delta": 1e-5},
     }
 
 
@@ -322,31 +354,7 @@ def test_phs_budgets_loss_probes_and_histograms_are_asked_of_the_silos(tmp_path:
     Table IV's biased mechanism), then Fed-CBS on their label histograms: each loss and
     histogram the server used came from a silo's answer, listed in queries.jsonl."""
     silos = write_csv_silos(tmp_path / "silos")
-    phs = {
-        "name": "silo_phs",
-        "seed": 1,
-        "data": CSV_DATA,
-        "model": {"name": "mlp"},
-        "train": {
-            "rounds": 2,
-            "clients_per_round": 2,
-            "threads": 1,
-            "workers": 1,
-            "local": {"epochs": None, "steps": 2, "batch_size": 8, "lr": 0.05},
-        },
-        "selection": {"kind": "power_of_choice", "d": None, "losses": "current", "ties": "id", "cap": "planned"},
-        "aggregation": {"kind": "mean"},
-        "privacy": {
-            "kind": "phs",
-            "budgets": {"kind": "uniform", "low": 0, "high": 1},
-            "delta": 1e-5,
-            "max_grad_norm": 1.0,
-            "calibration": "paper",
-            "batch": "poisson",
-        },
-        "accountant": {"kind": "rdp", "delta": 1e-5},
-    }
-    summary, out, _, _ = run_silo(tmp_path, phs, [s["dir"] for s in silos])
+    summary, out, _, _ = run_silo(tmp_path, phs(), [s["dir"] for s in silos])
     entries = _queries(out)
     assert (out / "phs.json").exists() and len(json.loads((out / "phs.json").read_text())["eps"]) == 3
     for t in range(2):
@@ -482,22 +490,30 @@ sys.addaudithook(_hook)
 '''
 
 
-def _loopback(
-    tmp_path: Path, raw: dict[str, Any], dirs: list[Path], *extra: str, interrupt: bool = False
-) -> tuple[subprocess.CompletedProcess[str], Path, Path, str]:
-    """Write the silo app, start a SuperLink and one SuperNode per folder (``data-dir``) from
-    a working folder outside the silos, every process auditing opens under the silos' root;
-    ``flwr run``. With ``interrupt``: once round 0's checkpoint is written, SIGKILL the
-    ServerApp's process (and ``flwr run``), restart SuperNode 0 (a new Flower node id), and
-    ``flwr run`` again with ``resume=true``. (last flwr run, results folder, audit folder,
-    superlink log)."""
-    recipe = tmp_path / "recipe.yaml"
+def _silo_app(tmp_path: Path, raw: dict[str, Any], *extra: str) -> tuple[Path, Path]:
+    """``fedgame flower app RECIPE --silo`` for ``raw`` under ``tmp_path/<name>``: (app, results)."""
+    recipe = tmp_path / f"{raw['name']}.yaml"
     recipe.write_text(yaml.safe_dump(raw))
-    app_dir, out = tmp_path / "app", tmp_path / "results"
+    app_dir, out = tmp_path / raw["name"] / "app", tmp_path / raw["name"] / "results"
     r = CliRunner().invoke(
         cli, ["flower", "app", str(recipe), str(app_dir), "--silo", "--out", str(out), "--register-timeout", "120", *extra]
     )
     assert r.exit_code == 0, r.output
+    return app_dir, out
+
+
+def _loopback(
+    tmp_path: Path, raw: dict[str, Any], dirs: list[Path], *extra: str, interrupt: bool = False, then: Sequence[dict[str, Any]] = ()
+) -> tuple[subprocess.CompletedProcess[str], Path, Path, str, list[tuple[subprocess.CompletedProcess[str], Path]]]:
+    """Write the silo app, start a SuperLink and one SuperNode per folder (``data-dir``) from
+    a working folder outside the silos, every process auditing opens under the silos' root;
+    ``flwr run``. With ``interrupt``: once round 0's checkpoint is written, SIGKILL the
+    ServerApp's process (and ``flwr run``), restart SuperNode 0 (a new Flower node id), and
+    ``flwr run`` again with ``resume=true``. Then the apps of the recipes ``then``, one after
+    the other, on the same federation. (last flwr run, results folder, audit folder, superlink
+    log, [(flwr run, results folder) of each of ``then``])."""
+    app_dir, out = _silo_app(tmp_path, raw, *extra)
+    apps = [_silo_app(tmp_path, r, *extra) for r in then]
     audit = tmp_path / "audit"
     audit.mkdir()
     plugin = tmp_path / "silo_audit.py"
@@ -505,7 +521,6 @@ def _loopback(
     work = tmp_path / "server-cwd"
     work.mkdir()
     env = {"FEDGAME_PLUGINS": str(plugin), "SILO_AUDIT_ROOT": str((tmp_path / "silos").resolve()), "SILO_AUDIT_OUT": str(audit)}
-    run = None
     with LoopbackFederation(
         tmp_path / "flwr-home", nodes=len(dirs), env=env, cwd=work, node_configs=[silo_node_config(d) for d in dirs]
     ) as fed:
@@ -524,8 +539,9 @@ def _loopback(
         else:
             extra_run = ()
         run = fed.run(app_dir, timeout=RUN_TIMEOUT, extra=extra_run)
+        more = [(fed.run(a, timeout=RUN_TIMEOUT), o) for a, o in apps]
         log = fed.log_text("superlink")
-    return run, out, audit, log
+    return run, out, audit, log, more
 
 
 @needs_flower
@@ -535,7 +551,7 @@ def test_fedpcs_on_three_silo_supernodes_over_loopback(tmp_path: Path) -> None:
     SuperNode 0 restarted (a new node id), the run resumed: it ends with the numbers of the same
     run in this process that never stopped, client i on silo i's files throughout."""
     silos = write_csv_silos(tmp_path / "silos")
-    run, out, audit, log = _loopback(tmp_path, fedpcs(), [s["dir"] for s in silos], interrupt=True)
+    run, out, audit, log, [(phs_run, phs_out)] = _loopback(tmp_path, fedpcs(), [s["dir"] for s in silos], interrupt=True, then=[phs(1)])
     assert run.returncode == 0 and (out / "summary.json").exists(), f"{run.stdout}\n{log[-4000:]}"
     sessions = json.loads((out / "sessions.json").read_text())
     assert [s["from_round"] for s in sessions] == [0, 1]  # killed after round 0, resumed at round 1
@@ -576,6 +592,17 @@ def test_fedpcs_on_three_silo_supernodes_over_loopback(tmp_path: Path) -> None:
     assert opened and set(opened) == {"flwr-clientapp"}, opened
     assert "train.csv" in opened["flwr-clientapp"]
 
+    # then PHS on the same SuperNodes: per-client budgets, loss probes of every silo, to the end,
+    # with the numbers of the same clients' run in this process
+    assert phs_run.returncode == 0 and (phs_out / "summary.json").exists(), f"{phs_run.stdout}\n{log[-4000:]}"
+    phs_entries = _queries(phs_out)
+    order = [folder[e["answer"]["fingerprint"]]["dir"] for e in phs_entries if e["query"] == "register"]
+    assert len(json.loads((phs_out / "phs.json").read_text())["eps"]) == 3 and len(order) == 3
+    assert sorted(e["client"] for e in phs_entries if e["query"] == "losses") == [0, 1, 2]
+    ref, ref_out, _, _ = run_silo(tmp_path / "phs-here", phs(1), order)
+    assert _untimed(_rows(phs_out / "metrics.csv")) == _untimed(_rows(ref_out / "metrics.csv"))
+    assert json.loads((phs_out / "summary.json").read_text())["epsilon_per_client"] == ref["epsilon_per_client"]
+
 
 @needs_flower
 @pytest.mark.slow
@@ -583,7 +610,7 @@ def test_a_supernode_without_its_data_dir_stops_the_run_in_one_line(tmp_path: Pa
     silos = write_csv_silos(tmp_path / "silos")
     dirs = [s["dir"] for s in silos]
     dirs[2] = tmp_path / "silos" / "silo-gone"
-    run, out, _, log = _loopback(tmp_path, fedpcs(), dirs)
+    run, out, _, log, _ = _loopback(tmp_path, fedpcs(), dirs)
     error = (out / "error.txt").read_text()
     assert error.count("\n") == 1 and error.startswith("SiloRefused: silo nodes: node "), error
     assert f"data-dir '{dirs[2]}' does not exist" in error
