@@ -57,7 +57,7 @@ def test_page_lists_cells_quotes_the_pages_orderings_and_names_missing_cells(tmp
     assert "Fed-CBS (τ = 0.2, IID)" in page and "DELTA (τ = 0.2, IID)" in page
     assert "| 30 | Privacy-aware | 50.00 ± 1.00 (0 1) | 54.80 | -4.80 | 0.210 |" in page
     assert "| 30 | P | U | +29.75 |" in page and "two standard errors" not in page
-    assert "Our Random ends -14.69 to -14.69 points from the paper's." in page
+    assert "Our Random ends -14.69 points from the paper's (its one cell)." in page
 
 
 def test_cli_writes_the_page_and_refuses_an_empty_folder(tmp_path: Path) -> None:

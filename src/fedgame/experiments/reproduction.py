@@ -97,12 +97,10 @@ def _table2_section(path: Path) -> list[str]:
         for k in (0, 1)
     ]
     rnd = [r for r in rows if r["method"] == "Random"]
-    vs_paper = (
-        f"Our Random ends {min(_f(r['ours_minus_paper']) for r in rnd):+.2f} to {max(_f(r['ours_minus_paper']) for r in rnd):+.2f} "
-        "points from the paper's. "
-        if rnd
-        else ""
-    )
+    gaps = sorted(_f(r["ours_minus_paper"]) for r in rnd)
+    span = "" if not gaps else f"{gaps[0]:+.2f}" if len(gaps) == 1 else f"{gaps[0]:+.2f} to {gaps[-1]:+.2f}"
+    cells = "its one cell" if len(gaps) == 1 else f"its {len(gaps)} cells"
+    vs_paper = f"Our Random ends {span} points from the paper's ({cells}). " if gaps else ""
     out += [
         "",
         "**Why ours differ.** "
