@@ -1224,8 +1224,12 @@ def bench_speed(quick: bool) -> dict[str, object]:
 
     * ``conv_peak_fraction``: McMahan CNN training FLOP/s with every core busy (``workers`` =
       cores, an IID round of K = 10 equal clients, samples/s × FlopCounterMode's training FLOP
-      per sample) ÷ (conv2's forward FLOP/s at batch 256 on one thread × cores). Target ≥ 0.8.
+      per sample) ÷ (conv2's forward FLOP/s at batch 256 on one thread × cores). Target ≥ 0.6
+      (issue 45; issue 17 asked 0.8).
     * ``bf16_speedup``: the same throughput in bf16 ÷ fp32. Target ≥ 1.5.
+    * ``host_targets``: the targets relative to this host (:func:`host_targets`: fp32 and bf16
+      against conv2's rate in the same precision, the game's solve, the bf16 run with its plan
+      cached), each with the CPU model, torch's capability and the bf16 matrix units.
     * ``workers_round_speedup``: a FedAvg round (N = 100 Dirichlet(0.5), K = 10, 1 epoch) with
       ``workers`` = cores ÷ the same round on the sequential path with all cores as threads, as
       before the pool (contiguous layout). Target ≥ 1.6. Rounds timed in turns.
@@ -1282,7 +1286,7 @@ def bench_speed(quick: bool) -> dict[str, object]:
         f"{bf_text}; conv2 alone on one thread {peak['best_flops'] / 1e9:.1f} GFLOP/s"
     )
     speed_up = f"{out['bf16_speedup']:.3f}" if out["bf16_speedup"] is not None else "n/a"
-    print(f"  conv_peak_fraction {frac:.3f} (target >= 0.8); bf16_speedup {speed_up} (target >= 1.5 where bf16 is native)")
+    print(f"  conv_peak_fraction {frac:.3f} (target >= 0.6); bf16_speedup {speed_up} (target >= 1.5 where bf16 is native)")
     save(speed_name(), out)
 
     # (3) a FedAvg round: workers = cores vs the sequential path (cores as threads, contiguous)
@@ -1310,6 +1314,8 @@ def bench_speed(quick: bool) -> dict[str, object]:
     # (6) one FedPCS run at the paper's budget, projected from 3 timed rounds
     out.update(_paper_budget_runs(cores, quick))
     out["paper_budget_bounds"] = _paper_budget_bounds(out)
+    out["host_targets"] = host_targets(out)
+    _print_host_targets(out["host_targets"])
     out["speed_measured"] = {"keys": "every key of this run", "date": time.strftime("%Y-%m-%d %H:%M"), "code": _code(), "cpu": _cpu()}
     save(speed_name(), out)
     torch.set_num_threads(threads0)
@@ -1391,6 +1397,88 @@ def _paper_budget_runs(cores: int, quick: bool) -> dict[str, object]:
 
 
 PAPER_BUDGET_TARGETS_S = {"fp32": 480.0, "bf16": 300.0}
+
+
+def cpu_matrix_kind() -> str:
+    """What this CPU's bf16 convolutions run on: ``"amx"`` (Intel AMX tiles), ``"avx512_bf16"``
+    (AVX-512 BF16 dot products), else ``"none"`` (no native bf16: fedgame refuses bf16 there);
+    read from ``/proc/cpuinfo``'s flags, beside torch's CPU capability."""
+    try:
+        flags = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")), "").split()
+    except OSError:
+        flags = []
+    if "amx_bf16" in flags:
+        return "amx"
+    return "avx512_bf16" if "avx512_bf16" in flags else "none"
+
+
+def host_targets(out: dict[str, Any]) -> dict[str, dict[str, object]]:
+    """The speed targets relative to this host (issue 45), each ``{value, target, met}`` with
+    the absolute figure it comes from, or ``{value: None, why}`` where it does not apply:
+
+    * ``conv_peak_fraction`` (fp32 training FLOP/s ÷ conv2's best one-thread fp32 rate × cores) ≥ 0.6;
+    * ``bf16_over_conv_peak`` (bf16 training FLOP/s ÷ conv2's one-thread bf16 rate × cores) ≥ 0.25
+      where bf16 convolutions run on AMX tiles (their peak is far above what a whole training
+      step can use), ≥ 0.5 where they run on AVX-512 BF16; not applicable without native bf16;
+    * ``paper_budget_game_s`` (the paper-budget FedPCS game from an empty cache) ≤ 75 s on every host;
+    * ``paper_budget_fedpcs_run_bf16_s`` with the plan cached (a grid's later runs: the build and
+      the rounds, not the solve) ≤ 300 s on any AVX-512 host."""
+    kind = cpu_matrix_kind()
+    cap = torch.backends.cpu.get_cpu_capability()
+    flop = float(out.get("train_flop_per_sample", 0.0))
+    conv2 = out.get("conv2_one_thread") or {}
+    sps = out.get("throughput_samples_per_s") or {}
+    cores = int(out.get("cores", 1))
+    t: dict[str, dict[str, object]] = {}
+    if "fp32" in sps and conv2:
+        v = sps["fp32"] * flop / (conv2["best_flops"] * cores)
+        t["conv_peak_fraction"] = {"value": v, "target": 0.6, "met": v >= 0.6, "per_core_gflops": sps["fp32"] * flop / cores / 1e9}
+    if "bf16" in sps and conv2.get("bf16_flops"):
+        v = sps["bf16"] * flop / (conv2["bf16_flops"] * cores)
+        target = 0.25 if kind == "amx" else 0.5
+        t["bf16_over_conv_peak"] = {
+            "value": v,
+            "target": target,
+            "met": v >= target,
+            "per_core_gflops": sps["bf16"] * flop / cores / 1e9,
+            "conv2_bf16_one_thread_gflops": conv2["bf16_flops"] / 1e9,
+        }
+    else:
+        t["bf16_over_conv_peak"] = {"value": None, "why": "bf16 refused on this host (no AVX-512 BF16, no AMX)"}
+    detail = out.get("paper_budget_fedpcs_run_detail")
+    if isinstance(detail, dict) and "game_solve_s" in detail:
+        g = float(detail["game_solve_s"])
+        t["paper_budget_game_s"] = {"value": g, "target": 75.0, "met": g <= 75.0, "evaluations": detail.get("game_evaluations")}
+    bf = out.get("paper_budget_fedpcs_run_bf16_detail")
+    if isinstance(bf, dict) and "round_s" in bf:
+        cached = float(out["paper_budget_fedpcs_run_bf16_s"]) - float(bf["game_solve_s"])  # type: ignore[arg-type]  # a float this run wrote
+        avx512 = cap.startswith("AVX512")
+        t["paper_budget_fedpcs_run_bf16_cached_s"] = (
+            {"value": cached, "target": 300.0, "met": cached <= 300.0}
+            if avx512
+            else {"value": cached, "why": f"the 300 s target is for AVX-512 hosts; this one is {cap}"}
+        )
+    for v in t.values():
+        v["cpu"] = _cpu()
+        v["cpu_capability"] = cap
+        v["bf16_matrix_units"] = kind
+    return t
+
+
+def _print_host_targets(targets: dict[str, dict[str, object]]) -> None:
+    """One line per host-relative target: value, target, met (or why it does not apply)."""
+    for name, v in targets.items():
+        if v.get("value") is None or "target" not in v:
+            val = "n/a" if v.get("value") is None else f"{v['value']:.3f}"
+            print(f"  {name} {val}: {v.get('why')}")
+        else:
+            print(
+                f"  {name} {v['value']:.3f} (target {'<=' if name.endswith('_s') else '>='} {v['target']}): {'met' if v['met'] else 'NOT met'}"
+            )
+    first = next(iter(targets.values()), {})
+    print(
+        f"  on {first.get('cpu')}, torch CPU capability {first.get('cpu_capability')}, bf16 matrix units: {first.get('bf16_matrix_units')}"
+    )
 
 
 def _paper_budget_bounds(out: dict[str, Any]) -> dict[str, object]:
