@@ -14,6 +14,7 @@
 #
 # Under attack every rule runs (AGGREGATORS); without attack only ours and FedAvg, the paper's
 # reference curve (NOATTACK, e.g. NOATTACK=leave_one_out,fedavg,krum,median,trimmed_mean for all).
+# FIRST_SEED=3 SEEDS=2 adds seeds 3 and 4 beside the committed 0-2 (each run folder is seed_<k>).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
@@ -29,7 +30,7 @@ tag="$(basename "$recipe" .yaml)"; [ "$tag" = fig3 ] && tag="" || tag="_$tag"
 out="runs/jdp_fig3${tag}_${budget}"
 for attack in dirty_label none; do
   if [ "$attack" = none ]; then aggs="${NOATTACK:-leave_one_out,fedavg}"; else aggs="${AGGREGATORS:-leave_one_out,fedavg,krum,median,trimmed_mean}"; fi
-  .venv/bin/fedgame compare "$recipe" --seeds "${SEEDS:-3}" --out "$out" "${sets[@]}" \
+  .venv/bin/fedgame compare "$recipe" --seeds "${SEEDS:-3}" --set "seed=${FIRST_SEED:-0}" --out "$out" "${sets[@]}" \
     --grid "jdp.attack.kind=$attack" --grid "privacy.epsilon=$eps" --grid "jdp.aggregator=$aggs" --no-report
 done
 dest="results/jdp_fig3${tag}_${budget}"

@@ -12,6 +12,7 @@
 #   EPS=mixture bash scripts/phs_fig5.sh       # budgets eps_k ~ 0.3 N(0.5, 0.04) + 0.7 N(10, 1), the
 #                                              # paper's setting for Figs. 4-5 (§5.3); default: the
 #                                              # recipes' U(0, 1) of Tables III-IV
+# FIRST_SEED=3 SEEDS=2 adds seeds 3 and 4 beside the committed 0-2 (each run folder is seed_<k>).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
@@ -28,7 +29,7 @@ sets+=(--set data.partition.s=30)
 out="runs/phs_fig5_${tag}"
 methods="${METHODS:-fmnist unbiased biased}"
 recipes=(); for m in $methods; do recipes+=("recipes/phs/$m.yaml"); done
-.venv/bin/fedgame compare "${recipes[@]}" --seeds "${SEEDS:-3}" --out "$out" \
+.venv/bin/fedgame compare "${recipes[@]}" --seeds "${SEEDS:-3}" --set "seed=${FIRST_SEED:-0}" --out "$out" \
   "${sets[@]}" --grid train.local.batch_size=32,64,128,256 --no-report
 dest="results/phs_fig5_${tag}"
 .venv/bin/fedgame export "$out" "$dest/runs"

@@ -10,6 +10,7 @@
 #                                              #   30 rounds, everything else as the recipes
 #   BUDGET=paper bash scripts/phs_table4.sh    # the recipes' 100 rounds x 5 local steps
 #   DATASET=mnist bash scripts/phs_table4.sh   # Table III (results/phs_table3_<budget>)
+# FIRST_SEED=3 SEEDS=2 adds seeds 3 and 4 beside the committed 0-2 (each run folder is seed_<k>).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
@@ -24,7 +25,7 @@ sets+=(--set "data.dataset=$dataset")
 out="runs/phs_${table}_${budget}"
 methods="${METHODS:-fmnist unbiased biased}"
 recipes=(); for m in $methods; do recipes+=("recipes/phs/$m.yaml"); done
-.venv/bin/fedgame compare "${recipes[@]}" --seeds "${SEEDS:-3}" --out "$out" \
+.venv/bin/fedgame compare "${recipes[@]}" --seeds "${SEEDS:-3}" --set "seed=${FIRST_SEED:-0}" --out "$out" \
   "${sets[@]}" --grid data.partition.s=100,70,30,0 --no-report
 dest="results/phs_${table}_${budget}"
 .venv/bin/fedgame export "$out" "$dest/runs"
