@@ -27,11 +27,26 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-__all__ = ["ENV_VAR", "ENTRY_POINT_GROUP", "PluginError", "BuildContext", "load_plugins", "loaded_plugins"]
+if TYPE_CHECKING:  # annotations only: fedgame.core.seeding imports torch, which loading plug-ins need not
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from fedgame.core.seeding import Streams
+
+__all__ = [
+    "ENV_VAR",
+    "ENTRY_POINT_GROUP",
+    "PluginError",
+    "BuildContext",
+    "FederatedData",
+    "ParticipationBound",
+    "load_plugins",
+    "loaded_plugins",
+]
 
 ENV_VAR = "FEDGAME_PLUGINS"
 ENTRY_POINT_GROUP = "fedgame.plugins"
@@ -44,34 +59,61 @@ class PluginError(ImportError):
     """A plug-in module could not be found or imported (the message names it)."""
 
 
+class FederatedData(Protocol):
+    """What a plug-in may read of the server's federated dataset (``ctx.data``; the pipeline
+    hands it a ``fedgame.data.FederatedDataset``, which core cannot import)."""
+
+    @property
+    def n_clients(self) -> int: ...
+    @property
+    def sizes(self) -> NDArray[np.int64]:
+        """Examples per client, ``(n_clients,)``."""
+        ...
+
+    def label_counts(self) -> NDArray[np.int64]:
+        """``(n_clients, classes)`` examples of each class per client."""
+        ...
+
+
+class ParticipationBound(Protocol):
+    """What a privacy plan may read of the run's selection strategy (``ctx.selection``; the
+    pipeline hands it a ``fedgame.selection.SelectionStrategy``, which core cannot import)."""
+
+    def participation_bound(self) -> NDArray[Any] | None:
+        """The most times each client can be selected over the run when the strategy fixes it
+        before training, else None."""
+        ...
+
+
 @dataclass(frozen=True)
 class BuildContext:
     """What a plug-in's ``from_config(cfg, ctx)`` may use to build itself.
 
     ``run`` is the whole recipe (a ``RunConfig``); ``data`` the federated dataset the server
-    holds (sizes, label counts), or None where the server has no copy; ``rng`` a NumPy generator
-    on the plug-in's own stream (same seed, same draws); ``plan`` the incentive's plan when the
-    recipe has one (FedPCS's ρ schedule, QI-DPFL's participant sets), else None;
+    holds (:class:`FederatedData`: number of clients, sizes, label counts), or None where the
+    server has no copy; ``rng`` a NumPy generator on the plug-in's own stream (same seed, same
+    draws); ``plan`` the incentive's plan when the recipe has one (FedPCS's ρ schedule,
+    QI-DPFL's participant sets), else None;
     ``label_counts`` the clients' label histograms when queried, else None (:meth:`counts`
     falls back to the partition's); ``streams`` the run's seeded streams (a built-in that draws
     before training names its own stream, e.g. PHS's ``schedule``); ``phs`` what the privacy
     plan fixed before training (its ``setup``: PHS's client budgets ε_k, V_k, p^u), else None;
-    ``selection`` the run's
-    selection strategy, for a privacy plan that calibrates to its participation bound; ``dim``
-    the model's number of parameters (for an incentive's plan that prices it).
+    ``selection`` the run's selection strategy, for a privacy plan that calibrates to its
+    participation bound (:class:`ParticipationBound`); ``dim`` the model's number of
+    parameters (for an incentive's plan that prices it).
     """
 
-    run: Any
-    data: Any = None
-    rng: Any = None
-    plan: Any = None
-    label_counts: Any = None
-    streams: Any = None
-    phs: Any = None
-    selection: Any = None
+    run: Any  # the pipeline's RunConfig (pydantic), read field by field; core cannot import the pipeline
+    data: FederatedData | None = None
+    rng: np.random.Generator | None = None
+    plan: Any = None  # whichever incentive's plan (FedPCSPlan, QIDPFLPlan, a plug-in's): no common type in core
+    label_counts: NDArray[np.int64] | None = None
+    streams: Streams | None = None
+    phs: Any = None  # whichever privacy plan's setup (PHS's ClientBudgets, a plug-in's): no common type in core
+    selection: ParticipationBound | None = None
     dim: int | None = None
 
-    def counts(self) -> Any:
+    def counts(self) -> NDArray[np.int64]:
         """The clients' label histograms: as queried, else the server's copy of the partition."""
         if self.label_counts is not None:
             return self.label_counts

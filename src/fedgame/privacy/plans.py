@@ -256,6 +256,8 @@ class LocalDPSGD(ClientPrivacy):
     def from_config(cls, cfg: BaseModel, ctx: BuildContext) -> LocalDPSGD:
         """DP-SGD on every client, calibrated over the rounds a client is assumed to join."""
         c: Any = cfg
+        if ctx.data is None:
+            raise ValueError("privacy.kind: 'dpsgd' calibrates to the clients' data sizes: pass the federated data")
         run, sizes = ctx.run, np.asarray(ctx.data.sizes)
         local = run.train.local
         spr = steps_per_round(sizes, batch_size=local.batch_size, epochs=local.epochs, steps=local.steps)
@@ -387,6 +389,8 @@ class PHSDPSGD(ClientPrivacy):
         """Each client's noise for its budget (``ctx.phs``) over the participation count the
         selection fixed before training (``ctx.selection.participation_bound()``)."""
         c: Any = cfg
+        if ctx.data is None:
+            raise ValueError("privacy.kind: 'phs' calibrates to the clients' data sizes: pass the federated data")
         run, sizes = ctx.run, np.asarray(ctx.data.sizes)
         local = run.train.local
         bound = None if ctx.selection is None else ctx.selection.participation_bound()
@@ -593,6 +597,8 @@ class ZCDPUpload(ClientPrivacy):
         """ρ from the recipe or the game's plan (``ctx.plan``); the update's scale from the local
         learning rate and steps."""
         c: Any = cfg
+        if ctx.data is None:
+            raise ValueError("privacy.kind: 'zcdp_upload' scales to the clients' data sizes: pass the federated data")
         run, sizes = ctx.run, np.asarray(ctx.data.sizes)
         local = run.train.local
         if c.rho == "game":

@@ -108,12 +108,46 @@ class RoundLoop:
     own loop, calling back into ``begin_round``/``finish_round`` and ``commit``."""
 
     model: nn.Module
+    data: "FederatedDataset"
     trainer: LocalTrainer
+    streams: Streams
     eval_every: int
     _test: tuple[torch.Tensor, torch.Tensor]
     evaluator: "Callable[[torch.Tensor], tuple[float, float]] | None" = None
     """Test accuracy and loss of flat parameters; None: :func:`~fedgame.sim.local.evaluate`
     here. A worker pool shares the test batches out (:meth:`~fedgame.sim.pool.WorkerPool.evaluate`)."""
+
+    def _init_loop(
+        self,
+        *,
+        model: nn.Module,
+        data: "FederatedDataset",
+        trainer: LocalTrainer,
+        accountant: "Accountant",
+        streams: Streams,
+        eval_every: int,
+        delta: float,
+    ) -> None:
+        """The set-up every engine shares, called once by each constructor after its own checks:
+        checks ``eval_every``, keeps the arguments, takes the test tensors from ``data``, starts
+        the server's parameters from ``model`` (:func:`~fedgame.sim.local.flat_params`, θ⁰), no
+        client selected yet, no record, round 0 next. Draws nothing at random."""
+        if eval_every < 1:
+            raise ValueError(f"train.eval_every: must be >= 1, got {eval_every}")
+        self.model = model
+        self.data = data
+        self.trainer = trainer
+        self.accountant = accountant
+        self.streams = streams
+        self.eval_every = eval_every
+        self.delta = delta
+        _, _, x_test, y_test = data.as_tensors()
+        self._test = (x_test, y_test)
+        self.params = flat_params(model)
+        self.selected_counts = np.zeros(data.n_clients, dtype=np.int64)
+        self.records = []
+        self.t_next = 0
+        self._rounds = None  # set by run(); the last round is always evaluated
 
     def round(self, t: int) -> dict[str, Any]:
         raise NotImplementedError
@@ -243,21 +277,21 @@ class Engine(RoundLoop):
             raise ValueError(f"on_missing: must be 'continue' or 'fail', got {on_missing!r}")
         if clients_per_round < 1:
             raise ValueError(f"train.clients_per_round: must be >= 1, got {clients_per_round}")
-        if eval_every < 1:
-            raise ValueError(f"train.eval_every: must be >= 1, got {eval_every}")
-        self.model = model
-        self.data = data
-        self.trainer = trainer
+        self._init_loop(
+            model=model,
+            data=data,
+            trainer=trainer,
+            accountant=accountant,
+            streams=streams,
+            eval_every=eval_every,
+            delta=delta,
+        )
         self.selection = selection
         self.privacy = privacy
-        self.accountant = accountant
         self.server_update = server_update
-        self.streams = streams
         self.k = clients_per_round
         self.incentive = incentive or NoIncentive()
-        self.eval_every = eval_every
         self._grad_variance = LOCAL_GRAD_VARIANCE in selection.needs
-        self.delta = delta
         self.sizes = np.asarray(data.sizes)
         self.theta = self.sizes / self.sizes.sum()
         self._parts = [torch.as_tensor(p, dtype=torch.long) for p in data.parts]
@@ -265,14 +299,7 @@ class Engine(RoundLoop):
             trainer=trainer, model=model, parts=self._parts, streams=streams, classes=data.train.classes
         )
         self.on_missing: OnMissing = on_missing
-        x_train, y_train, x_test, y_test = data.as_tensors()
-        self._test = (x_test, y_test)
-        self.params = flat_params(model)
         self.server_state = self.server_update.init(self.params)
-        self.selected_counts = np.zeros(self.sizes.size, dtype=np.int64)
-        self.records: list[dict[str, Any]] = []
-        self.t_next = 0
-        self._rounds: int | None = None  # set by run(); the last round is always evaluated
 
     # -- checkpointing ------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -54,7 +54,7 @@ from fedgame.robust import (
     weighted_average,
 )
 from fedgame.sim.engine import MissingReplies, RoundLoop
-from fedgame.sim.local import LocalTrainer, evaluate, flat_params
+from fedgame.sim.local import LocalTrainer, evaluate
 
 if TYPE_CHECKING:
     from fedgame.data import FederatedDataset
@@ -402,40 +402,35 @@ class JDPEngine(RoundLoop):
             raise ValueError(f"winners: aggregator '{rule.name}' needs m >= 2 winners, got m = {w.size}")
         if len(mechanisms) != w.size:
             raise ValueError(f"mechanisms: one per winner ({w.size}), got {len(mechanisms)}")
-        if eval_every < 1:
-            raise ValueError(f"train.eval_every: must be >= 1, got {eval_every}")
-        self.model, self.data, self.trainer = model, data, trainer
+        # self.params is θ^t, the server's model (θ⁰ before the first round)
+        self._init_loop(
+            model=model,
+            data=data,
+            trainer=trainer,
+            accountant=accountant,
+            streams=streams,
+            eval_every=eval_every,
+            delta=delta,
+        )
         self.winners = w
         self.mechanisms = list(mechanisms)
         self.rule = rule
         self.events = events
-        self.accountant = accountant
-        self.streams = streams
         self.self_weighting = self_weighting
         self.adversary = adversary
-        self.eval_every = eval_every
-        self.delta = delta
         self.sizes = np.asarray(data.sizes)[w].astype(np.float64)
         self._parts = [torch.as_tensor(data.parts[int(i)], dtype=torch.long) for i in w]
-        _, _, x_test, y_test = data.as_tensors()
-        self._test = (x_test, y_test)
         self._val = data.validation_tensors() if rule.personal else None
-        start = flat_params(model)
-        self.params = start  # θ^t, the server's model (θ⁰ before the first round)
         self.clients: JDPClients = clients or InProcessJDPClients(
             trainer=trainer,
             parts=self._parts,
             streams=streams,
             winners=w,
             sizes=self.sizes,
-            start=start,
+            start=self.params,
             self_weighting=self_weighting,
             pool=pool,
         )
-        self.selected_counts = np.zeros(data.n_clients, dtype=np.int64)
-        self.records: list[dict[str, Any]] = []
-        self.t_next = 0
-        self._rounds: int | None = None
 
     @property
     def adversary_position(self) -> int | None:
