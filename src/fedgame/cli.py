@@ -521,7 +521,7 @@ def flower_app_cmd(
     server_data: Annotated[
         Path | None,
         typer.Option(
-            help="--silo: a data folder on the SuperLink's machine, laid out like a node's, whose test split the server evaluates on (default: federated evaluation on the nodes' held-out splits)"
+            help="--silo: a data folder on the SuperLink's machine, laid out like a node's, whose test split the server evaluates on (default: federated evaluation on the nodes' held-out splits) and whose training split holds a JDP-FL personal rule's validation set (data.validation examples; such a recipe needs it)"
         ),
     ] = None,
 ) -> None:

@@ -20,7 +20,8 @@ three SuperNodes each started with its own folder of CSV files, the ServerApp ru
 that holds none of them and, by an audit hook in every process, never opening a file under
 them; its ServerApp process killed after round 0, a SuperNode restarted (a new node id) and the
 run resumed to the numbers of a run that never stopped; then PHS with per-client budgets and
-loss probes on the same SuperNodes, to the end; and a SuperNode whose data-dir is missing stops
+loss probes, and JDP-FL's auction on the nodes' bids (tests/deploy/test_flower_silo_jdp.py's
+checks), on the same SuperNodes, to the end; and a SuperNode whose data-dir is missing stops
 the run with one line naming it.
 """
 
@@ -447,7 +448,7 @@ def test_too_many_nodes_and_the_cli_refuse_what_a_silo_cannot_run(tmp_path: Path
             DeploymentConfig.from_run_config({"recipe": "name: x\n", "out": "/tmp/x", **bad})
     jdp = Path(__file__).resolve().parents[2] / "recipes" / "jdp" / "fmnist.yaml"
     r = CliRunner().invoke(cli, ["flower", "app", str(jdp), str(tmp_path / "app3"), "--silo"])
-    assert r.exit_code != 0 and "jdp: a JDP-FL recipe does not run on silo data yet" in r.output
+    assert r.exit_code != 0 and "server-data: jdp.aggregator 'leave_one_out' scores the groups" in " ".join(r.output.split())
 
 
 # -- over loopback, real Flower processes ----------------------------------------------------
@@ -503,17 +504,22 @@ def _silo_app(tmp_path: Path, raw: dict[str, Any], *extra: str) -> tuple[Path, P
 
 
 def _loopback(
-    tmp_path: Path, raw: dict[str, Any], dirs: list[Path], *extra: str, interrupt: bool = False, then: Sequence[dict[str, Any]] = ()
+    tmp_path: Path,
+    raw: dict[str, Any],
+    dirs: list[Path],
+    *extra: str,
+    interrupt: bool = False,
+    then: Sequence[tuple[dict[str, Any], Sequence[str]]] = (),
 ) -> tuple[subprocess.CompletedProcess[str], Path, Path, str, list[tuple[subprocess.CompletedProcess[str], Path]]]:
     """Write the silo app, start a SuperLink and one SuperNode per folder (``data-dir``) from
     a working folder outside the silos, every process auditing opens under the silos' root;
     ``flwr run``. With ``interrupt``: once round 0's checkpoint is written, SIGKILL the
     ServerApp's process (and ``flwr run``), restart SuperNode 0 (a new Flower node id), and
-    ``flwr run`` again with ``resume=true``. Then the apps of the recipes ``then``, one after
-    the other, on the same federation. (last flwr run, results folder, audit folder, superlink
+    ``flwr run`` again with ``resume=true``. Then the apps of ``then`` ((recipe, ``fedgame flower
+    app`` arguments) pairs), one after the other, on the same federation. (last flwr run, results folder, audit folder, superlink
     log, [(flwr run, results folder) of each of ``then``])."""
     app_dir, out = _silo_app(tmp_path, raw, *extra)
-    apps = [_silo_app(tmp_path, r, *extra) for r in then]
+    apps = [_silo_app(tmp_path, r, *more_args) for r, more_args in then]
     audit = tmp_path / "audit"
     audit.mkdir()
     plugin = tmp_path / "silo_audit.py"
@@ -551,7 +557,13 @@ def test_fedpcs_on_three_silo_supernodes_over_loopback(tmp_path: Path) -> None:
     SuperNode 0 restarted (a new node id), the run resumed: it ends with the numbers of the same
     run in this process that never stopped, client i on silo i's files throughout."""
     silos = write_csv_silos(tmp_path / "silos")
-    run, out, audit, log, [(phs_run, phs_out)] = _loopback(tmp_path, fedpcs(), [s["dir"] for s in silos], interrupt=True, then=[phs(1)])
+    from tests.deploy.test_flower_silo_jdp import check_jdp_loopback, jdp_silo, write_server_data
+
+    server = write_server_data(tmp_path / "server")
+    then = [(phs(1), ()), (jdp_silo(rounds=1), ("--server-data", str(server)))]
+    run, out, audit, log, [(phs_run, phs_out), (jdp_run, jdp_out)] = _loopback(
+        tmp_path, fedpcs(), [s["dir"] for s in silos], interrupt=True, then=then
+    )
     assert run.returncode == 0 and (out / "summary.json").exists(), f"{run.stdout}\n{log[-4000:]}"
     sessions = json.loads((out / "sessions.json").read_text())
     assert [s["from_round"] for s in sessions] == [0, 1]  # killed after round 0, resumed at round 1
@@ -602,6 +614,10 @@ def test_fedpcs_on_three_silo_supernodes_over_loopback(tmp_path: Path) -> None:
     ref, ref_out, _, _ = run_silo(tmp_path / "phs-here", phs(1), order)
     assert _untimed(_rows(phs_out / "metrics.csv")) == _untimed(_rows(ref_out / "metrics.csv"))
     assert json.loads((phs_out / "summary.json").read_text())["epsilon_per_client"] == ref["epsilon_per_client"]
+
+    # then JDP-FL on the same SuperNodes: bids as queries, the validation set from the server's
+    # own folder, to the end, with the numbers of the same clients in this process
+    check_jdp_loopback(tmp_path, jdp_run, jdp_out, log, silos, server)
 
 
 @needs_flower

@@ -13,7 +13,10 @@ histograms builds unchanged. Its training "examples" are a placeholder: ``train.
 zero example broadcast (no memory per example, never materialised), ``train.y`` each client's
 reported labels sorted by class (so ``label_counts()`` is exactly the reported histograms),
 and client ``i`` holds the ``sizes[i]`` consecutive indices after the clients before it. The
-server never trains or evaluates on them: training and evaluation go to the nodes.
+server never trains or evaluates on them: training and evaluation go to the nodes. What the
+server holds of its own (``server-data``) is real: its test set, and, for JDP-FL's personal
+rules, its validation set (:attr:`SiloDataset.server_validation`, drawn from the server's own
+training split: no client's example), which :meth:`SiloDataset.validation_tensors` returns.
 """
 
 from __future__ import annotations
@@ -163,15 +166,19 @@ class SiloDataset(FederatedDataset):
     """The server's federated dataset of a silo federation (module docstring): client ``i`` is
     the node ``reports[i]`` describes; no example of any client is here. ``test`` is the
     server's own test set when it has one, else an empty split of the nodes' shape (evaluation
-    is then federated: each node on its held-out split)."""
+    is then federated: each node on its held-out split). ``server_validation``: the server's
+    own validation examples (JDP-FL's personal rules score groups on them), or None."""
 
     reports: tuple[SiloReport, ...]
+    server_validation: ArrayDataset | None = None
 
     @classmethod
-    def from_reports(cls, reports: Sequence[SiloReport], *, test: ArrayDataset | None = None) -> SiloDataset:
+    def from_reports(
+        cls, reports: Sequence[SiloReport], *, test: ArrayDataset | None = None, validation: ArrayDataset | None = None
+    ) -> SiloDataset:
         """The dataset of ``reports`` in client order (the caller orders them: by Flower node
-        id), after :func:`check_agreement`; ``test``: the server's own test set (its shape and
-        classes must be the nodes')."""
+        id), after :func:`check_agreement`; ``test``: the server's own test set, ``validation``:
+        its own validation set (the shape and classes of each must be the nodes')."""
         reports = tuple(reports)
         if not reports:
             raise ValueError("silo: no node reported its data")
@@ -188,12 +195,13 @@ class SiloDataset(FederatedDataset):
         train = ArrayDataset(x=_placeholder(first.kind, first.shape, int(offsets[-1])), y=y, classes=first.classes, name=name)
         if test is None:
             test = ArrayDataset(x=_placeholder(first.kind, first.shape, 0), y=y[:0].copy(), classes=first.classes, name=name)
-        elif test.shape != first.shape or test.classes != first.classes or test.kind != first.kind:
-            raise ValueError(
-                f"server test set: {test.kind} {_describe(test.shape)} with {test.classes} classes, the nodes' data "
-                f"{first.kind} {_describe(first.shape)} with {first.classes} classes; they must match"
-            )
-        return cls(train=train, test=test, parts=parts, reports=reports)
+        for what, own in (("test", test), ("validation", validation)):
+            if own is not None and (own.shape != first.shape or own.classes != first.classes or own.kind != first.kind):
+                raise ValueError(
+                    f"server {what} set: {own.kind} {_describe(own.shape)} with {own.classes} classes, the nodes' data "
+                    f"{first.kind} {_describe(first.shape)} with {first.classes} classes; they must match"
+                )
+        return cls(train=train, test=test, parts=parts, reports=reports, server_validation=validation)
 
     @property
     def nodes(self) -> list[int]:
@@ -240,10 +248,29 @@ class SiloDataset(FederatedDataset):
             view(np.ascontiguousarray(self.test.y)),
         )
 
+    def validation_tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The server's own validation set ``(x_val, y_val)`` (:attr:`server_validation`); an
+        error naming ``server-data`` if it has none (a silo server holds no client example)."""
+        v = self.server_validation
+        if v is None or not len(v):
+            raise ValueError(
+                "server-data: this run scores on a server validation set, and a silo server holds no client example: "
+                "give it a data folder of its own with a training split (fedgame flower app --silo --server-data DIR)"
+            )
+        return self._validation
+
+    @functools.cached_property
+    def _validation(self) -> tuple[torch.Tensor, torch.Tensor]:
+        from fedgame.data.federated import _tensor
+
+        assert self.server_validation is not None
+        return _tensor(self.server_validation.x), _tensor(self.server_validation.y)
+
     def summary(self) -> dict[str, Any]:
         """What the run folder records of the silos (``partition.json``): per client its node,
-        sizes, histogram and data fingerprint; no example."""
-        return {
+        sizes, histogram and data fingerprint; no example. With a server validation set, its
+        size (``server_validation``)."""
+        out: dict[str, Any] = {
             "silo": True,
             "fingerprint": self.fingerprint,
             "n_clients": self.n_clients,
@@ -253,3 +280,6 @@ class SiloDataset(FederatedDataset):
             "label_counts": self.label_counts().tolist(),
             "data_fingerprints": [r.fingerprint for r in self.reports],
         }
+        if self.server_validation is not None:
+            out["server_validation"] = len(self.server_validation)
+        return out

@@ -16,6 +16,7 @@ from fedgame.core.seeding import Streams
 from fedgame.core.server_update import ServerUpdate, chain
 from fedgame.data import DatasetSplit, FederatedDataset, natural, open_dataset, partition
 from fedgame.pipeline.config import (
+    PERSONAL_AGGREGATORS,
     NaturalPartition,
     parse_recipe,
     JDPCfg,
@@ -58,6 +59,7 @@ __all__ = [
     "check_delta",
     "check_silo",
     "load_silo",
+    "scores_on_validation",
     "load_split",
     "natural_groups",
     "with_clients",
@@ -444,16 +446,22 @@ def build_client_side(cfg: RunConfig) -> ClientSide:
     return ClientSide(data=data, trainer=trainer, streams=streams, parts=parts)
 
 
+def scores_on_validation(cfg: RunConfig) -> bool:
+    """Whether the recipe's server scores on a validation set: JDP-FL's personal rules
+    (``leave_one_out``'s M4, ``random_groups``), which need ``data.validation`` examples."""
+    return cfg.jdp is not None and cfg.jdp.aggregator in PERSONAL_AGGREGATORS
+
+
 def check_silo(cfg: RunConfig) -> None:
     """Refuse, in one line naming the field, a recipe a silo federation cannot run: every node's
-    whole data is its client (no partition to draw), and the server holds no example."""
-    if cfg.jdp is not None:
+    whole data is its client (no partition to draw), and the server holds no client example.
+    A JDP-FL personal rule's ``data.validation`` examples are drawn from the server's own data
+    (``server-data``'s training split; :mod:`fedgame.deploy.flower.silo`), no other recipe's."""
+    if cfg.data.validation and not scores_on_validation(cfg):
         raise ValueError(
-            "jdp: a JDP-FL recipe does not run on silo data yet (its server validation set is drawn from the "
-            "clients' examples); deploy it without --silo"
+            f"data.validation: a silo server holds no client example to set aside, got {cfg.data.validation}; allowed: 0 "
+            "(only JDP-FL's leave_one_out and random_groups score on a validation set, drawn from the server's own --server-data)"
         )
-    if cfg.data.validation:
-        raise ValueError(f"data.validation: a silo server holds no training example to set aside, got {cfg.data.validation}; allowed: 0")
     _ = cfg.data.n_clients  # a natural partition must say how many nodes to wait for (its error names the field)
 
 

@@ -447,6 +447,11 @@ class AuctionCfg(_Frozen):
     cost_high: int = Field(1000, ge=1, le=10**9)
 
 
+#: JDP-FL's personal rules: the server scores the winners' groups on a validation set of
+#: ``data.validation`` examples (M4's exponential mechanism; Fig. 5's random groups)
+PERSONAL_AGGREGATORS = ("leave_one_out", "random_groups")
+
+
 class JDPCfg(_Frozen):
     """The JDP-FL protocol (Sec. 4.1, steps ①-⑦): how the server combines the M3 uploads.
 
@@ -562,7 +567,7 @@ class RunConfig(_Frozen):
                     f"selection.kind: in a jdp run every winner trains every round (the auction decides who wins): "
                     f"use 'full', got '{sel.kind}'"
                 )
-            if self.jdp.aggregator in ("leave_one_out", "random_groups") and self.data.validation < 1:
+            if self.jdp.aggregator in PERSONAL_AGGREGATORS and self.data.validation < 1:
                 raise ValueError(
                     f"data.validation: aggregator '{self.jdp.aggregator}' scores groups on the server's validation "
                     "set: must be >= 1 (the spec's 1000), got 0"

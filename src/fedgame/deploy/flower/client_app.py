@@ -26,9 +26,10 @@ plug-in from its ``data-dir`` node config (``flower-supernode --node-config
 split is its client data (:func:`~fedgame.pipeline.build.build_silo_side`). It answers
 ``query.register`` with its :class:`~fedgame.data.SiloReport` (sizes, label histogram, shapes,
 fingerprint: no example), or, when its data cannot be read, with an ``error`` naming the node
-and the path; ``train``, ``query.losses`` and ``query.<name>`` as above for the client index the
-server gave it (in the message); and Flower's ``evaluate`` with its accuracy and loss on its own
-held-out split (federated evaluation).
+and the path; ``train``, ``query.losses``, ``query.<name>`` (``bid`` included) and JDP-FL's
+``train.jdp`` / ``train.jdp_publish`` as above for the client index the server gave it (in the
+message; the JDP-FL poisoning client dirty-labels its own whole training split); and Flower's
+``evaluate`` with its accuracy and loss on its own held-out split (federated evaluation).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ _SILO_SPLITS: dict[tuple[str, str], DatasetSplit] = {}
 _SILO_SIDES: dict[tuple[str, str], ClientSide] = {}
 _LOCK = threading.Lock()  # build each client side once
 _RUN = threading.Lock()  # one job at a time per process: the trainer's model is shared
-_POISONED: dict[tuple[str, int], LocalTrainer] = {}
+_POISONED: dict[tuple[str, str, int], LocalTrainer] = {}
 
 
 def recipe_text(cfg: RunConfig) -> str:
@@ -101,14 +102,15 @@ def _side(cfg: RunConfig) -> ClientSide:
         return _SIDES[key]
 
 
-def _poisoned_trainer(cfg: RunConfig, side: ClientSide, pid: int) -> LocalTrainer:
-    """The JDP-FL poisoning client's trainer: the shared model, its own labels dirty
-    (:func:`~fedgame.pipeline.build.jdp_poisoned_labels`, as the server's in-process run)."""
-    key = (_key(cfg), pid)
+def _poisoned_trainer(cfg: RunConfig, side: ClientSide, part: int, where: str = "") -> LocalTrainer:
+    """The JDP-FL poisoning client's trainer: the shared model, the labels of ``side``'s part
+    ``part`` dirty (:func:`~fedgame.pipeline.build.jdp_poisoned_labels`, as the server's
+    in-process run; a silo node's part 0 is its whole training split, ``where`` its data-dir)."""
+    key = (_key(cfg), where, part)
     with _LOCK:
         if key not in _POISONED:
             tr = side.trainer
-            y = jdp_poisoned_labels(cfg, side.data, tr.y, pid)
+            y = jdp_poisoned_labels(cfg, side.data, tr.y, part)
             _POISONED[key] = LocalTrainer(model=tr.model, x=tr.x, y=y, spec=tr.spec, per_example=tr.per_example, loss=tr.loss)
         return _POISONED[key]
 
@@ -248,35 +250,44 @@ class _Handlers:
             loss = float(client_losses(tr.model, params, tr.x, tr.y, [side.parts[part]], loss=tr.loss)[0])
         return Message(RecordDict({"loss": MetricRecord({"loss": loss, "partition-id": pid})}), reply_to=msg)
 
+    def _jdp_side(self, what: str, msg: Message, context: Context, cfg: RunConfig, client: int) -> tuple[ClientSide, int, str]:
+        """(client side, part, cache key) a JDP-FL message to ``client`` runs on: a silo node's
+        own whole training split (part 0; the client index is the server's, in the message),
+        else the node's partition (which must be ``client``)."""
+        if cfg.jdp is None:
+            raise ValueError(f"{what}: the recipe has no jdp section")
+        if _is_silo(context):
+            pid, _ = decode_client(msg.content)
+            if pid != client:
+                raise ValueError(f"{what}: the message is for client {pid}, its job for client {client}")
+            return _silo_side(cfg, context), 0, _data_dir(context)
+        pid = _partition(context, cfg.data.n_clients)
+        if client != pid:
+            raise ValueError(f"{what}: this node holds partition {pid}, got one for partition {client}")
+        return _side(cfg), pid, ""
+
     def jdp_train(self, msg: Message, context: Context) -> Message:
         """A JDP-FL winner's local training and M3, from the model its node keeps."""
         cfg = self.cfg(context)
-        pid = _partition(context, cfg.data.n_clients)
         job, adversary = decode_jdp_job(msg.content)
-        if job.client != pid:
-            raise ValueError(f"train.jdp: this node holds partition {pid}, got a job for partition {job.client}")
-        if cfg.jdp is None:
-            raise ValueError("train.jdp: the recipe has no jdp section")
-        side = _side(cfg)
-        trainer = _poisoned_trainer(cfg, side, pid) if adversary else side.trainer
+        side, part, where = self._jdp_side("train.jdp", msg, context, cfg, job.client)
+        trainer = _poisoned_trainer(cfg, side, part, where) if adversary else side.trainer
         state = load_state(context)
         with _RUN:
-            reply = jdp_client_train(state, job, trainer=trainer, indices=side.parts[pid], streams=side.streams)
+            reply = jdp_client_train(state, job, trainer=trainer, indices=side.parts[part], streams=side.streams)
         save_state(context, state)
         return Message(encode_jdp_reply(job, reply), reply_to=msg)
 
     def jdp_publish(self, msg: Message, context: Context) -> Message:
         """M5 on the server's publication (or the restart model); the new model stays here."""
         cfg = self.cfg(context)
-        pid = _partition(context, cfg.data.n_clients)
         pub = decode_publish(msg.content)
-        if pub.client != pid or cfg.jdp is None:
-            raise ValueError(f"train.jdp_publish: this node holds partition {pid}, got a publication for partition {pub.client}")
-        side = _side(cfg)
+        side, part, _ = self._jdp_side("train.jdp_publish", msg, context, cfg, pub.client)
+        assert cfg.jdp is not None
         state = load_state(context)
-        jdp_client_update(state, pub, n_examples=float(side.parts[pid].numel()), self_weighting=cfg.jdp.self_weighting)
+        jdp_client_update(state, pub, n_examples=float(side.parts[part].numel()), self_weighting=cfg.jdp.self_weighting)
         save_state(context, state)
-        return Message(RecordDict({"ack": ConfigRecord({"round": pub.t, "partition-id": pid})}), reply_to=msg)
+        return Message(RecordDict({"ack": ConfigRecord({"round": pub.t, "partition-id": pub.client})}), reply_to=msg)
 
     def query(self, msg: Message, context: Context) -> Message:
         """Answer ``query.<name>`` from this node's own partition, with the registry function."""

@@ -296,16 +296,19 @@ def write_app(
     ``out`` is made absolute here (the ServerApp runs in another working directory).
     ``superlink`` only fills in the commands of the app's README. ``silo``: every node reads
     its own files (its ``data-dir``); ``server_data`` (silo only, made absolute): the server's
-    own data folder, whose test split it evaluates on (None: federated evaluation)."""
+    own data folder, whose test split it evaluates on (None: federated evaluation) and whose
+    training split holds a JDP-FL personal rule's validation set (such a recipe needs it)."""
     host, _, port = superlink.rpartition(":")
     if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise ValueError(f"superlink: must be host:port with a port in [1, 65535], got {superlink!r}")
     if server_data is not None and not silo:
         raise ValueError("server-data: only with --silo (without it the server evaluates on the recipe's test split)")
     if silo:
+        from fedgame.deploy.flower.silo import check_server_data
         from fedgame.pipeline.build import check_silo
 
         check_silo(cfg)
+        check_server_data(cfg, server_data)
     from fedgame.deploy.flower.client_app import recipe_text
 
     dep = DeploymentConfig(

@@ -25,6 +25,14 @@ publications); the same seed gives the same uploads, draws, ledgers and metrics 
 
 A winner that does not reply stops the run (JDP-FL's groups need every upload). A run cannot
 resume from the server's checkpoint: the winners' models are on their nodes, not in it.
+
+On silo nodes (:mod:`fedgame.deploy.flower.silo`, each node its own files) the same two
+messages carry the client index the server gave the node (the ``client`` record every silo
+message has, :meth:`~fedgame.deploy.flower.executor.FlowerExecutor._content`), the node trains
+its whole training split, and every bid, upload's metrics and acknowledgement the server
+received is listed in the run folder's ``queries.jsonl`` (the upload itself is not). The
+auction runs before the engine is built (:func:`ask_bids`); the personal rules score on the
+server's own validation set, drawn from its ``server-data``'s training split.
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ __all__ = [
     "JDP_PUBLISH",
     "JDP_TRAIN",
     "FlowerJDPClients",
+    "ask_bids",
     "connect_jdp",
     "decode_jdp_job",
     "decode_publish",
@@ -178,9 +187,11 @@ class FlowerJDPClients:
         self.adversary = adversary
 
     def _messages(self, kind: str, items: Sequence[JDPJob | JDPPublish], contents: list[RecordDict]) -> list[Message]:
+        """One message per item to its client's node; the executor adds what its nodes need
+        (a silo node: the client index it answers as)."""
         ex = self.executor
         return [
-            Message(c, dst_node_id=ex._node(it.client), message_type=kind, group_id=str(it.t))
+            Message(ex._content(it.client, dict(c.items())), dst_node_id=ex._node(it.client), message_type=kind, group_id=str(it.t))
             for it, c in zip(items, contents, strict=True)
         ]
 
@@ -223,6 +234,12 @@ class FlowerJDPClients:
                 out.append(None)
                 continue
             t, reply = decode_jdp_reply(r.content)
+            self.executor._received(
+                JDP_TRAIN,
+                j.client,
+                int(r.metadata.src_node_id),
+                {"train_loss": reply.train_loss, "clip_active": reply.clip_active, "upload": f"{int(reply.upload.numel())} floats"},
+            )
             out.append(reply if t == j.t else None)
         return out
 
@@ -232,7 +249,14 @@ class FlowerJDPClients:
 
     def publish(self, pubs: Sequence[JDPPublish]) -> list[bool]:
         got = self._send(JDP_PUBLISH, pubs, [encode_publish(p) for p in pubs])
-        return [p.client in got and int(config_record(got[p.client].content, "ack")["round"]) == p.t for p in pubs]
+        acked = []
+        for p in pubs:
+            r = got.get(p.client)
+            ok = r is not None and int(config_record(r.content, "ack")["round"]) == p.t
+            if r is not None:
+                self.executor._received(JDP_PUBLISH, p.client, int(r.metadata.src_node_id), {"ack": ok})
+            acked.append(ok)
+        return acked
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -244,20 +268,28 @@ class FlowerJDPClients:
         )
 
 
+def ask_bids(ex: FlowerExecutor, cfg: RunConfig, n_clients: int) -> np.ndarray | None:
+    """Every candidate's ``query.bid`` answer over ``ex`` (float64, client order), None when the
+    recipe holds no auction; :class:`NodesNotReady` naming the candidates that did not bid."""
+    assert cfg.jdp is not None
+    au = cfg.jdp.auction
+    if au.mechanism == "none":
+        return None
+    bids = ex.query("bid", range(n_clients), {"low": au.cost_low, "high": au.cost_high})
+    silent = [i for i, b in enumerate(bids) if b is None]
+    if silent:
+        raise NodesNotReady(f"query 'bid': candidate(s) {silent} did not bid; the auction needs every candidate's bid")
+    return np.array([float(b) for b in bids if b is not None], dtype=np.float64)
+
+
 def connect_jdp(grid: Any, built: BuiltJDP, cfg: RunConfig, *, round_timeout: float | None, register_timeout: float) -> FlowerExecutor:
     """Discover the nodes, run the auction on their ``query.bid`` answers (the engine is
     rebuilt from them, in place), and point the JDP engine's clients at the winners' nodes."""
     ex = FlowerExecutor(grid, data=built.data, round_timeout=round_timeout, register_timeout=register_timeout)
     ex.connect()
-    assert cfg.jdp is not None
-    au = cfg.jdp.auction
-    if au.mechanism != "none":
-        n = built.data.n_clients
-        bids = ex.query("bid", range(n), {"low": au.cost_low, "high": au.cost_high})
-        silent = [i for i, b in enumerate(bids) if b is None]
-        if silent:
-            raise NodesNotReady(f"query 'bid': candidate(s) {silent} did not bid; the auction needs every candidate's bid")
-        fresh = build_jdp(cfg, data=built.data, bids=np.array([float(b) for b in bids if b is not None]))
+    bids = ask_bids(ex, cfg, built.data.n_clients)
+    if bids is not None:
+        fresh = build_jdp(cfg, data=built.data, bids=bids)
         for name in ("engine", "model", "auction", "costs", "adversary", "eps_exp"):
             setattr(built, name, getattr(fresh, name))
     built.engine.clients = FlowerJDPClients(ex, adversary=built.adversary)

@@ -14,7 +14,8 @@ the same seed gives the same numbers.
 A silo app (``silo = true``) runs a :class:`SiloDeployment` instead: the engine is built from
 what the nodes report at registration (:func:`~fedgame.deploy.flower.silo.build_silo`), so this
 process never opens a client's data, and every answer a node sent is listed in
-``<out>/queries.jsonl``.
+``<out>/queries.jsonl``. A JDP-FL recipe runs so too (its auction on the nodes' bids); its
+personal rules score on a validation set drawn from the server's own ``server-data``.
 
 A run that cannot go on (nodes missing at registration, a missing reply with
 ``on-missing = "fail"``, a bad run config) raises: Flower marks the run failed and shows the
@@ -42,9 +43,9 @@ from flwr.serverapp import Grid, ServerApp  # noqa: E402
 from fedgame.data import SiloDataset  # noqa: E402
 from fedgame.deploy.flower.deployment import DeploymentConfig  # noqa: E402
 from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
-from fedgame.deploy.flower.silo import QUERY_LOG, QueryLog, SiloExecutor, SiloRefused, build_silo  # noqa: E402
+from fedgame.deploy.flower.silo import QUERY_LOG, QueryLog, SiloExecutor, SiloRefused, build_silo, server_validation  # noqa: E402
 from fedgame.deploy.flower.strategy import attach_flower  # noqa: E402
-from fedgame.pipeline.build import Built, BuiltJDP, load_silo  # noqa: E402
+from fedgame.pipeline.build import Built, BuiltJDP, load_silo, scores_on_validation  # noqa: E402
 from fedgame.pipeline.config import RunConfig, parse_recipe  # noqa: E402
 from fedgame.pipeline.runner import run_one  # noqa: E402
 from fedgame.pipeline.store import ResultStore  # noqa: E402
@@ -97,9 +98,12 @@ class SiloDeployment(FlowerDeployment):
     ``run_one``'s builder (registration first, then the engine on the nodes' reports; no data
     is opened here), and the rounds run on the executor it connected. Every answer a node sent
     goes to ``out/queries.jsonl``. ``server_data``: the server's own data folder, whose test
-    split it evaluates on (None: federated evaluation). ``resume``: the nodes must hold the data
-    the run's ``partition.json`` lists (the same fingerprints; each client goes back to the
-    node holding its files, whatever node id that node has now)."""
+    split it evaluates on (None: federated evaluation) and whose training split holds a JDP-FL
+    personal rule's validation set (:func:`~fedgame.deploy.flower.silo.server_validation`; such
+    a rule needs it; its test split is then optional: without one, federated evaluation).
+    ``resume``: the nodes must hold the data the run's ``partition.json`` lists (the same
+    fingerprints; each client goes back to the node holding its files, whatever node id that
+    node has now); a JDP-FL run cannot resume (its winners' models are on their nodes)."""
 
     def __init__(
         self,
@@ -115,18 +119,23 @@ class SiloDeployment(FlowerDeployment):
         self.out = Path(out)
         self.server_data = server_data or None
         self.resume = resume
+        self.evaluation = "federated"
 
-    def build(self, cfg: RunConfig) -> Built:
+    def build(self, cfg: RunConfig) -> Built | BuiltJDP:
         """Register the nodes and build the run on their reports (``run_one``'s ``build``)."""
         tic = time.perf_counter()
-        test = None
+        test = split = None
         if self.server_data is not None:
             try:
-                test = load_silo(cfg, self.server_data).test
+                split = load_silo(cfg, self.server_data)
             except (OSError, ValueError) as e:
-                raise SiloRefused(f"server-data: {' '.join(str(e).split())}") from None
-            if not len(test):
+                why = "; its training split holds the server's validation set (jdp.aggregator)" if scores_on_validation(cfg) else ""
+                raise SiloRefused(f"server-data: {' '.join(str(e).split())}{why}") from None
+            test = split.test if len(split.test) else None
+            if test is None and not scores_on_validation(cfg):
                 raise SiloRefused(f"server-data: {self.server_data!r} has no test split to evaluate on")
+        validation = server_validation(cfg, split, self.server_data)
+        self.evaluation = "federated" if test is None else "server"
         ex = SiloExecutor(
             self.grid,
             n_clients=cfg.data.n_clients,
@@ -135,7 +144,7 @@ class SiloDeployment(FlowerDeployment):
             register_timeout=self.register_timeout,
         )
         ex.order = self._checkpointed_fingerprints()
-        built = build_silo(cfg, ex, server_test=test)
+        built = build_silo(cfg, ex, server_test=test, server_validation=validation)
         self._check_resume(built)
         self.executor = ex
         self.startup_seconds = time.perf_counter() - tic
@@ -152,7 +161,7 @@ class SiloDeployment(FlowerDeployment):
         before = json.loads(path.read_text()).get("data_fingerprints")
         return None if before is None else [str(f) for f in before]
 
-    def _check_resume(self, built: Built) -> None:
+    def _check_resume(self, built: Built | BuiltJDP) -> None:
         """On resume, refuse nodes whose data differ from the checkpointed run's. A restarted
         SuperNode has a new Flower node id: the executor already gave every client back the
         node holding its files (:attr:`SiloExecutor.order`), so only other data is refused."""
@@ -178,7 +187,7 @@ class SiloDeployment(FlowerDeployment):
         return {
             **super().describe(),
             "silo": True,
-            "evaluation": "server" if self.server_data is not None else "federated",
+            "evaluation": self.evaluation,
             "queries_log": QUERY_LOG,
         }
 

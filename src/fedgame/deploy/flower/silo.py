@@ -21,6 +21,18 @@ side here:
    every node with a held-out split evaluates the global model on it (Flower's ``evaluate``
    message) and the server averages accuracy and loss weighted by those splits' sizes.
 
+A JDP-FL recipe (:func:`build_silo` with a ``jdp`` section) registers the nodes the same way,
+holds the auction on their ``query.bid`` answers (:func:`~fedgame.deploy.flower.jdp.ask_bids`),
+builds the JDP engine on the reports (:func:`~fedgame.pipeline.build.build_jdp`) and drives the
+winners' rounds with ``train.jdp``/``train.jdp_publish`` messages that name the client index
+(:class:`~fedgame.deploy.flower.jdp.FlowerJDPClients`); each winner's model stays on its node. A
+personal rule (``leave_one_out``, ``random_groups``) scores the groups on the server's *own*
+validation set: ``data.validation`` examples drawn (the ``validation`` stream, as in process)
+from the training split of the server's data folder, ``server-data`` — whose test split, when it
+has one, the server also evaluates on (:func:`server_validation`). Without ``server-data`` such a
+recipe is refused in one line before any node is asked anything. A JDP-FL silo run cannot resume
+(the winners' models are on their nodes, not in the checkpoint).
+
 Every answer the server received from a node is listed, one JSON line each, in the run
 folder's ``queries.jsonl`` (:class:`QueryLog`): round (null before training), query
 (``register``, ``label_counts``, ``losses``, ``bid``, ``train``, ``evaluate``...), Flower node
@@ -50,7 +62,8 @@ from flwr.app import ConfigRecord, Message, RecordDict  # noqa: E402
 from flwr.serverapp import Grid  # noqa: E402
 
 from fedgame.core.types import ClientResult  # noqa: E402
-from fedgame.data import ArrayDataset, SiloDataset, SiloReport, check_agreement  # noqa: E402
+from fedgame.core.seeding import Streams  # noqa: E402
+from fedgame.data import ArrayDataset, DatasetSplit, SiloDataset, SiloReport, check_agreement  # noqa: E402
 from fedgame.deploy.flower._messages import (  # noqa: E402
     CLIENT,
     EVALUATE,
@@ -61,13 +74,22 @@ from fedgame.deploy.flower._messages import (  # noqa: E402
     metric_record,
 )
 from fedgame.deploy.flower.executor import FlowerExecutor, NodesNotReady, _error_text  # noqa: E402
+from fedgame.deploy.flower.jdp import FlowerJDPClients, ask_bids  # noqa: E402
 from fedgame.deploy.flower.strategy import job_info  # noqa: E402
 from fedgame.models import model_options  # noqa: E402
-from fedgame.pipeline.build import Built, build_engine, check_delta, check_silo  # noqa: E402
+from fedgame.pipeline.build import (  # noqa: E402
+    Built,
+    BuiltJDP,
+    build_engine,
+    build_jdp,
+    check_delta,
+    check_silo,
+    scores_on_validation,
+)
 from fedgame.pipeline.config import RunConfig  # noqa: E402
 from fedgame.sim.client import ClientJob  # noqa: E402
 
-__all__ = ["QUERY_LOG", "QueryLog", "SiloExecutor", "SiloRefused", "build_silo"]
+__all__ = ["QUERY_LOG", "QueryLog", "SiloExecutor", "SiloRefused", "build_silo", "check_server_data", "server_validation"]
 
 log = logging.getLogger(__name__)
 
@@ -267,17 +289,71 @@ def _by_fingerprint(nodes: list[int], reports: dict[int, SiloReport], order: Seq
     return placed
 
 
-def build_silo(cfg: RunConfig, executor: SiloExecutor, *, server_test: ArrayDataset | None = None) -> Built:
+def check_server_data(cfg: RunConfig, server_data: object) -> None:
+    """Refuse (ValueError, one line naming ``server-data``) a recipe whose server scores on a
+    validation set (JDP-FL's personal rules) when the server has no data folder of its own
+    (``server_data`` None or empty): a silo server holds no client example to draw it from."""
+    if not scores_on_validation(cfg) or (server_data is not None and server_data != ""):
+        return
+    assert cfg.jdp is not None
+    raise ValueError(
+        f"server-data: jdp.aggregator {cfg.jdp.aggregator!r} scores the groups on a server validation set "
+        f"(data.validation = {cfg.data.validation} examples), and a silo server holds no client example to draw it from: "
+        "give the server a data folder of its own with a training split (fedgame flower app --silo --server-data DIR)"
+    )
+
+
+def server_validation(cfg: RunConfig, split: DatasetSplit | None, where: str | None = None) -> ArrayDataset | None:
+    """The silo server's validation set of a recipe that scores on one (JDP-FL's personal
+    rules; None for any other): ``data.validation`` examples of the training split of its own
+    data ``split`` (from folder ``where``), drawn uniformly with the run's ``validation`` stream
+    as the in-process run draws its own, kept in their order; all of them when
+    ``data.validation`` is the split's size. :class:`SiloRefused` in one line without ``split``,
+    when it has no training example, or fewer than ``data.validation``."""
+    if not scores_on_validation(cfg):
+        return None
+    try:
+        check_server_data(cfg, split)
+    except ValueError as e:
+        raise SiloRefused(str(e)) from None
+    assert split is not None
+    tr, n = split.train, cfg.data.validation
+    folder = "its data" if where is None else repr(where)
+    if not len(tr):
+        raise SiloRefused(
+            f"server-data: {folder} has no training split, and the server's validation set "
+            f"(data.validation = {n}) is drawn from it; give the folder a training split"
+        )
+    if n > len(tr):
+        raise SiloRefused(
+            f"data.validation: the silo server draws its validation set from the training split of server-data {folder}, "
+            f"which has {len(tr)} examples; must be <= {len(tr)}, got {n}"
+        )
+    perm = Streams(seed=cfg.seed).numpy("validation").permutation(len(tr))
+    idx = np.sort(perm[:n])
+    return ArrayDataset(x=tr.x[idx], y=tr.y[idx], classes=tr.classes, name=f"{tr.name}.validation")
+
+
+def build_silo(
+    cfg: RunConfig,
+    executor: SiloExecutor,
+    *,
+    server_test: ArrayDataset | None = None,
+    server_validation: ArrayDataset | None = None,
+) -> Built | BuiltJDP:
     """The engine of ``cfg`` on the silo nodes behind ``executor`` (module docstring): register
-    them, build the run on their reports alone, evaluate on ``server_test`` (the server's own
-    test set) or, without one, federated. Nothing of the nodes' data is read here."""
+    them, build the run on their reports alone (a JDP-FL recipe: its auction on their bids
+    first), evaluate on ``server_test`` (the server's own test set) or, without one, federated;
+    ``server_validation``: the server's own validation set (:func:`server_validation`), which a
+    JDP-FL personal rule needs. Nothing of the nodes' data is read here."""
     try:
         check_silo(cfg)
+        check_server_data(cfg, server_validation)
     except ValueError as e:
         raise SiloRefused(str(e)) from None
     executor.connect()
     try:
-        data = SiloDataset.from_reports(executor.reports, test=server_test)
+        data = SiloDataset.from_reports(executor.reports, test=server_test, validation=server_validation)
     except ValueError as e:
         raise SiloRefused(str(e)) from None
     if data.train.kind == "tokens" and "vocab" in model_options(cfg.model.name) and "vocab" not in cfg.model.options:
@@ -292,10 +368,16 @@ def build_silo(cfg: RunConfig, executor: SiloExecutor, *, server_test: ArrayData
             "(fedgame flower app --silo --server-data DIR)"
         )
     check_delta(cfg, data)
-    built = build_engine(cfg, data=data, executor=executor)
+    built: Built | BuiltJDP
+    if cfg.jdp is not None:
+        # the auction on the nodes' bids, then the engine on them (each answer logged)
+        built = build_jdp(cfg, data=data, bids=ask_bids(executor, cfg, data.n_clients))
+        built.engine.clients = FlowerJDPClients(executor, adversary=built.adversary)
+    else:
+        built = build_engine(cfg, data=data, executor=executor)
+        executor.info = job_info(built.engine)
     if server_test is None:
         built.engine.evaluator = executor.evaluate
-    executor.info = job_info(built.engine)
     engine = built.engine
     executor.round_of = lambda: engine.t_next
     return built
