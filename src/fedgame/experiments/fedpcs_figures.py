@@ -320,8 +320,22 @@ def _draw(plans: Mapping[int, tuple[FedPCSPlan, FedPCSPlan]], numbers: Mapping[i
 def _markdown(
     numbers: Mapping[int, dict[str, Any]], pngs: Mapping[str, str], *, instance: str, commit: str | None, budget: tuple[float, float]
 ) -> str:
-    seeds = list(numbers)
+    """figures.md: the instance, then one section per figure (Figs. 4, 5, 6 and 7-8), each with
+    its PNG and every number under it, all read from ``numbers`` (what figures.json holds)."""
     lines = [
+        *_intro(list(numbers), instance, commit),
+        *_fig4_section(numbers, pngs["fig4"]),
+        *_fig5_section(numbers, pngs["fig5"]),
+        *_fig6_section(numbers, pngs["fig6"]),
+        *_fig78_section(numbers, pngs["fig78"], budget),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _intro(seeds: Sequence[int], instance: str, commit: str | None) -> list[str]:
+    """The page's title and the paragraph naming the instance, the seeds, the two plans
+    compared (FedPCS against Random outside the game) and the command that wrote the page."""
+    return [
         "# FedPCS game-level figures at κ = 1e4 (Σ|D|)²",
         "",
         f"Instance: {instance}; seeds {', '.join(map(str, seeds))}. FedPCS: the solved fixed-K game "
@@ -330,18 +344,56 @@ def _markdown(
         f"at commit {commit or 'unknown'} by `fedgame.experiments.fedpcs_figures` (the command: "
         f"`python scripts/fedpcs_figures.py --seeds {' '.join(map(str, seeds))}`); every number below is computed "
         "by that module (figures.json holds them).",
-        "",
-        "## Fig. 4: correlation of the clients' ρ_i^t trajectories (t = 0..T)",
-        "",
-        f"![Fig. 4]({pngs['fig4']})",
-        "",
+    ]
+
+
+def _section_head(fig: str, title: str, png: str) -> list[str]:
+    """A figure's heading (``## <fig>: <title>``) and its PNG, each section's first lines."""
+    return ["", f"## {fig}: {title}", "", f"![{fig}]({png})", ""]
+
+
+def _table_head(head: str) -> list[str]:
+    """A markdown table's header row ``head`` and the separator row under it (one ``---`` per column)."""
+    return [head, "|" + "---|" * (head.count("|") - 1)]
+
+
+def _per_round(numbers: Mapping[int, dict[str, Any]], fig: str, series: Sequence[tuple[str, str]], t0: int) -> list[str]:
+    """The per-round values under a figure's tables (Figs. 5 and 6): for each seed, one line per
+    ``(label, key)`` of ``series`` with ``numbers[seed][fig][key]`` from round ``t0`` to T."""
+    width = max(len(label) for label, _ in series)
+    lines = ["", f"Per round t = {t0}..T:", ""]
+    for s, n in numbers.items():
+        lines.append(f"* seed {s}:")
+        lines += [f"  {label.ljust(width)} = {_series(n[fig][key][t0:])}" for label, key in series]
+    return lines
+
+
+def _fig4_section(numbers: Mapping[int, dict[str, Any]], png: str) -> list[str]:
+    """Fig. 4's section: the off-diagonal correlation of the ρ_i^t trajectories per seed over
+    t = 0..T and over t ≥ 1, and why Random's correlation is undefined (null), not zero."""
+    n_rnd_const = {len(n["fig4"]["random"]["constant_clients"]) for n in numbers.values()}
+    return [
+        *_section_head("Fig. 4", "correlation of the clients' ρ_i^t trajectories (t = 0..T)", png),
         "Pearson correlation between clients' trajectories; the off-diagonal summary is over the pairs of clients "
         "whose trajectory is not constant (a constant trajectory has zero variance: its correlation is undefined, "
-        f"drawn grey, not 0). Heat map for seed {seeds[0]}.",
+        f"drawn grey, not 0). Heat map for seed {next(iter(numbers))}.",
         "",
-        "| seed | FedPCS mean off-diag. | min | max | pairs | constant FedPCS clients | Random mean off-diag. |",
-        "|---|---|---|---|---|---|---|",
+        *_fig4_table(numbers),
+        "",
+        "The same from t = 1 (leaving out the first step of Eq. 20, from the given ρ^0 to ρ^1), and how many "
+        "clients' budgets go up or down in that step:",
+        "",
+        *_fig4_from_t1_table(numbers),
+        "",
+        f"Random: all {'/'.join(map(str, sorted(n_rnd_const)))} clients' trajectories are constant (ρ_i^t = ρ_i^0), "
+        "so the correlation is undefined (null), not zero.",
     ]
+
+
+def _fig4_table(numbers: Mapping[int, dict[str, Any]]) -> list[str]:
+    """Fig. 4 over t = 0..T: FedPCS's mean, min and max off-diagonal correlation, the pairs it is
+    over, its constant clients, and Random's mean, one row per seed."""
+    lines = _table_head("| seed | FedPCS mean off-diag. | min | max | pairs | constant FedPCS clients | Random mean off-diag. |")
     for s, n in numbers.items():
         f, r = n["fig4"]["fedpcs"], n["fig4"]["random"]
         const = f["constant_clients"]
@@ -350,37 +402,45 @@ def _markdown(
             f"{_g(f['max_offdiag'], '.3f')} | {f['pairs']} | {len(const)} {const} | "
             f"{_g(r['mean_offdiag'], '.3f')} |"
         )
-    n_rnd_const = {len(n["fig4"]["random"]["constant_clients"]) for n in numbers.values()}
-    lines += [
-        "",
-        "The same from t = 1 (leaving out the first step of Eq. 20, from the given ρ^0 to ρ^1), and how many "
-        "clients' budgets go up or down in that step:",
-        "",
-        "| seed | FedPCS mean off-diag., t ≥ 1 | pairs | clients constant over t ≥ 1 | ρ^1 > ρ^0 | ρ^1 < ρ^0 |",
-        "|---|---|---|---|---|---|",
-    ]
+    return lines
+
+
+def _fig4_from_t1_table(numbers: Mapping[int, dict[str, Any]]) -> list[str]:
+    """Fig. 4 over t ≥ 1 (without Eq. 20's first step from the given ρ^0), and how many clients'
+    budgets rise or fall in that first step, one row per seed."""
+    lines = _table_head("| seed | FedPCS mean off-diag., t ≥ 1 | pairs | clients constant over t ≥ 1 | ρ^1 > ρ^0 | ρ^1 < ρ^0 |")
     for s, n in numbers.items():
         f, f1 = n["fig4"]["fedpcs"], n["fig4"]["fedpcs_from_t1"]
         lines.append(
             f"| {s} | {_g(f1['mean_offdiag'], '.3f')} | {f1['pairs']} | {len(f1['constant_clients'])} | "
             f"{f['rise_at_t1']} | {f['fall_at_t1']} |"
         )
-    lines += [
-        "",
-        f"Random: all {'/'.join(map(str, sorted(n_rnd_const)))} clients' trajectories are constant (ρ_i^t = ρ_i^0), "
-        "so the correlation is undefined (null), not zero.",
-        "",
-        "## Fig. 5: social welfare per round (Eq. 30)",
-        "",
-        f"![Fig. 5]({pngs['fig5']})",
-        "",
+    return lines
+
+
+def _fig5_section(numbers: Mapping[int, dict[str, Any]], png: str) -> list[str]:
+    """Fig. 5's section: social welfare (Eq. 30) of FedPCS, the bounded social optimum (Eqs.
+    31-32) and Random, their totals and gaps, Eq. 30 split into income and privacy cost, per round."""
+    return [
+        *_section_head("Fig. 5", "social welfare per round (Eq. 30)", png),
         "SW_t = Σ_i [ρ_i^t R_t − ϕ_i (ρ_i^t)²]. Optimum: the bounded social optimum at FedPCS's rewards "
         "(Eqs. 31-32, ρ ∈ [ρ_L, ρ_H]). Random is unpaid (R_t = 0), so its SW_t = −Σ_i ϕ_i (ρ_i^0)². Totals over "
         "t = 0..T; gap = (Σ optimum − Σ FedPCS)/|Σ optimum|.",
         "",
-        "| seed | Σ SW FedPCS | Σ SW optimum | Σ SW Random | gap to optimum | FedPCS − Random | rounds FedPCS < Random |",
-        "|---|---|---|---|---|---|---|",
+        *_fig5_totals_table(numbers),
+        "",
+        "Eq. 30 split into the clients' reward income Σ_t R_t Σ_i ρ_i^t and privacy cost Σ_t Σ_i ϕ_i (ρ_i^t)² "
+        "(the server's payments are income to the clients, not subtracted):",
+        "",
+        *_fig5_parts_table(numbers),
+        *_per_round(numbers, "fig5", (("FedPCS", "fedpcs"), ("optimum", "optimum"), ("Random", "random")), 0),
     ]
+
+
+def _fig5_totals_table(numbers: Mapping[int, dict[str, Any]]) -> list[str]:
+    """Fig. 5's totals Σ_t SW_t (FedPCS, optimum, Random), FedPCS's gap to the optimum and to
+    Random, and the rounds where FedPCS is below Random, one row per seed."""
+    lines = _table_head("| seed | Σ SW FedPCS | Σ SW optimum | Σ SW Random | gap to optimum | FedPCS − Random | rounds FedPCS < Random |")
     for s, n in numbers.items():
         f = n["fig5"]
         gap = f["gap_to_optimum_rel"]
@@ -389,55 +449,57 @@ def _markdown(
             f"{'null' if gap is None else f'{100 * gap:.1f}%'} | {f['fedpcs_minus_random']:.6g} | "
             f"{f['rounds_fedpcs_below_random'] or 'none'} |"
         )
-    lines += [
-        "",
-        "Eq. 30 split into the clients' reward income Σ_t R_t Σ_i ρ_i^t and privacy cost Σ_t Σ_i ϕ_i (ρ_i^t)² "
-        "(the server's payments are income to the clients, not subtracted):",
-        "",
-        "| seed | FedPCS income | FedPCS privacy cost | Random privacy cost | rounds with FedPCS SW_t < 0 |",
-        "|---|---|---|---|---|",
-    ]
+    return lines
+
+
+def _fig5_parts_table(numbers: Mapping[int, dict[str, Any]]) -> list[str]:
+    """Eq. 30 split into FedPCS's reward income and privacy cost beside Random's privacy cost,
+    and the rounds where FedPCS's SW_t is negative, one row per seed."""
+    lines = _table_head("| seed | FedPCS income | FedPCS privacy cost | Random privacy cost | rounds with FedPCS SW_t < 0 |")
     for s, n in numbers.items():
         f = n["fig5"]
         lines.append(
             f"| {s} | {f['parts_fedpcs']['payments']:.6g} | {f['parts_fedpcs']['privacy_cost']:.6g} | "
             f"{f['parts_random']['privacy_cost']:.6g} | {f['rounds_fedpcs_negative'] or 'none'} |"
         )
-    lines += ["", "Per round t = 0..T:", ""]
-    for s, n in numbers.items():
-        f = n["fig5"]
-        lines += [
-            f"* seed {s}:",
-            f"  FedPCS  = {_series(f['fedpcs'])}",
-            f"  optimum = {_series(f['optimum'])}",
-            f"  Random  = {_series(f['random'])}",
-        ]
-    lines += [
-        "",
-        "## Fig. 6: expected server cost per round (Eq. 13)",
-        "",
-        f"![Fig. 6]({pngs['fig6']})",
-        "",
+    return lines
+
+
+def _fig6_section(numbers: Mapping[int, dict[str, Any]], png: str) -> list[str]:
+    """Fig. 6's section: the expected server cost U_t (Eq. 13) of FedPCS and Random, totals over
+    t ≥ 1, the client with the largest share of it, and the cost per round."""
+    return [
+        *_section_head("Fig. 6", "expected server cost per round (Eq. 13)", png),
         "U_t = Σ_i P_i^t [v^t/ρ_i^t + (1−γ) R_t ρ_i^t], P_i^t the probability that client i is among the K draws "
         "(FedPCS: x_i ∝ ρ_i^t; Random: uniform, R_t = 0). Totals over t ≥ 1.",
         "",
-        "| seed | Σ_{t≥1} U_t FedPCS | Σ_{t≥1} U_t Random | cheaper | Random / FedPCS | rounds FedPCS dearer |",
-        "|---|---|---|---|---|---|",
+        *_fig6_totals_table(numbers),
+        "",
+        "The single client with the largest share of Σ_{t≥1} U_t (per-client summands of Eq. 13; "
+        "v^t/ρ_i makes clients with a small budget dear):",
+        "",
+        *_fig6_top_client_table(numbers),
+        *_per_round(numbers, "fig6", (("FedPCS", "fedpcs"), ("Random", "random")), 1),
     ]
+
+
+def _fig6_totals_table(numbers: Mapping[int, dict[str, Any]]) -> list[str]:
+    """Fig. 6's totals Σ_{t≥1} U_t of FedPCS and Random, which is cheaper, their ratio and the
+    rounds where FedPCS costs more, one row per seed."""
+    lines = _table_head("| seed | Σ_{t≥1} U_t FedPCS | Σ_{t≥1} U_t Random | cheaper | Random / FedPCS | rounds FedPCS dearer |")
     for s, n in numbers.items():
         f = n["fig6"]
         lines.append(
             f"| {s} | {f['total_fedpcs']:.6g} | {f['total_random']:.6g} | {f['cheaper']} | "
             f"{_g(f['random_over_fedpcs'], '.3f')} | {f['rounds_fedpcs_dearer'] or 'none'} |"
         )
-    lines += [
-        "",
-        "The single client with the largest share of Σ_{t≥1} U_t (per-client summands of Eq. 13; "
-        "v^t/ρ_i makes clients with a small budget dear):",
-        "",
-        "| seed | FedPCS: client (ρ_i^0), share | Random: client (ρ_i^0), share | per-client sums = totals |",
-        "|---|---|---|---|",
-    ]
+    return lines
+
+
+def _fig6_top_client_table(numbers: Mapping[int, dict[str, Any]]) -> list[str]:
+    """The client with the largest share of Σ_{t≥1} U_t under FedPCS and under Random (with its
+    ρ_i^0), and whether the per-client summands of Eq. 13 add up to the totals, one row per seed."""
+    lines = _table_head("| seed | FedPCS: client (ρ_i^0), share | Random: client (ρ_i^0), share | per-client sums = totals |")
     for s, n in numbers.items():
         a, b = n["fig6"]["clients_fedpcs"], n["fig6"]["clients_random"]
         ok = a["per_client_sums_to_total"] and b["per_client_sums_to_total"]
@@ -446,16 +508,14 @@ def _markdown(
             f"{b['top_client']} ({b['top_client_rho0']:.3g}), {100 * b['top_client_share']:.1f}% | "
             f"{'yes' if ok else 'no'} |"
         )
-    lines += ["", "Per round t = 1..T:", ""]
-    for s, n in numbers.items():
-        f = n["fig6"]
-        lines += [f"* seed {s}:", f"  FedPCS = {_series(f['fedpcs'][1:])}", f"  Random = {_series(f['random'][1:])}"]
-    lines += [
-        "",
-        f"## Figs. 7-8: Algorithm 3 under B_t = {budget[0]:g} → {budget[1]:g}",
-        "",
-        f"![Figs. 7-8]({pngs['fig78']})",
-        "",
+    return lines
+
+
+def _fig78_section(numbers: Mapping[int, dict[str, Any]], png: str, budget: tuple[float, float]) -> list[str]:
+    """Figs. 7-8's section: Algorithm 3 under B_t = ``budget`` (K_t, τ(t), Theorem 7's ρ_t*) and
+    the expected budget usage at FedPCS's fixed-K ρ^t, a summary per seed, then each round."""
+    lines = [
+        *_section_head("Figs. 7-8", f"Algorithm 3 under B_t = {budget[0]:g} → {budget[1]:g}", png),
         "K_t = ⌊B_t/ρ_t*⌋ with Theorem 7's ρ_t* on the Lemma-2 coefficients averaged at FedPCS's fixed-K "
         "equilibrium (ρ_t* ∈ [ρ_L, ρ_H]), τ(t) = K_t/N, the same computation as a budgeted plan and "
         "results/fedpcs_kappa_sweep/. E[usage] = K_t Σ_i (ρ_i^t)² / Σ_i ρ_i^t is the expected Σ ρ of K_t "
@@ -464,9 +524,19 @@ def _markdown(
         "solve), so this is the usage of Algorithm 3's K_t at the clients' fixed-K budgets. K_t ρ_t* ≤ B_t by "
         "Eq. 41, so E[usage] can exceed B_t only where the clients' ρ-weighted mean Σρ²/Σρ exceeds ρ_t*.",
         "",
-        "| seed | τ(0) | τ(T) | τ non-increasing | rounds τ rises | rounds E[usage] > B_t | max E[usage] − B_t | Σ_t E[usage] | Σ_t B_t |",
-        "|---|---|---|---|---|---|---|---|---|",
+        *_fig78_summary_table(numbers),
     ]
+    for s, n in numbers.items():
+        lines += _fig78_round_table(s, n["fig78"])
+    return lines
+
+
+def _fig78_summary_table(numbers: Mapping[int, dict[str, Any]]) -> list[str]:
+    """Figs. 7-8 per seed: τ(0), τ(T), whether τ(t) is non-increasing (Fig. 8) and where it
+    rises, the rounds where E[usage] exceeds B_t and by how much, and the totals (Fig. 7)."""
+    lines = _table_head(
+        "| seed | τ(0) | τ(T) | τ non-increasing | rounds τ rises | rounds E[usage] > B_t | max E[usage] − B_t | Σ_t E[usage] | Σ_t B_t |"
+    )
     for s, n in numbers.items():
         f = n["fig78"]
         over = f["rounds_over_budget"]
@@ -475,20 +545,18 @@ def _markdown(
             f"{len(f['tau_rises'])} {f['tau_rises']} | {len(over)} {over} | "
             f"{f['expected_over_budget_max']:.4g} | {f['expected_usage_total']:.6g} | {f['budget_total']:.6g} |"
         )
-    for s, n in numbers.items():
-        f = n["fig78"]
-        lines += [
-            "",
-            f"Seed {s}, per round:",
-            "",
-            "| t | B_t | K_t | τ(t) | ρ_t* | K_t ρ_t* | E[usage] | E[usage] > B_t |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for t, (b, k, tau, rs, pu, eu) in enumerate(
-            zip(f["budget"], f["K"], f["tau"], f["rho_star"], f["planned_usage"], f["expected_usage"], strict=True)
-        ):
-            lines.append(f"| {t} | {b:.4g} | {k} | {tau:.2f} | {rs:.4g} | {pu:.4g} | {eu:.4g} | {'yes' if eu > b else ''} |")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _fig78_round_table(seed: int, f: Mapping[str, Any]) -> list[str]:
+    """Algorithm 3 round by round for one seed (``f``: its ``fig78`` numbers): B_t, K_t, τ(t),
+    ρ_t*, the planned usage K_t ρ_t* and the expected usage, marked where it exceeds B_t."""
+    lines = ["", f"Seed {seed}, per round:", "", *_table_head("| t | B_t | K_t | τ(t) | ρ_t* | K_t ρ_t* | E[usage] | E[usage] > B_t |")]
+    for t, (b, k, tau, rs, pu, eu) in enumerate(
+        zip(f["budget"], f["K"], f["tau"], f["rho_star"], f["planned_usage"], f["expected_usage"], strict=True)
+    ):
+        lines.append(f"| {t} | {b:.4g} | {k} | {tau:.2f} | {rs:.4g} | {pu:.4g} | {eu:.4g} | {'yes' if eu > b else ''} |")
+    return lines
 
 
 def write_fedpcs_figures(

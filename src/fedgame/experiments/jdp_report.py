@@ -32,7 +32,7 @@ import csv
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,7 @@ Key = tuple[str, bool, float]  # (aggregator, attacked, eps)
 Values = dict[int, float]  # {seed: final test accuracy in %}
 Labels = dict[str, str]  # what names an ordering: claim, A, B
 Ordering = tuple[Labels, Decision]
+ByCell = dict[tuple[str, str, float], dict[str, Any]]  # fig3.csv's rows by (method, attack, eps)
 
 
 # -- what every page shares: per-seed values, the orderings, the sentences about the runs ------
@@ -224,6 +225,35 @@ def budget_line(cfgs: list[dict[str, Any]]) -> str:
     return "Budget of these runs (from their config.yaml): " + "; ".join(parts) + "."
 
 
+def _page_head(fig: str, runs: list[dict[str, Any]], budget: str, intro: str) -> list[str]:
+    """The first lines every figure page shares (Figs. 3, 4 and 5): the title with the runs'
+    dataset and ``budget``, the paragraph ``intro``, then :func:`runs_line` and :func:`budget_line`."""
+    return [
+        f"# JDP-FL {fig} on {_dataset(runs)} ({budget} budget)",
+        "",
+        intro,
+        "",
+        runs_line(runs),
+        "",
+        budget_line([r["cfg"] for r in runs]),
+        "",
+    ]
+
+
+def _eps_table_head(lead: str, eps: list[float]) -> list[str]:
+    """A table's header with the columns ``lead`` (e.g. ``"method | attack"``) then one column
+    per ε, and its separator row."""
+    return [f"| {lead} | " + " | ".join(_eps_head(e) for e in eps) + " |", "|" + "---|" * (lead.count("|") + 1 + len(eps))]
+
+
+def _orderings_section(what: str, decided: list[Ordering]) -> list[str]:
+    """The section listing a page's orderings ``decided`` (:func:`orderings_markdown`) under the
+    heading "The paper's ``what``, decided from the per-seed accuracies"; empty without any."""
+    if not decided:
+        return []
+    return ["", f"## The paper's {what}, decided from the per-seed accuracies", "", *orderings_markdown(decided)]
+
+
 def collect_fig3(root: Path) -> dict[Key, list[dict[str, Any]]]:
     """Finished JDP runs under ``root`` grouped by (aggregator, attacked, ε), sorted by seed.
     A run is a dict with ``seed``, ``acc`` (%), ``summary``, ``cfg``, ``dir``."""
@@ -325,6 +355,11 @@ def fig3_orderings(values: dict[Key, Values]) -> list[Ordering]:
     return decide_page(claims)
 
 
+def _fig3_cell(values: dict[Key, Values], m: str, a: str, e: float) -> Values | None:
+    """The per-seed accuracies of rule ``m`` under attack ``a`` (``dirty_label`` or ``none``) at ε ``e``."""
+    return values.get((m, a == "dirty_label", e))
+
+
 def _markdown(
     rows: list[dict[str, Any]], budget: str, drawn: bool, runs: list[dict[str, Any]], values: dict[Key, Values], decided: list[Ordering]
 ) -> str:
@@ -333,31 +368,41 @@ def _markdown(
     by = {(r["method"], r["attack"], float(r["epsilon"])): r for r in rows}
     eps = sorted({float(r["epsilon"]) for r in rows})
     methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
-
-    def v(m: str, a: str, e: float) -> Values | None:
-        return values.get((m, a == "dirty_label", e))
-
-    lines = [
-        f"# JDP-FL Fig. 3 on {_dataset(runs)} ({budget} budget)",
-        "",
+    intro = (
         "Final test accuracy (%) of the server's model θ^T, mean ± std over seeds (number of seeds), per server rule, "
         "under the attack where the row says so. The paper's Fig. 3a is MNIST and gives no numbers, only the ordering "
-        "no attack > ours > traditional and the attack's cost: 4–5 % for the traditional method, 1–2 % for ours.",
-        "",
-        runs_line(runs),
-        "",
-        budget_line([r["cfg"] for r in runs]),
-        "",
-        "| method | attack | " + " | ".join(_eps_head(e) for e in eps) + " |",
-        "|---|---|" + "---|" * len(eps),
+        "no attack > ours > traditional and the attack's cost: 4–5 % for the traditional method, 1–2 % for ours."
+    )
+    lines = [
+        *_page_head("Fig. 3", runs, budget, intro),
+        *_fig3_accuracy_table(by, eps, methods, values),
+        *_fig3_attack_cost(eps, methods, values),
+        *_fig3_adversary_used(rows, by, eps, methods),
+        *_fig3_exclusion(by, eps),
+        *_orderings_section("orderings (Secs. 6.2.2, 6.3)", decided),
+        *_fig3_ledger(by, eps),
     ]
+    if drawn:
+        lines += ["", "![Fig. 3](fig3.png)"]
+    return "\n".join(lines) + "\n"
+
+
+def _fig3_accuracy_table(by: ByCell, eps: list[float], methods: list[str], values: dict[Key, Values]) -> list[str]:
+    """Fig. 3 in the paper's layout: final accuracy mean ± std (seeds) per rule and attack (rows)
+    and ε (columns), each cell from its per-seed values."""
+    lines = _eps_table_head("method | attack", eps)
     for m in methods:
         for a in ("dirty_label", "none"):
             if any((m, a, e) in by for e in eps):
-                lines.append(
-                    f"| {METHODS[m]} | {'yes' if a == 'dirty_label' else 'no'} | " + " | ".join(_cell_text(v(m, a, e)) for e in eps) + " |"
-                )
-    lines += [
+                cells = " | ".join(_cell_text(_fig3_cell(values, m, a, e)) for e in eps)
+                lines.append(f"| {METHODS[m]} | {'yes' if a == 'dirty_label' else 'no'} | " + cells + " |")
+    return lines
+
+
+def _fig3_attack_cost(eps: list[float], methods: list[str], values: dict[Key, Values]) -> list[str]:
+    """The attack's cost per rule and ε (Sec. 6.3): own (no attack − attack) and the paper's reading
+    (FedAvg without attack − attack), beside the paper's 4–5 (traditional) and 1–2 (ours) points."""
+    lines = [
         "",
         "## The attack's cost (accuracy points)",
         "",
@@ -372,64 +417,78 @@ def _markdown(
     for m in methods:
         cells = []
         for e in eps:
-            att, own, ref = _mean(v(m, "dirty_label", e)), _mean(v(m, "none", e)), _mean(v("fedavg", "none", e))
+            att = _mean(_fig3_cell(values, m, "dirty_label", e))
+            own, ref = _mean(_fig3_cell(values, m, "none", e)), _mean(_fig3_cell(values, "fedavg", "none", e))
             own_s = f"{own - att:+.2f}" if np.isfinite(own) else "—"
             ref_s = f"{ref - att:+.2f}" if np.isfinite(ref) else "—"
             cells.append(f"{own_s} / {ref_s}" if np.isfinite(att) else "—")
         paper = PAPER_ATTACK_COST.get(m)
         lines.append(f"| {METHODS[m]} | " + " | ".join(cells) + f" | {f'{paper[0]:g}–{paper[1]:g}' if paper else '—'} |")
-    used = [r for r in rows if r["attack"] == "dirty_label" and r["adversary_used_fraction"] != ""]
-    if used:
-        lines += [
-            "",
-            "## How often the server's model used the adversary's upload",
-            "",
-            "Fraction of rounds (mean over seeds). Leave-one-out always uses m − 1 of m uploads; it leaves the "
-            "adversary out when k* is the adversary.",
-            "",
-            "| method | " + " | ".join(_eps_head(e) for e in eps) + " |",
-            "|---|" + "---|" * len(eps),
-        ]
-        for m in methods:
-            lines.append(
-                f"| {METHODS[m]} | "
-                + " | ".join(str(by[(m, "dirty_label", e)]["adversary_used_fraction"]) if (m, "dirty_label", e) in by else "—" for e in eps)
-                + " |"
-            )
-    loo_rows = [(e, by.get(("leave_one_out", "dirty_label", e))) for e in eps]
-    loo = [(e, r) for e, r in loo_rows if r is not None and r["p_exclude_adversary"] != ""]
-    if loo:
-        lines += [
-            "",
-            "## Does M4 find the adversary?",
-            "",
-            "Pr[k* = adversary]: the probability the exponential mechanism gave to the one leave-one-out "
-            "group without the adversary, mean over rounds and seeds; 1/m (uniform) means the validation "
-            "scores, at Δy = 1/(m − 1) and this ε_E, did not tell it apart.",
-            "",
-            "| ε | Pr[k* = adversary] | uniform 1/m |",
-            "|---|---|---|",
-        ]
-        lines += [
-            f"| {e:g} | {r['p_exclude_adversary']} | {1 / float(r['m']):.3f} |" if r["m"] else f"| {e:g} | {r['p_exclude_adversary']} | — |"
-            for e, r in loo
-        ]
-    if decided:
-        lines += ["", "## The paper's orderings (Secs. 6.2.2, 6.3), decided from the per-seed accuracies", "", *orderings_markdown(decided)]
-    led_rows = [(e, by.get(("leave_one_out", "dirty_label", e))) for e in eps]
-    led = [(e, r) for e, r in led_rows if r is not None]
-    if led:
-        lines += [
-            "",
-            "## Each winner's privacy after T rounds (ours)",
-            "",
-            "| ε | rounds T | paper: T(ε_L + ε_E) at Tδ | RDP of M3 + T ε_E at Tδ |",
-            "|---|---|---|---|",
-        ]
-        lines += [f"| {e:g} | {r['rounds']} | {r['eps_paper_per_client']:g} | {r['eps_rdp_per_client']:g} |" for e, r in led]
-    if drawn:
-        lines += ["", "![Fig. 3](fig3.png)"]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _fig3_adversary_used(rows: list[dict[str, Any]], by: ByCell, eps: list[float], methods: list[str]) -> list[str]:
+    """How often the server's model used the adversary's upload under attack, per rule and ε
+    (mean over seeds); empty where no row records it."""
+    if not any(r["attack"] == "dirty_label" and r["adversary_used_fraction"] != "" for r in rows):
+        return []
+    lines = [
+        "",
+        "## How often the server's model used the adversary's upload",
+        "",
+        "Fraction of rounds (mean over seeds). Leave-one-out always uses m − 1 of m uploads; it leaves the "
+        "adversary out when k* is the adversary.",
+        "",
+        *_eps_table_head("method", eps),
+    ]
+    for m in methods:
+        used = (str(by[(m, "dirty_label", e)]["adversary_used_fraction"]) if (m, "dirty_label", e) in by else "—" for e in eps)
+        lines.append(f"| {METHODS[m]} | " + " | ".join(used) + " |")
+    return lines
+
+
+def _loo_attacked(by: ByCell, eps: list[float]) -> list[tuple[float, dict[str, Any]]]:
+    """The rows of ours (leave-one-out) under attack, with their ε, in ε order."""
+    return [(e, r) for e in eps if (r := by.get(("leave_one_out", "dirty_label", e))) is not None]
+
+
+def _fig3_exclusion(by: ByCell, eps: list[float]) -> list[str]:
+    """Does M4 find the adversary: Pr[k* = adversary] of ours under attack per ε beside the
+    uniform 1/m; empty where no leave-one-out run records it."""
+    loo = [(e, r) for e, r in _loo_attacked(by, eps) if r["p_exclude_adversary"] != ""]
+    if not loo:
+        return []
+    lines = [
+        "",
+        "## Does M4 find the adversary?",
+        "",
+        "Pr[k* = adversary]: the probability the exponential mechanism gave to the one leave-one-out "
+        "group without the adversary, mean over rounds and seeds; 1/m (uniform) means the validation "
+        "scores, at Δy = 1/(m − 1) and this ε_E, did not tell it apart.",
+        "",
+        "| ε | Pr[k* = adversary] | uniform 1/m |",
+        "|---|---|---|",
+    ]
+    return lines + [
+        f"| {e:g} | {r['p_exclude_adversary']} | {1 / float(r['m']):.3f} |" if r["m"] else f"| {e:g} | {r['p_exclude_adversary']} | — |"
+        for e, r in loo
+    ]
+
+
+def _fig3_ledger(by: ByCell, eps: list[float]) -> list[str]:
+    """Each winner's privacy after T rounds of ours per ε: the paper's T(ε_L + ε_E) beside the RDP
+    account of M3 plus T ε_E; empty without a leave-one-out row under attack."""
+    led = _loo_attacked(by, eps)
+    if not led:
+        return []
+    return [
+        "",
+        "## Each winner's privacy after T rounds (ours)",
+        "",
+        "| ε | rounds T | paper: T(ε_L + ε_E) at Tδ | RDP of M3 + T ε_E at Tδ |",
+        "|---|---|---|---|",
+        *(f"| {e:g} | {r['rounds']} | {r['eps_paper_per_client']:g} | {r['eps_rdp_per_client']:g} |" for e, r in led),
+    ]
 
 
 def _plot(rows: list[dict[str, Any]], path: Path, runs: list[dict[str, Any]]) -> bool:
@@ -547,6 +606,20 @@ def _finish(fig: Any, dest: Path, name: str, title: str, lines: list[str], cells
     copy_configs(cells, dest, root=root)
 
 
+def _accuracy_curve(ax: Any, pts: Sequence[tuple[float, dict[str, Any]]], label: str) -> None:
+    """One curve of final accuracy (mean ± std over seeds) on ``ax`` through ``pts``, each an
+    x value and its row (Figs. 4a, 4c and 5)."""
+    ax.errorbar(
+        [x for x, _ in pts],
+        [r["accuracy_mean"] for _, r in pts],
+        yerr=[r["accuracy_std"] for _, r in pts],
+        fmt="-o",
+        ms=3,
+        capsize=2,
+        label=label,
+    )
+
+
 def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     """Fig. 5 (Sec. 6.2.5): accuracy against the group size s with one adversary; the paper's
     claims (rises with s, stays below leave-one-out) decided from the per-seed accuracies
@@ -576,18 +649,14 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     groups = [r for r in rows if r["rule"] == "random_groups"]
     loo = [r for r in rows if r["rule"] == "leave_one_out"]
     runs_all = [r for rs in cells.values() for r in rs]
-    lines = [
-        f"# JDP-FL Fig. 5 on {_dataset(runs_all)} ({budget} budget)",
-        "",
+    intro = (
         "Final test accuracy (%) against the group size s of the random-group strategy (a fresh random "
         "partition into m/s groups each round, g* by the exponential mechanism with Δy = 1/s), beside "
         "leave-one-out (s = m − 1); mean ± std over seeds (number of seeds). Paper: accuracy rises with s "
-        "and stays below leave-one-out.",
-        "",
-        runs_line(runs_all),
-        "",
-        budget_line([r["cfg"] for r in runs_all]),
-        "",
+        "and stays below leave-one-out."
+    )
+    lines = [
+        *_page_head("Fig. 5", runs_all, budget, intro),
         "| rule | s | accuracy | rounds whose model used the adversary |",
         "|---|---|---|---|",
     ]
@@ -595,8 +664,7 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
         f"| {METHODS[r['rule']]} | {r['group_size']} | {_cell_text(values[r['group_size']])} | {r['adversary_used_fraction']} |"
         for r in rows
     ]
-    if decided:
-        lines += ["", "## The paper's claims (Sec. 6.2.5), decided from the per-seed accuracies", "", *orderings_markdown(decided)]
+    lines += _orderings_section("claims (Sec. 6.2.5)", decided)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -604,15 +672,7 @@ def write_fig5(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
 
     fig, ax = plt.subplots(figsize=(5.6, 3.8))
     if groups:
-        ax.errorbar(
-            [r["group_size"] for r in groups],
-            [r["accuracy_mean"] for r in groups],
-            yerr=[r["accuracy_std"] for r in groups],
-            fmt="-o",
-            ms=3,
-            capsize=2,
-            label="random groups",
-        )
+        _accuracy_curve(ax, [(r["group_size"], r) for r in groups], "random groups")
     for r in loo:
         ax.axhline(r["accuracy_mean"], ls="--", color="C1", label=f"leave-one-out (s = {r['group_size']})")
     ax.set_xlabel("group size s")
@@ -672,6 +732,22 @@ def write_fig4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     if not cells:
         raise ValueError(f"runs: no finished leave-one-out JDP-FL run under attack under {root}")
     values = {key: per_seed(runs) for key, runs in cells.items()}
+    rows, excl_by = _fig4_rows(cells, values)
+    decided = fig4_orderings(values)
+    dest.mkdir(parents=True, exist_ok=True)
+    write_rows_csv(dest / "fig4.csv", rows, empty_header=["m"])
+    write_orderings(dest / ORDERINGS, decided)
+    lines = _fig4_lines(rows, values, excl_by, [r for rs in cells.values() for r in rs], budget, decided)
+    _finish(_fig4_plot(rows), dest, "fig4", "Fig. 4", lines, cells.values(), root)
+    return rows
+
+
+def _fig4_rows(
+    cells: dict[tuple[int, float], list[dict[str, Any]]], values: dict[tuple[int, float], Values]
+) -> tuple[list[dict[str, Any]], dict[tuple[int, float], float]]:
+    """fig4.csv's rows, one per (m, ε) in order: accuracy mean ± std over seeds, Pr[k* = adversary]
+    beside 1/m, how often the adversary's upload was used, the paper's ε per client and the wall
+    time; and Pr[k* = adversary] by (m, ε) unrounded (NaN where no run records it), for the page."""
     excl_by: dict[tuple[int, float], float] = {}
     rows: list[dict[str, Any]] = []
     for m, eps in sorted(cells):
@@ -693,64 +769,60 @@ def write_fig4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
                 "wall_time_mean": round(float(np.mean([r["summary"]["wall_time"] for r in runs])), 1),
             }
         )
-    decided = fig4_orderings(values)
-    dest.mkdir(parents=True, exist_ok=True)
-    write_rows_csv(dest / "fig4.csv", rows, empty_header=["m"])
-    write_orderings(dest / ORDERINGS, decided)
+    return rows, excl_by
+
+
+def _fig4_lines(
+    rows: list[dict[str, Any]],
+    values: dict[tuple[int, float], Values],
+    excl_by: dict[tuple[int, float], float],
+    runs: list[dict[str, Any]],
+    budget: str,
+    decided: list[Ordering],
+) -> list[str]:
+    """fig4.md's lines (the figure and the code note are added by :func:`_finish`): accuracy by m
+    and ε (Fig. 4a/4c), Pr[k* = adversary] beside 1/m, and the paper's claims decided."""
     ms = sorted({r["m"] for r in rows})
     epss = sorted({r["epsilon"] for r in rows})
-    by = {(r["m"], r["epsilon"]): r for r in rows}
-    runs_all = [r for rs in cells.values() for r in rs]
-    lines = [
-        f"# JDP-FL Fig. 4 on {_dataset(runs_all)} ({budget} budget)",
-        "",
+    intro = (
         "Ours (leave-one-out M4 + M5) under attack: final test accuracy (%), mean ± std over "
         "seeds (number of seeds), by the number of participants m (rows) and ε = ε_L = ε_E (columns). "
-        "Paper (Fig. 4a/4c, MNIST): accuracy rises with ε, and with m.",
-        "",
-        runs_line(runs_all),
-        "",
-        budget_line([r["cfg"] for r in runs_all]),
-        "",
-        "| m | " + " | ".join(_eps_head(e) for e in epss) + " |",
-        "|---|" + "---|" * len(epss),
-    ]
-    for m in ms:
-        lines.append(f"| {m} | " + " | ".join(_cell_text(values.get((m, e))) for e in epss) + " |")
-    lines += [
+        "Paper (Fig. 4a/4c, MNIST): accuracy rises with ε, and with m."
+    )
+    return [
+        *_page_head("Fig. 4", runs, budget, intro),
+        *_eps_table_head("m", epss),
+        *(f"| {m} | " + " | ".join(_cell_text(values.get((m, e))) for e in epss) + " |" for m in ms),
         "",
         "Pr[k* = the group without the adversary] (mean over rounds and seeds) beside uniform 1/m:",
         "",
-        "| m | " + " | ".join(_eps_head(e) for e in epss) + " |",
-        "|---|" + "---|" * len(epss),
+        *_eps_table_head("m", epss),
+        *(f"| {m} | " + " | ".join(_exclusion_text(excl_by.get((m, e), math.nan), m) for e in epss) + " |" for m in ms),
+        *_orderings_section("claims (Secs. 6.2.3-6.2.4)", decided),
     ]
-    for m in ms:
-        cells_md = []
-        for e in epss:
-            p = excl_by.get((m, e), math.nan)
-            cells_md.append("—" if not math.isfinite(p) else f"{p:.3f} (1/m = {1 / m:.3f})")
-        lines.append(f"| {m} | " + " | ".join(cells_md) + " |")
-    if decided:
-        lines += ["", "## The paper's claims (Secs. 6.2.3-6.2.4), decided from the per-seed accuracies", "", *orderings_markdown(decided)]
 
+
+def _exclusion_text(p: float, m: int) -> str:
+    """A cell of Fig. 4's Pr[k* = adversary] table: ``p`` beside the uniform 1/m, ``—`` if not finite."""
+    return "—" if not math.isfinite(p) else f"{p:.3f} (1/m = {1 / m:.3f})"
+
+
+def _fig4_plot(rows: list[dict[str, Any]]) -> Any:
+    """fig4.png's figure: (a) accuracy against ε, one curve per m with two or more ε; (c) accuracy
+    against m, one curve per ε with three or more m."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    ms = sorted({r["m"] for r in rows})
+    epss = sorted({r["epsilon"] for r in rows})
+    by = {(r["m"], r["epsilon"]): r for r in rows}
     fig, (ax_e, ax_m) = plt.subplots(1, 2, figsize=(9.6, 3.8))
     for m in ms:
         pts = [(e, by[(m, e)]) for e in epss if (m, e) in by]
         if len(pts) >= 2:
-            ax_e.errorbar(
-                [e for e, _ in pts],
-                [r["accuracy_mean"] for _, r in pts],
-                yerr=[r["accuracy_std"] for _, r in pts],
-                fmt="-o",
-                ms=3,
-                capsize=2,
-                label=f"m = {m}",
-            )
+            _accuracy_curve(ax_e, pts, f"m = {m}")
     ax_e.set_xscale("log")
     ax_e.set_xlabel("ε")
     ax_e.set_ylabel("final test accuracy (%)")
@@ -760,18 +832,9 @@ def write_fig4(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]:
     for e in epss:
         pts = [(m, by[(m, e)]) for m in ms if (m, e) in by]
         if len(pts) >= 3:
-            ax_m.errorbar(
-                [m for m, _ in pts],
-                [r["accuracy_mean"] for _, r in pts],
-                yerr=[r["accuracy_std"] for _, r in pts],
-                fmt="-o",
-                ms=3,
-                capsize=2,
-                label=_eps_head(e),
-            )
+            _accuracy_curve(ax_m, pts, _eps_head(e))
     ax_m.set_xlabel("number of participants m")
     ax_m.set_title("(c) accuracy vs m", fontsize=9)
     if ax_m.has_data():
         ax_m.legend(fontsize=8)
-    _finish(fig, dest, "fig4", "Fig. 4", lines, cells.values(), root)
-    return rows
+    return fig

@@ -248,20 +248,35 @@ def write_sweep(rows: Sequence[KappaRow], dest: Path, *, instance: str) -> float
     the chosen default) under ``dest``; returns the chosen κ."""
     dest.mkdir(parents=True, exist_ok=True)
     chosen, by = choose_default(rows)
-    with (dest / "sweep.csv").open("w", newline="") as f:
+    _write_csv(rows, dest / "sweep.csv")
+    (dest / "sweep.json").write_text(
+        json.dumps({"instance": instance, "chosen_acc_scale": chosen, "chosen_by": by, "rows": [asdict(r) for r in rows]}, indent=1) + "\n"
+    )
+    lines = [
+        *_intro(instance),
+        *_table(rows),
+        *_solver_status(rows),
+        *_per_round(rows),
+        *_chosen(chosen, by),
+    ]
+    (dest / "sweep.md").write_text("\n".join(lines))
+    return chosen
+
+
+def _write_csv(rows: Sequence[KappaRow], path: Path) -> None:
+    """``sweep.csv``: one row per κ with the scalar columns :data:`_COLUMNS` of :class:`KappaRow`."""
+    with path.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(_COLUMNS)
         for r in rows:
             d = asdict(r)
             w.writerow([d[c] for c in _COLUMNS])
-    (dest / "sweep.json").write_text(
-        json.dumps({"instance": instance, "chosen_acc_scale": chosen, "chosen_by": by, "rows": [asdict(r) for r in rows]}, indent=1) + "\n"
-    )
-    head = (
-        "| κ/(Σ\\|D\\|)² | min R_t | mean R_t | φ(0) | φ(T) | welfare | PoA | τ(0) | τ(T) | τ max | τ non-incr. "
-        "| J true cost | J at Lemma-2 R | (a)-(c) |"
-    )
-    lines = [
+
+
+def _intro(instance: str) -> list[str]:
+    """sweep.md's title, the instance and what each column of the table measures (Eqs. 13 and 30,
+    the bounded optimum of Eqs. 31-32, Algorithm 3 with Theorem 7 under B_t = 700 → 300)."""
+    return [
         "# FedPCS accuracy scale κ: sweep",
         "",
         f"Instance: {instance}.",
@@ -272,34 +287,42 @@ def write_sweep(rows: Sequence[KappaRow], dest: Path, *, instance: str) -> float
         "ρ_t* ≤ ρ_H) under B_t = 700 → 300; J = Σ_{t≥1} U_t (Eq. 13), also at the rewards of the paper's "
         "Lemma-2 outer loop (same true cost).",
         "",
-        head,
-        "|" + "---|" * (head.count("|") - 1 - head.count("\\|")),
     ]
+
+
+def _table(rows: Sequence[KappaRow]) -> list[str]:
+    """The sweep's table, one row per κ: rewards, mean field, welfare and PoA, τ(t), the true cost
+    J (and J at the Lemma-2 rewards), and whether criteria (a)-(c) hold."""
+    head = (
+        "| κ/(Σ\\|D\\|)² | min R_t | mean R_t | φ(0) | φ(T) | welfare | PoA | τ(0) | τ(T) | τ max | τ non-incr. "
+        "| J true cost | J at Lemma-2 R | (a)-(c) |"
+    )
+    lines = [head, "|" + "---|" * (head.count("|") - 1 - head.count("\\|"))]
     for r in rows:
-        lines.append(
-            "| "
-            + " | ".join(
-                _fmt(x)
-                for x in (
-                    r.kappa,
-                    r.R_min,
-                    r.R_mean,
-                    r.phi_0,
-                    r.phi_T,
-                    r.welfare,
-                    r.poa,
-                    r.tau_first,
-                    r.tau_last,
-                    r.tau_max,
-                    r.tau_nonincreasing,
-                    r.cost,
-                    r.cost_lemma2,
-                    r.live,
-                )
-            )
-            + " |"
+        cells = (
+            r.kappa,
+            r.R_min,
+            r.R_mean,
+            r.phi_0,
+            r.phi_T,
+            r.welfare,
+            r.poa,
+            r.tau_first,
+            r.tau_last,
+            r.tau_max,
+            r.tau_nonincreasing,
+            r.cost,
+            r.cost_lemma2,
+            r.live,
         )
-    lines += [
+        lines.append("| " + " | ".join(_fmt(x) for x in cells) + " |")
+    return lines
+
+
+def _solver_status(rows: Sequence[KappaRow]) -> list[str]:
+    """One line per κ on how far to trust its row: the true-cost solve's convergence and largest
+    one-round gain, the Lemma-2 loop's convergence and equilibrium, and the solve's seconds."""
+    lines = [
         "",
         "Solver status per κ (true cost: converged = a full pass of one-round checks found no "
         "decrease above 1e-7 relative and the mean field converged):",
@@ -312,7 +335,12 @@ def write_sweep(rows: Sequence[KappaRow], dest: Path, *, instance: str) -> float
             f"{'give' if r.lemma2_equilibrium else 'do not give'} a pure-strategy equilibrium), "
             f"{r.seconds:.0f} s"
         )
-    lines += ["", "Per round t = 0..T: R_t, τ(t) and φ(t):", ""]
+    return lines
+
+
+def _per_round(rows: Sequence[KappaRow]) -> list[str]:
+    """R_t, τ(t) and φ(t) for t = 0..T, one bullet per κ: the series the table's columns summarise."""
+    lines = ["", "Per round t = 0..T: R_t, τ(t) and φ(t):", ""]
     for r in rows:
         lines += [
             f"* κ = {_fmt(r.kappa)}:",
@@ -320,22 +348,25 @@ def write_sweep(rows: Sequence[KappaRow], dest: Path, *, instance: str) -> float
             "  τ = " + " ".join(f"{x:.2f}" for x in r.tau),
             "  φ = " + " ".join(f"{x:.2f}" for x in r.phi),
         ]
+    return lines
+
+
+def _chosen(chosen: float | None, by: str) -> list[str]:
+    """The page's conclusion: the chosen reproduction ``acc_scale`` and the criteria ``by`` it met
+    (:func:`choose_default`), or that no κ of the grid makes the game live."""
     if chosen is None:
-        lines += [
+        return [
             "",
             "**No κ of the grid makes the game live** ((a) R_t > 0 in every round and (c) welfare > 0); "
             "see the table for which criterion fails.",
             "",
         ]
-    else:
-        lines += [
-            "",
-            f"**Chosen reproduction default: acc_scale = {_fmt(chosen)}**, the smallest κ meeting {by} "
-            "((a) R_t > 0 in every round, (b) τ(t) < 1 and non-increasing, (c) welfare > 0).",
-            "",
-        ]
-    (dest / "sweep.md").write_text("\n".join(lines))
-    return chosen
+    return [
+        "",
+        f"**Chosen reproduction default: acc_scale = {_fmt(chosen)}**, the smallest κ meeting {by} "
+        "((a) R_t > 0 in every round, (b) τ(t) < 1 and non-increasing, (c) welfare > 0).",
+        "",
+    ]
 
 
 _SERIES = ("R", "tau", "phi")

@@ -447,6 +447,91 @@ def _claim_verdict(checks: list[ClaimCheck]) -> str:
     return all_hold(decisions)
 
 
+def _mean_of(xs: dict[int, float]) -> float:
+    """The mean over seeds of per-seed values; NaN without any."""
+    return sum(xs.values()) / len(xs) if xs else math.nan
+
+
+def _needs(kind: str, quantity: str, *methods: str) -> list[tuple[str, str, str]]:
+    """The (partition, method, quantity) keys a statement on ``methods`` needs values for."""
+    return [(kind, m, quantity) for m in methods]
+
+
+class _Claims:
+    """What :func:`evaluate_claims` collects: the statements of C1-C4 in page order, and each
+    distinct ordering (split, A, B, quantity) decided once, before Holm's adjustment over all."""
+
+    def __init__(self, values: Values) -> None:
+        self.values = values
+        self.raw: dict[tuple[str, str, str, str], Decision] = {}
+        self.out: list[ClaimCheck] = []
+
+    def v(self, kind: str, method: str, quantity: str) -> dict[int, float]:
+        """The per-seed ``quantity`` of ``method`` on partition ``kind`` (empty without runs)."""
+        return self.values.get((kind, method, quantity), {})
+
+    def fin(self, kind: str, method: str) -> float:
+        """The mean final accuracy (%) of ``method`` on ``kind``."""
+        return _mean_of(self.v(kind, method, "final_acc"))
+
+    def statement(
+        self, claim: str, split: str, text: str, quantity: str, needs: list[tuple[str, str, str]], pairs: list[Pair], numbers: str
+    ) -> None:
+        """Add the statement ``text``: its orderings ``pairs`` (A, A's values, B, B's values),
+        each decided once, when every (partition, method, quantity) of ``needs`` has values;
+        ``numbers``: the means it is about."""
+        missing = tuple(dict.fromkeys(m for k, m, q in needs if not self.v(k, m, q)))
+        if missing:
+            no = f"no {QUANTITIES[quantity][0]} of " + ", ".join(missing)
+            self.out.append(ClaimCheck(claim, split, text, quantity, no, missing=missing))
+            return
+        found = []
+        for a, va, b, vb in pairs:
+            key = (split, a, b, quantity)
+            if key not in self.raw:
+                self.raw[key] = decide(va, vb)
+            found.append((a, b))
+        self.out.append(ClaimCheck(claim, split, text, quantity, numbers, tuple(found)))
+
+    def above(self, kind: str, quantity: str, *pairs: tuple[str, str]) -> list[Pair]:
+        """ "A's ``quantity`` above B's" for each (A, B) of ``pairs``."""
+        return [(a, self.v(kind, a, quantity), b, self.v(kind, b, quantity)) for a, b in pairs]
+
+    def within(self, kind: str, a: str, b: str, margin: float = 1.0) -> list[Pair]:
+        """a ≈ b within ``margin`` points of final accuracy: a + margin > b and b + margin > a
+        (two one-sided tests)."""
+        va, vb = self.v(kind, a, "final_acc"), self.v(kind, b, "final_acc")
+        return [
+            (f"{a} + {margin:g}", {s: x + margin for s, x in va.items()}, b, vb),
+            (f"{b} + {margin:g}", {s: x + margin for s, x in vb.items()}, a, va),
+        ]
+
+    def final_acc(self, claim: str, kind: str, text: str, a: str, b: str, *, close: bool = False, prefix: str = "") -> None:
+        """A statement on the final accuracies of ``a`` and ``b`` on ``kind``: a above b, or with
+        ``close`` a ≈ b within 1 point; its numbers are both means (``prefix`` before them)."""
+        pairs = self.within(kind, a, b) if close else self.above(kind, "final_acc", (a, b))
+        numbers = f"{prefix}{self.fin(kind, a):.2f} vs {self.fin(kind, b):.2f} %"
+        self.statement(claim, kind, text, "final_acc", _needs(kind, "final_acc", a, b), pairs, numbers)
+
+    def adjusted(self) -> list[ClaimCheck]:
+        """The statements with their orderings' decisions, p Holm-adjusted over every distinct
+        ordering of the page (one family)."""
+        adjusted = dict(zip(self.raw, holm(list(self.raw.values())), strict=True))
+        return [
+            ClaimCheck(
+                c.claim,
+                c.partition,
+                c.statement,
+                c.quantity,
+                c.numbers,
+                c.pairs,
+                tuple(adjusted[(c.partition, a, b, c.quantity)] for a, b in c.pairs),
+                c.missing,
+            )
+            for c in self.out
+        ]
+
+
 def evaluate_claims(values: Values) -> list[ClaimCheck]:
     """C1-C4 (Sec. V-B) decided from the per-seed ``values`` (:func:`per_seed`), in the order C1,
     C2, C3, C4 per partition, then C3's gaps across partitions. Each distinct ordering (partition,
@@ -455,180 +540,113 @@ def evaluate_claims(values: Values) -> list[ClaimCheck]:
     that shares an ordering with another (QI-DPFL above FedAvg-DP in C1 and C3) shows the same
     decision."""
     kinds = _partitions(k for k, _, _ in values)
-    raw: dict[tuple[str, str, str, str], Decision] = {}
-    out: list[ClaimCheck] = []
-
-    def v(kind: str, method: str, quantity: str) -> dict[int, float]:
-        return values.get((kind, method, quantity), {})
-
-    def mean(xs: dict[int, float]) -> float:
-        return sum(xs.values()) / len(xs) if xs else math.nan
-
-    def statement(
-        claim: str, split: str, text: str, quantity: str, needs: list[tuple[str, str, str]], pairs: list[Pair], numbers: str
-    ) -> None:
-        """Add the statement ``text``: its orderings ``pairs`` (A, A's values, B, B's values),
-        each decided once, when every (partition, method, quantity) of ``needs`` has values;
-        ``numbers``: the means it is about."""
-        missing = tuple(dict.fromkeys(m for k, m, q in needs if not v(k, m, q)))
-        if missing:
-            out.append(ClaimCheck(claim, split, text, quantity, f"no {QUANTITIES[quantity][0]} of " + ", ".join(missing), missing=missing))
-            return
-        found = []
-        for a, va, b, vb in pairs:
-            key = (split, a, b, quantity)
-            if key not in raw:
-                raw[key] = decide(va, vb)
-            found.append((a, b))
-        out.append(ClaimCheck(claim, split, text, quantity, numbers, tuple(found)))
-
-    def above(kind: str, quantity: str, *pairs: tuple[str, str]) -> list[Pair]:
-        """ "A's ``quantity`` above B's" for each (A, B) of ``pairs``."""
-        return [(a, v(kind, a, quantity), b, v(kind, b, quantity)) for a, b in pairs]
-
-    def within(kind: str, a: str, b: str, margin: float = 1.0) -> list[Pair]:
-        """a ≈ b within ``margin`` points of final accuracy: a + margin > b and b + margin > a
-        (two one-sided tests)."""
-        va, vb = v(kind, a, "final_acc"), v(kind, b, "final_acc")
-        return [
-            (f"{a} + {margin:g}", {s: x + margin for s, x in va.items()}, b, vb),
-            (f"{b} + {margin:g}", {s: x + margin for s, x in vb.items()}, a, va),
-        ]
-
+    claims = _Claims(values)
     for kind in kinds:
-
-        def fin(m: str, kind: str = kind) -> float:
-            return mean(v(kind, m, "final_acc"))
-
-        def needs(quantity: str, *methods: str, kind: str = kind) -> list[tuple[str, str, str]]:
-            return [(kind, m, quantity) for m in methods]
-
-        # C1 (panel a)
-        others = ("FedAvg", "FedAvg-select", "QI-DPFL")
-        statement(
-            "C1",
-            kind,
-            "FedAvg-DP has the lowest final accuracy of FedAvg, FedAvg-select, FedAvg-DP, QI-DPFL",
-            "final_acc",
-            needs("final_acc", "FedAvg-DP", *others),
-            above(kind, "final_acc", *((m, "FedAvg-DP") for m in others)),
-            f"FedAvg-DP {fin('FedAvg-DP'):.2f} %; " + ", ".join(f"{m} {fin(m):.2f}" for m in others),
-        )
-        for m in ("FedAvg-select", "QI-DPFL"):
-            statement(
-                "C1",
-                kind,
-                f"{m} above FedAvg at the end",
-                "final_acc",
-                needs("final_acc", m, "FedAvg"),
-                above(kind, "final_acc", (m, "FedAvg")),
-                f"final {fin(m):.2f} vs {fin('FedAvg'):.2f} %",
-            )
-            statement(
-                "C1",
-                kind,
-                f"{m} above FedAvg over the first third of rounds (faster convergence)",
-                "early_acc",
-                needs("early_acc", m, "FedAvg"),
-                above(kind, "early_acc", (m, "FedAvg")),
-                f"mean {mean(v(kind, m, 'early_acc')):.2f} vs {mean(v(kind, 'FedAvg', 'early_acc')):.2f} %",
-            )
-        statement(
-            "C1",
-            kind,
-            "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point)",
-            "final_acc",
-            needs("final_acc", "QI-DPFL", "FedAvg-select"),
-            within(kind, "QI-DPFL", "FedAvg-select"),
-            f"{fin('QI-DPFL'):.2f} vs {fin('FedAvg-select'):.2f} %",
-        )
-        # C2 (panels b-d)
-        statement(
-            "C2",
-            kind,
-            "QI-DPFL final accuracy within 1 point of Max",
-            "final_acc",
-            needs("final_acc", "QI-DPFL", "Max"),
-            within(kind, "QI-DPFL", "Max"),
-            f"{fin('QI-DPFL'):.2f} vs {fin('Max'):.2f} %",
-        )
-        for what, label, quantity in (
-            ("total cost U_T", "has the lowest", "total_cost"),
-            ("total reward", "pays the lowest", "total_reward"),
-        ):
-            # "lowest" is each other policy above QI-DPFL
-            statement(
-                "C2",
-                kind,
-                f"QI-DPFL {label} {what} of QI-DPFL, Max, Random",
-                quantity,
-                needs(quantity, *POLICIES),
-                above(kind, quantity, ("Max", "QI-DPFL"), ("Random", "QI-DPFL")),
-                ", ".join(f"{m} {mean(v(kind, m, quantity)):.6g}" for m in POLICIES),
-            )
-        statement(
-            "C2",
-            kind,
-            "Random's total reward lies between QI-DPFL's and Max's",
-            "total_reward",
-            needs("total_reward", *POLICIES),
-            above(kind, "total_reward", ("Random", "QI-DPFL"), ("Max", "Random")),
-            ", ".join(f"{m} {mean(v(kind, m, 'total_reward')):.6g}" for m in ("QI-DPFL", "Random", "Max")),
-        )
-        # C3 (per partition)
-        statement(
-            "C3",
-            kind,
-            "QI-DPFL above FedAvg-DP at the end (effect of screening)",
-            "final_acc",
-            needs("final_acc", "QI-DPFL", "FedAvg-DP"),
-            above(kind, "final_acc", ("QI-DPFL", "FedAvg-DP")),
-            f"{fin('QI-DPFL'):.2f} vs {fin('FedAvg-DP'):.2f} %",
-        )
-        # C4 (Theorem 2): every seed's smallest step before R_max against 0
-        rises = v(kind, "QI-DPFL", "min_rise")
-        statement(
-            "C4",
-            kind,
-            "QI-DPFL reward R_t rises at every step t until it reaches R_max,t",
-            "min_rise",
-            needs("min_rise", "QI-DPFL"),
-            [("QI-DPFL smallest step", rises, "0", {s: 0.0 for s in rises})],
-            "smallest step R_t − R_{t−1} up to R_max,t per seed: " + ", ".join(f"{s}: {x:.4g}" for s, x in sorted(rises.items())),
-        )
-    # C3: the gaps, every non-IID partition against IID, per seed (the seeds pair across partitions)
+        _c1_panel_a(claims, kind)
+        _c2_policies(claims, kind)
+        _c3_screening(claims, kind)
+        _c4_reward_rises(claims, kind)
     if "iid" in kinds:
+        _c3_gaps(claims, kinds)
+    return claims.adjusted()
 
-        def gaps(kind: str, a: str, b: str) -> dict[int, float]:
-            va, vb = v(kind, a, "final_acc"), v(kind, b, "final_acc")
-            return {s: va[s] - vb[s] for s in sorted(va.keys() & vb.keys())}
 
-        for kind in (k for k in kinds if k != "iid"):
-            for a, b in C3_GAPS:
-                g_non, g_iid = gaps(kind, a, b), gaps("iid", a, b)
-                statement(
-                    "C3",
-                    f"{kind} vs iid",
-                    f"gap {a} − {b} larger under {_label(kind)} than IID",
-                    "gap",
-                    [(k, m, "final_acc") for k in (kind, "iid") for m in (a, b)],
-                    [(f"{a} − {b} ({_label(kind)})", g_non, f"{a} − {b} (IID)", g_iid)],
-                    f"{mean(g_non):.2f} vs {mean(g_iid):.2f} points" if g_non and g_iid else "no seed in both cells",
-                )
-    adjusted = dict(zip(raw, holm(list(raw.values())), strict=True))
-    return [
-        ClaimCheck(
-            c.claim,
-            c.partition,
-            c.statement,
-            c.quantity,
-            c.numbers,
-            c.pairs,
-            tuple(adjusted[(c.partition, a, b, c.quantity)] for a, b in c.pairs),
-            c.missing,
+def _c1_panel_a(c: _Claims, kind: str) -> None:
+    """C1 (panel a) on ``kind``: FedAvg-DP has the lowest final accuracy; FedAvg-select and QI-DPFL
+    end above FedAvg and converge faster (first third of rounds); QI-DPFL ≈ FedAvg-select."""
+    others = ("FedAvg", "FedAvg-select", "QI-DPFL")
+    c.statement(
+        "C1",
+        kind,
+        "FedAvg-DP has the lowest final accuracy of FedAvg, FedAvg-select, FedAvg-DP, QI-DPFL",
+        "final_acc",
+        _needs(kind, "final_acc", "FedAvg-DP", *others),
+        c.above(kind, "final_acc", *((m, "FedAvg-DP") for m in others)),
+        f"FedAvg-DP {c.fin(kind, 'FedAvg-DP'):.2f} %; " + ", ".join(f"{m} {c.fin(kind, m):.2f}" for m in others),
+    )
+    for m in ("FedAvg-select", "QI-DPFL"):
+        c.final_acc("C1", kind, f"{m} above FedAvg at the end", m, "FedAvg", prefix="final ")
+        c.statement(
+            "C1",
+            kind,
+            f"{m} above FedAvg over the first third of rounds (faster convergence)",
+            "early_acc",
+            _needs(kind, "early_acc", m, "FedAvg"),
+            c.above(kind, "early_acc", (m, "FedAvg")),
+            f"mean {_mean_of(c.v(kind, m, 'early_acc')):.2f} vs {_mean_of(c.v(kind, 'FedAvg', 'early_acc')):.2f} %",
         )
-        for c in out
-    ]
+    c.final_acc("C1", kind, "QI-DPFL ≈ FedAvg-select (final accuracy within 1 point)", "QI-DPFL", "FedAvg-select", close=True)
+
+
+def _c2_policies(c: _Claims, kind: str) -> None:
+    """C2 (panels b-d) on ``kind``, QI-DPFL against the Max and Random reward policies: accuracy
+    within 1 point of Max, the lowest total cost and reward, Random's reward between the two."""
+    c.final_acc("C2", kind, "QI-DPFL final accuracy within 1 point of Max", "QI-DPFL", "Max", close=True)
+    for what, label, quantity in (
+        ("total cost U_T", "has the lowest", "total_cost"),
+        ("total reward", "pays the lowest", "total_reward"),
+    ):
+        # "lowest" is each other policy above QI-DPFL
+        c.statement(
+            "C2",
+            kind,
+            f"QI-DPFL {label} {what} of QI-DPFL, Max, Random",
+            quantity,
+            _needs(kind, quantity, *POLICIES),
+            c.above(kind, quantity, ("Max", "QI-DPFL"), ("Random", "QI-DPFL")),
+            ", ".join(f"{m} {_mean_of(c.v(kind, m, quantity)):.6g}" for m in POLICIES),
+        )
+    c.statement(
+        "C2",
+        kind,
+        "Random's total reward lies between QI-DPFL's and Max's",
+        "total_reward",
+        _needs(kind, "total_reward", *POLICIES),
+        c.above(kind, "total_reward", ("Random", "QI-DPFL"), ("Max", "Random")),
+        ", ".join(f"{m} {_mean_of(c.v(kind, m, 'total_reward')):.6g}" for m in ("QI-DPFL", "Random", "Max")),
+    )
+
+
+def _c3_screening(c: _Claims, kind: str) -> None:
+    """C3 on ``kind``: QI-DPFL ends above FedAvg-DP, the effect of screening the clients."""
+    c.final_acc("C3", kind, "QI-DPFL above FedAvg-DP at the end (effect of screening)", "QI-DPFL", "FedAvg-DP")
+
+
+def _c4_reward_rises(c: _Claims, kind: str) -> None:
+    """C4 (Theorem 2) on ``kind``: QI-DPFL's reward R_t rises at every step until R_max,t, decided
+    on every seed's smallest step before R_max against 0."""
+    rises = c.v(kind, "QI-DPFL", "min_rise")
+    c.statement(
+        "C4",
+        kind,
+        "QI-DPFL reward R_t rises at every step t until it reaches R_max,t",
+        "min_rise",
+        _needs(kind, "min_rise", "QI-DPFL"),
+        [("QI-DPFL smallest step", rises, "0", {s: 0.0 for s in rises})],
+        "smallest step R_t − R_{t−1} up to R_max,t per seed: " + ", ".join(f"{s}: {x:.4g}" for s, x in sorted(rises.items())),
+    )
+
+
+def _c3_gaps(c: _Claims, kinds: list[str]) -> None:
+    """C3 across partitions: each gap of :data:`C3_GAPS` in final accuracy is larger under every
+    non-IID partition than under IID, decided on the per-seed gaps (the seeds pair across partitions)."""
+
+    def gaps(kind: str, a: str, b: str) -> dict[int, float]:
+        va, vb = c.v(kind, a, "final_acc"), c.v(kind, b, "final_acc")
+        return {s: va[s] - vb[s] for s in sorted(va.keys() & vb.keys())}
+
+    for kind in (k for k in kinds if k != "iid"):
+        for a, b in C3_GAPS:
+            g_non, g_iid = gaps(kind, a, b), gaps("iid", a, b)
+            c.statement(
+                "C3",
+                f"{kind} vs iid",
+                f"gap {a} − {b} larger under {_label(kind)} than IID",
+                "gap",
+                [(k, m, "final_acc") for k in (kind, "iid") for m in (a, b)],
+                [(f"{a} − {b} ({_label(kind)})", g_non, f"{a} − {b} (IID)", g_iid)],
+                f"{_mean_of(g_non):.2f} vs {_mean_of(g_iid):.2f} points" if g_non and g_iid else "no seed in both cells",
+            )
 
 
 def orderings(checks: list[ClaimCheck]) -> list[tuple[dict[str, Any], Decision]]:
