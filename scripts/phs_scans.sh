@@ -18,4 +18,4 @@ dest=results/phs_scans
   --grid "train.local.lr=${LRS:-0.01,0.02,0.1,0.2,0.5}" --no-report
 .venv/bin/fedgame export "$out/rounds" "$dest/runs"
 .venv/bin/fedgame export "$out/lr" "$dest/runs"
-.venv/bin/fedgame report "$dest/runs" --kind runs --budget paper --out "$dest" >/dev/null
+.venv/bin/fedgame report "$dest/runs" --kind runs --budget "T^g scan and lr scan (one seed each)" --out "$dest" >/dev/null
