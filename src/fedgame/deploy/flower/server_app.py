@@ -25,6 +25,7 @@ also written to ``<out>/error.txt`` next to the partial results.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -143,9 +144,9 @@ class SiloDeployment(FlowerDeployment):
             round_timeout=self.round_timeout,
             register_timeout=self.register_timeout,
         )
-        ex.order = self._checkpointed_fingerprints()
+        ex.order = before = self._checkpointed_fingerprints()
         built = build_silo(cfg, ex, server_test=test, server_validation=validation)
-        self._check_resume(built)
+        self._check_resume(built, before)
         self.executor = ex
         self.startup_seconds = time.perf_counter() - tic
         return built
@@ -156,16 +157,14 @@ class SiloDeployment(FlowerDeployment):
         path = self.out / "partition.json"
         if not self.resume or not (self.out / "checkpoint.pt").exists() or not path.exists():
             return None
-        import json
-
         before = json.loads(path.read_text()).get("data_fingerprints")
         return None if before is None else [str(f) for f in before]
 
-    def _check_resume(self, built: Built | BuiltJDP) -> None:
-        """On resume, refuse nodes whose data differ from the checkpointed run's. A restarted
-        SuperNode has a new Flower node id: the executor already gave every client back the
-        node holding its files (:attr:`SiloExecutor.order`), so only other data is refused."""
-        before = self._checkpointed_fingerprints()
+    def _check_resume(self, built: Built | BuiltJDP, before: list[str] | None) -> None:
+        """On resume, refuse nodes whose data differ from the checkpointed run's (``before``,
+        :meth:`_checkpointed_fingerprints`, read once). A restarted SuperNode has a new Flower
+        node id: the executor already gave every client back the node holding its files
+        (:attr:`SiloExecutor.order`), so only other data is refused."""
         if before is None:
             return
         now = [r.fingerprint for r in built.data.reports] if isinstance(built.data, SiloDataset) else None
