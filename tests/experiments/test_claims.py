@@ -129,6 +129,15 @@ def test_a_table_says_when_its_runs_mix_code_versions(tmp_path: Path) -> None:
         "Code: all 3 runs from code aaaaaaaaaaaa (1 run resumed under another code version: see its `sessions`); "
         "CPU: AMD EPYC (from each run's summary.json)."
     )
+    # runs trained on a lent GPU beside CPU runs: the line counts the runs per device
+    for i, device in enumerate(["cpu", "cuda (NVIDIA H200)"]):
+        d = tmp_path / f"dev_{i}"
+        d.mkdir()
+        (d / "summary.json").write_text(json.dumps({"versions": {"code": sha_a, "cpu": "AMD EPYC"}, "ran_on": {"device": device}}))
+    assert code_note([tmp_path / "dev_0", tmp_path / "dev_0"]).endswith("CPU: AMD EPYC (from each run's summary.json).")
+    assert code_note([tmp_path / "dev_0", tmp_path / "dev_1"]).endswith(
+        "CPU: AMD EPYC; trained on: cpu (1 run), cuda (NVIDIA H200) (1 run) (from each run's summary.json)."
+    )
 
 
 def test_table2_orderings_carry_computed_verdicts(tmp_path: Path) -> None:

@@ -139,9 +139,11 @@ def code_note(run_dirs: Iterable[Path]) -> str:
     changes) and the CPU model, counted over the runs, so that a table mixing code versions says so;
     a run that was stopped and resumed under another code version (two codes in its ``sessions``,
     written by :func:`~fedgame.pipeline.runner.run_one`) is counted by the code it ended with and
-    the line says how many such runs there are."""
+    the line says how many such runs there are. Where any run trained on another device than
+    the CPU (``ran_on.device``, e.g. a lent GPU), the line also counts the runs per device."""
     codes: Counter[str] = Counter()
     cpus: Counter[str] = Counter()
+    devices: Counter[str] = Counter()
     mixed = 0  # runs stopped and resumed under another code version (their ``sessions``)
     for d in run_dirs:
         path = Path(d) / "summary.json"
@@ -151,6 +153,7 @@ def code_note(run_dirs: Iterable[Path]) -> str:
         code = str(versions.get("code", "not recorded"))
         codes[code[:12] + code[40:] if len(code) >= 40 else code] += 1
         cpus[str(versions.get("cpu", "not recorded"))] += 1
+        devices[str(summary.get("ran_on", {}).get("device", "not recorded"))] += 1
 
     def listed(c: Counter[str]) -> str:
         return ", ".join(f"{k} ({n} run{'s' if n > 1 else ''})" for k, n in sorted(c.items()))
@@ -163,7 +166,8 @@ def code_note(run_dirs: Iterable[Path]) -> str:
     if mixed:
         code_part += f" ({mixed} run{'s' if mixed > 1 else ''} resumed under another code version: see its `sessions`)"
     cpu_part = next(iter(cpus)) if len(cpus) == 1 else listed(cpus)
-    return f"Code: {code_part}; CPU: {cpu_part} (from each run's summary.json)."
+    device_part = f"; trained on: {listed(devices)}" if set(devices) - {"cpu", "not recorded"} else ""
+    return f"Code: {code_part}; CPU: {cpu_part}{device_part} (from each run's summary.json)."
 
 
 def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
