@@ -31,7 +31,7 @@ for cell in "${cells[@]}"; do
   [ "$grid" = params ] && extra=("${params[@]}")
   case " ${GAMES:-0 1 2 3 4} " in *" $seed "*) ;; *) [ "$m" = random ] || [ "$m" = central_dp ] || continue ;; esac
   echo "== $grid $m $split seed $seed (${left} s left)"
-  timeout "$left" python3 -m fedgame run "recipes/fedpcs/$m.yaml" --set "name=$m[clients_per_round=20,kind=$split]" \
+  timeout "$left" python3 -m fedgame run "recipes/fedpcs/${m/#fedpcs/fmnist}.yaml" --set "name=$m[clients_per_round=20,kind=$split]" \
     --set "seed=$seed" --set train.clients_per_round=20 --set "data.partition.kind=$split" "${extra[@]}" \
     --out "$dir" 2>&1 | grep -vE "^\s*(│|┃|┏|┡|└|╇)" | tail -4
   if [ ! -f "$dir/summary.json" ]; then rm -rf "$dir"; echo "== stopped: $grid $m $split seed $seed did not finish"; break; fi
