@@ -4,11 +4,12 @@
 
 * the deployed run writes the results folder of ``run_one`` in process, with the same
   selections, ledgers and metrics bit for bit (the metrics include the final test loss and
-  accuracy, functions of the final parameters); JDP-FL's too, its auction on bids the nodes
-  answered as query messages (QI-DPFL's histogram queries are checked on Flower's Simulation
-  Engine with the server's copy of the data taken away, tests/deploy/test_flower_queries.py, and
-  a FedPCS run on real SuperNodes that hold their own data in tests/deploy/test_flower_silo.py:
-  one loopback deployment per query path keeps this module's minutes down);
+  accuracy, functions of the final parameters). JDP-FL on real SuperNodes (its auction on the
+  nodes' bids, each winner's model kept in its node's context across two rounds) runs on the
+  silo federation of tests/deploy/test_flower_silo.py beside FedPCS and PHS, and in process on
+  the in-memory grid of tests/deploy/test_flower_jdp.py; QI-DPFL's histogram queries are checked
+  on Flower's Simulation Engine with the server's copy of the data taken away
+  (tests/deploy/test_flower_queries.py): one loopback federation per path keeps the minutes down;
 * a SuperNode killed (SIGKILL) after round 0's record: round 1 ends with the replies that
   arrived (``on-missing = "continue"``), ``metrics.csv`` records the client as ``missing``
   and its ledger holds round 0 only; with ``on-missing = "fail"`` the run fails saying which
@@ -122,31 +123,6 @@ def test_deployed_run_writes_the_in_process_results(tmp_path: Path) -> None:
     assert got["final_loss"] == ref["final_loss"] and float(got["epsilon_max"]) > 0
     assert all(json.loads(r["missing"]) == [] and len(json.loads(r["selected"])) == 2 for r in _rows(out / "metrics.csv"))
     assert "round 1: replied [" in run.stdout, run.stdout  # the ServerApp's progress, streamed
-
-
-JDP = RECIPE.parents[1] / "jdp" / "fmnist.yaml"
-
-
-def test_deployed_jdp_keeps_each_winners_model_on_its_node(tmp_path: Path) -> None:
-    """JDP-FL over real SuperNodes: the auction on the nodes' bids, then each winner's model
-    lives in its SuperNode's context between rounds (a fresh ClientApp process per message):
-    the same auction, draws, ledgers and metrics as in process."""
-    over = [
-        "data.max_train=900",
-        "data.max_test=200",
-        "data.validation=150",
-        "data.partition.n_clients=4",
-        "train.rounds=2",
-        "train.threads=1",
-        "train.local.lr=0.05",
-        "model.name=logreg",
-        "jdp.auction.budget=3000",
-        "jdp.auction.mechanism=M2",
-    ]
-    ref, got, out, _ = _deploy_beside_in_process(tmp_path, JDP, over, 4)
-    assert got["backend_info"]["queries"] == {"bid": 4}
-    assert json.loads((out / "jdp.json").read_text()) == json.loads((tmp_path / "inprocess" / "jdp.json").read_text())
-    assert got["m"] == ref["m"] and got["adversary"] == ref["adversary"]
 
 
 def _run_and_kill(fed: LoopbackFederation, app_dir: Path, out: Path, node: int) -> subprocess.CompletedProcess[str]:

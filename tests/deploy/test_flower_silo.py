@@ -560,7 +560,7 @@ def test_fedpcs_on_three_silo_supernodes_over_loopback(tmp_path: Path) -> None:
     from tests.deploy.test_flower_silo_jdp import check_jdp_loopback, jdp_silo, write_server_data
 
     server = write_server_data(tmp_path / "server")
-    then = [(phs(1), ()), (jdp_silo(rounds=1), ("--server-data", str(server)))]
+    then = [(phs(1), ()), (jdp_silo(rounds=2), ("--server-data", str(server)))]
     run, out, audit, log, [(phs_run, phs_out), (jdp_run, jdp_out)] = _loopback(
         tmp_path, fedpcs(), [s["dir"] for s in silos], interrupt=True, then=then
     )

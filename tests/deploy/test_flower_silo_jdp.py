@@ -298,13 +298,15 @@ def test_a_jdp_silo_run_cannot_resume(tmp_path: Path) -> None:
 def check_jdp_loopback(
     tmp_path: Path, run: subprocess.CompletedProcess[str], out: Path, log: str, silos: list[dict[str, Any]], server: Path
 ) -> None:
-    """What the JDP-FL silo app (``jdp_silo(rounds=1)``, ``--server-data server``) must show
+    """What the JDP-FL silo app (``jdp_silo(rounds=2)``, ``--server-data server``) must show
     after running on three real SuperNodes, one per silo (run by the loopback test of
     tests/deploy/test_flower_silo.py, on the federation its FedPCS and PHS runs use): it ran to
     the end; ``queries.jsonl`` has every node's registration and bid; the bids are the auction's
-    costs and only the winners trained; and the numbers are those of the same clients over the
-    in-process grid. (The audit of who opened a silo file covers every run of that federation.)"""
-    raw = jdp_silo(rounds=1)
+    costs and in each round only the winners trained; and the numbers of both rounds are those
+    of the same clients over the in-process grid, so each winner's model lived in its SuperNode's
+    context between rounds although Flower starts a fresh ClientApp process per message. (The
+    audit of who opened a silo file covers every run of that federation.)"""
+    raw = jdp_silo(rounds=2)
     assert run.returncode == 0 and (out / "summary.json").exists(), f"{run.stdout}\n{log[-4000:]}"
     summary = json.loads((out / "summary.json").read_text())
     info = summary["backend_info"]
@@ -317,8 +319,10 @@ def check_jdp_loopback(
         assert [e["node"] for e in got] == nodes and [e["client"] for e in got] == [0, 1, 2], got
     jdp = json.loads((out / "jdp.json").read_text())
     assert [e["answer"] for e in sorted((e for e in entries if e["query"] == "bid"), key=lambda e: e["client"])] == jdp["costs"]
-    trained = sorted(e["client"] for e in entries if e["query"] == "train.jdp")
-    assert trained == jdp["winners"] and sorted(e["client"] for e in entries if e["query"] == "train.jdp_publish") == trained
+    for t in (0, 1):  # each round: the winners train from the model their node keeps, then publish
+        trained = sorted(e["client"] for e in entries if e["query"] == "train.jdp" and e["round"] == t)
+        published = sorted(e["client"] for e in entries if e["query"] == "train.jdp_publish" and e["round"] == t)
+        assert trained == jdp["winners"] and published == trained, (t, trained, published)
     # the same clients (by their files' fingerprints) over the in-process grid: the same numbers
     cfg = parse_recipe(raw)
     folder = {load_silo(cfg, s["dir"]).fingerprint: s["dir"] for s in silos}
