@@ -10,7 +10,8 @@
 # names the seeds whose game is there, and a cell of another seed that needs its game is skipped.
 # Runs until the deadline (seconds, default 250) and packs the finished runs' per-seed files (no
 # checkpoints) into $OUT/table2_gpu.tgz after each one: params/<cell>/seed_<k> (the paper_params
-# grid) and update/<cell>/seed_<k> (the paper_update one).
+# grid) and update/<cell>/seed_<k> (the paper_update one). A cell whose per-seed files are
+# committed under results/ is skipped.
 set -uo pipefail
 deadline=$(($(date +%s) + ${1:-250}))
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="/tmp/site:$PWD/src" FEDGAME_CACHE="$PWD/.gamecache"
@@ -27,6 +28,9 @@ for cell in "${cells[@]}"; do
   left=$((deadline - $(date +%s)))
   [ "$left" -gt 30 ] || break
   dir="$runs/$grid/${m}_clients_per_round=20_kind=$split/seed_$seed"
+  table=paper_params; [ "$grid" = update ] && table=paper
+  # its per-seed files are committed already
+  [ -f "results/fedpcs_table2_$table/runs/${m}_clients_per_round=20_kind=$split/seed_$seed/summary.json" ] && continue
   extra=()
   [ "$grid" = params ] && extra=("${params[@]}")
   case " ${GAMES:-0 1 2 3 4} " in *" $seed "*) ;; *) [ "$m" = random ] || [ "$m" = central_dp ] || continue ;; esac
