@@ -27,12 +27,10 @@ for cell in "${cells[@]}"; do
   read -r grid m split seed <<<"$cell"
   left=$((deadline - $(date +%s)))
   [ "$left" -gt 30 ] || break
-  dir="$runs/$grid/${m}_clients_per_round=20_kind=$split/seed_$seed"
-  table=paper_params; [ "$grid" = update ] && table=paper
-  # its per-seed files are committed already
-  [ -f "results/fedpcs_table2_$table/runs/${m}_clients_per_round=20_kind=$split/seed_$seed/summary.json" ] && continue
-  extra=()
-  [ "$grid" = params ] && extra=("${params[@]}")
+  run="${m}_clients_per_round=20_kind=$split/seed_$seed"  # the folder `fedgame compare --grid` names
+  case "$grid" in params) table=paper_params extra=("${params[@]}") ;; *) table=paper extra=() ;; esac
+  [ -f "results/fedpcs_table2_$table/runs/$run/summary.json" ] && continue  # committed already
+  dir="$runs/$grid/$run"
   case " ${GAMES:-0 1 2 3 4} " in *" $seed "*) ;; *) [ "$m" = random ] || [ "$m" = central_dp ] || continue ;; esac
   echo "== $grid $m $split seed $seed (${left} s left)"
   timeout "$left" python3 -m fedgame run "recipes/fedpcs/${m/#fedpcs/fmnist}.yaml" --set "name=$m[clients_per_round=20,kind=$split]" \
