@@ -564,3 +564,25 @@ def test_claimcheck_line() -> None:
     c = ClaimCheck("C2", "iid", "statement", "total_cost", "QI-DPFL 1", (("Max", "QI-DPFL"), ("Random", "QI-DPFL")), (held, one))
     assert held.verdict == "holds" and c.verdict == "not decided (one seed)"
     assert c.ordering_lines() == [f"Max > QI-DPFL: {held.line(spec='.4g')}", "Random > QI-DPFL: +1: not decided (one seed)"]
+
+
+def test_page_states_each_methods_upload_noise_from_its_config(tmp_path: Path) -> None:
+    """The upload noise (``privacy.mode`` and C) is read from the private runs' configs, per
+    method: a page of paper_params runs says so, and a method that ran another C is named
+    apart; the non-private methods are not listed."""
+    root = tmp_path / "runs"
+    _comparison_tree(root)
+    for cfg_path in root.rglob("config.yaml"):
+        cfg = yaml.safe_load(cfg_path.read_text())
+        if cfg["name"] in {RECIPES[m] for m in GAME}:
+            clip = 1.0 if cfg["name"] == RECIPES["Max"] else 3.3
+            cfg["privacy"] = {"kind": "zcdp_upload", "rho": "game", "clip": clip, "mode": "paper_params"}
+            cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    write_comparison(root, tmp_path / "out", budget="test")
+    md = (tmp_path / "out" / "comparison.md").read_text()
+    noise = md.split("Upload noise: ", 1)[1].split("\n", 1)[0]
+    assert noise == (
+        "`privacy.mode: paper_params` (the local model's parameters clipped to norm C and noised, Corollary 1 read "
+        "literally), C = 3.3 for FedAvg-DP, QI-DPFL, Random; `privacy.mode: paper_params` (the local model's parameters "
+        "clipped to norm C and noised, Corollary 1 read literally), C = 1 for Max."
+    )

@@ -716,7 +716,28 @@ def _runs_sentence(cells: Cells) -> str:
     return (
         f"Runs (from their configs): {len(cfgs)} runs of {rounds} rounds over {clients} clients; "
         f"`train.clients_per_round` {per_round} (the participants per round the runs had are in the tables); {seed_part}."
+        f"{_upload_noise(cells)}"
     )
+
+
+def _upload_noise(cells: Cells) -> str:
+    """How the private methods' uploads were noised, read from their configs: each distinct
+    (``privacy.mode``, ``privacy.clip``) of the zCDP-upload runs with the methods that ran it
+    ("" when no run noised its upload)."""
+    by: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for method in ORDER:
+        privacy = [r["cfg"].get("privacy") or {} for (_, m), runs in cells.items() if m == method for r in runs]
+        noised = {(str(p.get("mode", "paper_update")), f"{float(p.get('clip', 1.0)):g}") for p in privacy if p.get("kind") == "zcdp_upload"}
+        for key in sorted(noised):
+            by[key].append(method)
+    if not by:
+        return ""
+    what = {
+        "paper_update": "the update clipped to C and noised",
+        "paper_params": "the local model's parameters clipped to norm C and noised, Corollary 1 read literally",
+    }
+    parts = [f"`privacy.mode: {mode}` ({what.get(mode, mode)}), C = {clip} for {', '.join(ms)}" for (mode, clip), ms in by.items()]
+    return " Upload noise: " + "; ".join(parts) + "."
 
 
 def _markdown(rows: list[dict[str, Any]], checks: list[ClaimCheck], figures: list[tuple[str, str]], budget: str, cells: Cells) -> str:
