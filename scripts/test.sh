@@ -18,13 +18,13 @@ bash scripts/setup.sh test,flower,tracking,hf
 mypy_log="$(mktemp)"
 .venv/bin/mypy src/fedgame > "$mypy_log" 2>&1 &
 mypy_pid=$!
-# One test process per core plus one (pytest-xdist; tests/conftest.py gives each one torch thread),
+# One test process per core plus two (pytest-xdist; tests/conftest.py gives each one torch thread),
 # a module's tests in one process so module fixtures are computed once, the slowest modules handed
 # out first (tests/conftest.py's SLOWEST_FIRST; --no-loadscope-reorder keeps that order): the Flower
 # deployment module waits much of its minutes in its own process while the others keep the cores
 # busy (docs/speed.md). "-n 0" runs them serially.
 set +e
-.venv/bin/python -m pytest -q -n "$(( $(nproc) + 1 ))" --dist loadscope --no-loadscope-reorder "$@"
+.venv/bin/python -m pytest -q -n "$(( $(nproc) + 2 ))" --dist loadscope --no-loadscope-reorder "$@"
 tests=$?
 wait "$mypy_pid"
 typing=$?

@@ -1,4 +1,4 @@
-"""Suite-wide set-up: under pytest-xdist (``scripts/test.sh`` runs ``-n <cores + 1>``) each test
+"""Suite-wide set-up: under pytest-xdist (``scripts/test.sh`` runs ``-n <cores + 2>``) each test
 process computes on one thread.
 
 Two test processes on two cores, each with torch's default of one thread per core, would put four
@@ -8,13 +8,14 @@ cleanly. A test that needs a thread count sets it itself (``tests/sim/test_pool.
 ``tests/sim/test_jdp_pin.py``), and results do not depend on it where the library promises they do
 not (the pool's bit-identity tests run the sequential side with ``threads: 1``).
 
-``scripts/test.sh`` runs one test process more than the machine has cores, and hands out the
+``scripts/test.sh`` runs two test processes more than the machine has cores, and hands out the
 slowest modules first (:data:`SLOWEST_FIRST`, kept in that order by ``--no-loadscope-reorder``):
 the Flower deployment module (about eleven minutes in one process, much of it waiting for
 SuperNodes, ClientApp processes and the timeouts it tests) starts at once in its own process and
 the other processes keep both cores busy meanwhile. Measured on the 2-core AVX2 host on
 2026-11-27 (docs/speed.md): pytest 19 min 52 s with two processes in xdist's default order,
-20 min 05 s with three in that order, 18 min 33 s with three and this order. A process here may
+20 min 05 s with three in that order, 18 min 33 s with three and this order. On 2026-11-29, the
+same host: 997 s with three processes in this order, 960 s with four. A process here may
 run Flower simulations before other modules' pooled runs: the library then starts those pools from
 a fork server instead of forking (``fedgame.core.processes``), which is what made this set-up pass.
 """

@@ -58,6 +58,7 @@ from fedgame.experiments.claims import ORDERINGS, Decision, all_hold, decide, ho
 from fedgame.pipeline.store import atomic_write_text
 from fedgame.experiments.table2 import copy_configs, write_rows_csv
 from fedgame.incentives.qidpfl.game import fit_accuracy_curve
+from fedgame.privacy.plans import ZCDPUpload
 from fedgame.pipeline.results import code_note, finished_runs, flatten, mean_std
 
 __all__ = [
@@ -723,11 +724,13 @@ def _runs_sentence(cells: Cells) -> str:
 def _upload_noise(cells: Cells) -> str:
     """How the private methods' uploads were noised, read from their configs: each distinct
     (``privacy.mode``, ``privacy.clip``) of the zCDP-upload runs with the methods that ran it
-    ("" when no run noised its upload)."""
+    ("" when no run noised its upload); a config without them has ``ZCDPUpload.Config``'s defaults."""
+    defaults = ZCDPUpload.Config.model_fields
+    mode0, clip0 = defaults["mode"].default, defaults["clip"].default
     by: dict[tuple[str, str], list[str]] = defaultdict(list)
     for method in ORDER:
         privacy = [r["cfg"].get("privacy") or {} for (_, m), runs in cells.items() if m == method for r in runs]
-        noised = {(str(p.get("mode", "paper_update")), f"{float(p.get('clip', 1.0)):g}") for p in privacy if p.get("kind") == "zcdp_upload"}
+        noised = {(str(p.get("mode", mode0)), f"{float(p.get('clip', clip0)):g}") for p in privacy if p.get("kind") == "zcdp_upload"}
         for key in sorted(noised):
             by[key].append(method)
     if not by:
