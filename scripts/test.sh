@@ -14,9 +14,13 @@ bash scripts/setup.sh test,flower,tracking,hf
 # Strict typing of the package (pyproject.toml [tool.mypy]: strict, pydantic plugin), on one core
 # while pytest starts on the others: mypy is single-threaded (about 50 s from a cold cache) and the
 # suite is CPU-bound, so running it first left a core idle for that long (docs/speed.md). Its
-# report is printed after pytest's, and either failing fails the command.
+# report is printed after pytest's, and either failing fails the command. Its incremental cache
+# lives beside fedgame's other caches ($FEDGAME_CACHE, default ~/.cache/fedgame: solved games,
+# decoded datasets), not in the clone, so a fresh clone on a machine that has run the suite before
+# checks in 3 s instead of 63 s; mypy re-checks every module whose source or dependencies differ
+# from what the cache recorded (it compares the files' hashes), so the result is a cold run's.
 mypy_log="$(mktemp)"
-.venv/bin/mypy src/fedgame > "$mypy_log" 2>&1 &
+.venv/bin/mypy --cache-dir "${FEDGAME_CACHE:-$HOME/.cache/fedgame}/mypy" src/fedgame > "$mypy_log" 2>&1 &
 mypy_pid=$!
 # One test process per core plus two (pytest-xdist; tests/conftest.py gives each one torch thread),
 # a module's tests in one process so module fixtures are computed once, the slowest modules handed
