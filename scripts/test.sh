@@ -12,7 +12,7 @@ bash scripts/setup.sh test,flower,tracking,hf
 .venv/bin/ruff format --check --quiet . || { echo "ruff format: the files above are not formatted (run .venv/bin/ruff format .)" >&2; exit 1; }
 .venv/bin/ruff check --quiet .
 # Strict typing of the package (pyproject.toml [tool.mypy]: strict, pydantic plugin), on one core
-# while pytest starts on the others: mypy is single-threaded (about 50 s from a cold cache) and the
+# while pytest starts on the others: mypy is single-threaded (63 s from a cold cache here) and the
 # suite is CPU-bound, so running it first left a core idle for that long (docs/speed.md). Its
 # report is printed after pytest's, and either failing fails the command. Its incremental cache
 # lives beside fedgame's other caches ($FEDGAME_CACHE, default ~/.cache/fedgame: solved games,
