@@ -1402,14 +1402,10 @@ PAPER_BUDGET_TARGETS_S = {"fp32": 480.0, "bf16": 300.0}
 def cpu_matrix_kind() -> str:
     """What this CPU's bf16 convolutions run on: ``"amx"`` (Intel AMX tiles), ``"avx512_bf16"``
     (AVX-512 BF16 dot products), else ``"none"`` (no native bf16: fedgame refuses bf16 there);
-    read from ``/proc/cpuinfo``'s flags, beside torch's CPU capability."""
-    try:
-        flags = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")), "").split()
-    except OSError:
-        flags = []
-    if "amx_bf16" in flags:
-        return "amx"
-    return "avx512_bf16" if "avx512_bf16" in flags else "none"
+    fedgame's own reading of ``/proc/cpuinfo`` (:func:`fedgame.sim.local.cpu_bf16_units`)."""
+    from fedgame.sim.local import cpu_bf16_units
+
+    return cpu_bf16_units() or "none"
 
 
 def host_targets(out: dict[str, Any]) -> dict[str, dict[str, object]]:

@@ -194,8 +194,13 @@ def test_bf16_autocast_keeps_token_ids_and_computes_in_float32() -> None:
 
 @pytest.mark.parametrize("name", ["embedding_bag", "embedding_linear_per_token"])
 def test_same_bits_whatever_the_thread_count(name: str) -> None:
-    """The indexed sums of the embedding rows do not depend on how many threads run them."""
+    """The indexed sums of the embedding rows do not depend on how many threads run them. Only the
+    embedding's gradient is compared bit for bit: the classifier head's comes from torch's own
+    matrix products and sums over the batch, whose blocking follows the thread count on some CPUs
+    (AVX-512 hosts split the batch reduction over two threads), so there it is compared to float
+    round-off."""
     model = MODELS[name]()
+    embedding = next(m.weight for m in model.modules() if isinstance(m, nn.Embedding | nn.EmbeddingBag))
     g = torch.Generator().manual_seed(5)
     x = torch.randint(0, 4, (1024, 128), generator=g)  # few distinct ids: long runs, many collisions
     y = torch.randint(0, CLASSES, (1024,), generator=g)
@@ -209,9 +214,12 @@ def test_same_bits_whatever_the_thread_count(name: str) -> None:
             runs.append((norms, [p.grad.clone() for p in model.parameters() if p.grad is not None]))
     finally:
         torch.set_num_threads(before)
+    position = next(i for i, p in enumerate(p for p in model.parameters() if p.grad is not None) if p is embedding)
     for norms, grads in runs[1:]:
         assert torch.equal(norms, runs[0][0])
-        assert all(torch.equal(a, b) for a, b in zip(grads, runs[0][1], strict=True))
+        assert torch.equal(grads[position], runs[0][1][position])
+        for a, b in zip(grads, runs[0][1], strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 # -- what is covered -------------------------------------------------------------------------

@@ -5,6 +5,8 @@ round-off and the same seed gives the same numbers, bad settings are refused in 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -95,6 +97,31 @@ def test_bf16_without_native_support_is_refused_before_any_work(monkeypatch: pyt
         parse_recipe(_raw(precision="bf16", device="cpu"))  # (auto would be CUDA on a GPU machine)
     with pytest.raises(RecipeError, match=r"train\.precision"):
         parse_recipe(_raw(precision="fp16"))
+
+
+@pytest.mark.parametrize(
+    ("text", "units"),
+    [
+        ("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512bw amx_bf16 amx_tile avx512_bf16\n", "amx"),
+        ("flags\t\t: fpu avx2 avx512f avx512bw avx512_bf16\n", "avx512_bf16"),
+        ("flags\t\t: fpu avx2 avx512f avx512bw avx512vl avx512dq avx512_vnni\n", "none"),  # AVX-512 without BF16
+        ("flags\t\t: fpu avx2\n", "none"),
+        ("processor\t: 0\nFeatures\t: fp asimd bf16\n", None),  # arm64: no x86 flags, oneDNN decides
+    ],
+)
+def test_native_bf16_is_read_from_the_cpu_flags(tmp_path: Path, text: str, units: str | None) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text(text)
+    assert local_mod.cpu_bf16_units(info) == units
+    assert local_mod.cpu_bf16_units(tmp_path / "absent") is None
+
+
+def test_bf16_is_offered_exactly_where_the_cpu_has_bf16_units() -> None:
+    """oneDNN emulates bf16 on AVX-512 CPUs without BF16 (4x slower than fp32 there): refused."""
+    units = local_mod.cpu_bf16_units()
+    if units is None:
+        pytest.skip("no x86 flags in /proc/cpuinfo on this host")
+    assert bf16_supported(torch.device("cpu")) is (units != "none")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (on a GPU machine: FEDGAME_TEST_CUDA=1)")
