@@ -4,6 +4,8 @@ compiled per-problem solves (the default engine) against the streamed engine: to
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -246,3 +248,45 @@ def test_mean_field_engines_give_one_equilibrium() -> None:
     assert got.iterations == want.iterations and got.full_solves == want.full_solves
     for name in ("phi", "rho", "alpha", "utility"):
         np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=0, atol=1e-9, err_msg=name)
+
+
+class _Features(dict[str, bool]):
+    """llvmlite's FeatureMap as far as :func:`_kernels._full_vector_width` reads it."""
+
+    def flatten(self) -> str:
+        return ",".join(("+" if on else "-") + name for name, on in self.items())
+
+
+@pytest.mark.parametrize(
+    ("user_name", "user_features", "host", "expected"),
+    [
+        (None, None, {"avx2": True, "avx512f": True}, "+avx2,+avx512f,-prefer-256-bit"),  # full width on AVX-512
+        (None, None, {"avx2": True, "avx512f": False}, None),  # AVX2 only: nothing to widen
+        (None, "+avx2", {"avx512f": True}, "+avx2"),  # the user's NUMBA_CPU_FEATURES is kept
+        ("skylake-avx512", None, {"avx512f": True}, None),  # as is the user's NUMBA_CPU_NAME
+    ],
+)
+def test_lanes_may_use_the_full_avx512_width(
+    monkeypatch: pytest.MonkeyPatch, user_name: str | None, user_features: str | None, host: dict[str, bool], expected: str | None
+) -> None:
+    import llvmlite.binding as ll
+    from numba.core import config
+
+    monkeypatch.setattr(config, "CPU_NAME", user_name)
+    monkeypatch.setattr(config, "CPU_FEATURES", user_features)
+    monkeypatch.setattr(ll, "get_host_cpu_features", lambda: _Features(host))
+    _kernels._full_vector_width()
+    assert config.CPU_FEATURES == expected
+
+
+def test_the_kernels_compiled_here_use_the_full_width_where_the_host_has_avx512() -> None:
+    """The compiled engine in this process was built with the setting above (on AVX-512 hosts)."""
+    import llvmlite.binding as ll
+    from numba.core import config
+
+    assert _kernels.COMPILED
+    user = any(n in os.environ for n in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES"))
+    if ll.get_host_cpu_features().get("avx512f") and not user:
+        assert config.CPU_FEATURES is not None and config.CPU_FEATURES.endswith(",-prefer-256-bit")
+    else:
+        assert config.CPU_FEATURES is None or not config.CPU_FEATURES.endswith(",-prefer-256-bit")

@@ -1009,6 +1009,32 @@ def _bitcasts() -> tuple[Any, Any]:
     return f2i, i2f
 
 
+def _full_vector_width() -> None:
+    """Let LLVM fill AVX-512's 512-bit registers in the lane loops. LLVM's models of Intel's
+    server CPUs (Skylake-SP to Emerald Rapids) carry the tuning flag ``prefer-256-bit``, so on
+    them it vectorised the :data:`_WIDTH` lanes in 256-bit halves, while its AMD Zen 4 model
+    uses the full width: one mean-field evaluation of the paper-budget game took 0.199 s on one
+    thread of an Intel Xeon (family 6, model 207) against 0.079 s with the flag off (same
+    values; docs/speed.md, "The game's solve"). Turning it off changes only which instructions
+    run: the kernels do the same IEEE operations in the same order (no ``fastmath``, so no
+    reassociation or fused multiply-add; the lanes are independent problems), and the tests
+    compare their bits with the NumPy forms'. Applied through Numba's ``CPU_FEATURES`` (the
+    host's own features plus ``-prefer-256-bit``), which Numba reads when it first compiles
+    in this process: a user's ``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES`` is kept, and where
+    Numba already compiled something the setting comes too late and nothing changes. Numba's
+    on-disk cache keys each compile by these features, so the two never mix."""
+    from numba.core import config as numba_config
+
+    config: Any = numba_config  # its settings are set from the environment at import, untyped
+    if config.CPU_NAME is not None or config.CPU_FEATURES is not None:
+        return
+    import llvmlite.binding as ll
+
+    features = ll.get_host_cpu_features()
+    if features.get("avx512f"):
+        config.CPU_FEATURES = features.flatten() + ",-prefer-256-bit"
+
+
 def _compile() -> tuple[_Kernel, ...] | None:
     """The three recursions, the two lane solves and the book-keeping passes compiled by
     Numba (cached on disk after the first compile), or None where Numba is not installed
@@ -1018,6 +1044,7 @@ def _compile() -> tuple[_Kernel, ...] | None:
         return None
     import numba
 
+    _full_vector_width()
     jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
     g = globals()
     g["_f2i"], g["_i2f"] = _bitcasts()
