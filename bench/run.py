@@ -36,7 +36,7 @@
 
 9. speed (``--only speed``; also ``speed_round``, ``speed_game``): issue 17's targets on this
    machine's CPU → ``bench/results/speed_<cpu kind>.json`` (``amd_avx2``, ``amd_avx512``,
-   ``intel_amx``; docs/speed.md).
+   ``intel_amx``, ``intel_avx512``; docs/speed.md).
 10. GPU (``--only speed_gpu``, on a CUDA machine; ``bench/gpu.sh`` prepares a lent one): a FedAvg
    round, training throughput, DP-SGD throughput and whole paper-budget FedPCS runs, with and
    without CUDA graphs → ``bench/results/speed_gpu.json``, marked with the GPU that measured it.
@@ -1161,6 +1161,67 @@ def _game_engines() -> dict[str, object]:
     }
 
 
+_WIDTH_PROBE = """
+import json, sys, tempfile, time
+from pathlib import Path
+import numpy as np
+from fedgame.incentives.fedpcs import _server, solve_plan
+from fedgame.pipeline.build import fedpcs_game
+from fedgame.pipeline.config import load_recipe
+game = fedpcs_game(load_recipe(Path(sys.argv[1]), ["seed=1"]))
+solve, times, values = _server._TrueCost._solve, [], []
+class Enough(Exception):
+    pass
+def timed(self, x, start):
+    tic = time.perf_counter()
+    out = solve(self, x, start)
+    times.append(time.perf_counter() - tic)
+    values.append(out[0])
+    if len(times) == int(sys.argv[2]):
+        raise Enough
+    return out
+_server._TrueCost._solve = timed
+with tempfile.TemporaryDirectory() as d:
+    try:
+        solve_plan(game, cache=Path(d))
+    except Enough:
+        pass
+print(json.dumps({"median_s": float(np.median(times[5:])), "values": values}))
+"""
+
+
+def _game_vector_width(evaluations: int = 40) -> dict[str, object] | None:
+    """The paper-budget game's first ``evaluations`` mean-field evaluations (seed 1, from an
+    empty cache) in two fresh processes, side by side: LLVM's own tuning for this CPU
+    (``NUMBA_CPU_FEATURES`` = the host's features: 256-bit vectors on Intel's server models)
+    and fedgame's (:func:`fedgame.incentives.fedpcs._kernels._full_vector_width`: the full
+    512-bit width); the median evaluation (after the first five, which include Numba's compile
+    or cache load) of each, their ratio, and whether the evaluations' values are the same bits.
+    None on a host without AVX-512 (nothing to widen)."""
+    import llvmlite.binding as ll
+
+    features = ll.get_host_cpu_features()
+    if not features.get("avx512f"):
+        return None
+    recipe = str(ROOT / "recipes" / "fedpcs" / "fmnist.yaml")
+    runs = {}
+    for name, extra in (("llvm_default", {"NUMBA_CPU_FEATURES": features.flatten()}), ("full_width", {})):
+        env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")} | extra
+        done = subprocess.run(
+            [sys.executable, "-c", _WIDTH_PROBE, recipe, str(evaluations)], env=env, capture_output=True, text=True, check=True
+        )
+        runs[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    a, b = runs["llvm_default"], runs["full_width"]
+    return {
+        "llvm_default_eval_s": a["median_s"],
+        "full_width_eval_s": b["median_s"],
+        "speedup": a["median_s"] / b["median_s"],
+        "same_values": a["values"] == b["values"],
+        "evaluations": evaluations,
+        "recipe": "recipes/fedpcs/fmnist.yaml seed=1",
+    }
+
+
 def bench_speed_game(quick: bool) -> dict[str, object]:
     """The game parts of :func:`bench_speed` alone (``--only speed_game``), merged into
     ``bench/results/speed_<cpu kind>.json``: ``mean_field_1e5_s`` (target < 60) and
@@ -1184,6 +1245,12 @@ def bench_speed_game(quick: bool) -> dict[str, object]:
         f"main job's FedPCS game: compiled engine {engines['compiled_s']:.1f} s, streamed "
         f"{engines['streamed_s']:.1f} s ({engines['speedup']:.2f}x; plans within {max(engines['reward_rel_diff'], engines['phi_rel_diff']):.1e})"
     )
+    width = _game_vector_width(12 if quick else 40)
+    if width is not None:
+        print(
+            f"paper-budget game, one mean-field evaluation: {width['llvm_default_eval_s']:.3f} s with LLVM's 256-bit tuning, "
+            f"{width['full_width_eval_s']:.3f} s at the full AVX-512 width ({width['speedup']:.2f}x; same values: {width['same_values']})"
+        )
     recipe, sets = ("recipes/main/fedpcs.yaml", []) if quick else ("recipes/fedpcs/fmnist.yaml", ["seed=1"])
     game = fedpcs_game(load_recipe(ROOT / recipe, sets))
     assert game is not None
@@ -1209,8 +1276,9 @@ def bench_speed_game(quick: bool) -> dict[str, object]:
             "cpu": _cpu(),
         }
         out["game_engines"] = engines
+        out["game_vector_width"] = width
         out["speed_game_measured"] = {  # these keys' run: "machine" says the file's last writer
-            "keys": ["mean_field_1e5_s", "paper_budget_game_solve_s", "game_engines"],
+            "keys": ["mean_field_1e5_s", "paper_budget_game_solve_s", "game_engines", "game_vector_width"],
             "date": time.strftime("%Y-%m-%d %H:%M"),
             "code": _code(),
             "cpu": _cpu(),
