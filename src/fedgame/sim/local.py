@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import math
 import warnings
 from collections.abc import Sequence
@@ -108,10 +109,13 @@ def device_label(device: torch.device) -> str:
     return f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else str(device)
 
 
+@functools.cache
 def cpu_bf16_units(cpuinfo: Path = Path("/proc/cpuinfo")) -> Literal["amx", "avx512_bf16", "none"] | None:
     """What this x86 CPU's bf16 matrix products run on, from ``/proc/cpuinfo``'s flags: ``"amx"``
     (AMX tiles), ``"avx512_bf16"`` (AVX-512 BF16 dot products) or ``"none"``; ``None`` where the
-    flags cannot be read (not Linux on x86), so the caller falls back to oneDNN's own answer."""
+    flags cannot be read (not Linux on x86), so the caller falls back to oneDNN's own answer.
+    Read once per process and file (the flags do not change; :func:`bf16_supported` asks at
+    every recipe validation and trainer construction)."""
     try:
         lines = cpuinfo.read_text().splitlines()
     except OSError:

@@ -1015,8 +1015,8 @@ def _full_vector_width() -> None:
     them it vectorised the :data:`_WIDTH` lanes in 256-bit halves, while its AMD Zen 4 model
     uses the full width: one mean-field evaluation of the paper-budget game took 0.199 s on one
     thread of an Intel Xeon (family 6, model 207) against 0.079 s with the flag off (same
-    values; docs/speed.md, "Why the Intel hosts were slower per evaluation"). Turning it off changes only which instructions
-    run: the kernels do the same IEEE operations in the same order (no ``fastmath``, so no
+    values; docs/speed.md, "Why the Intel hosts were slower per evaluation"). Turning it off
+    changes only which instructions run: the kernels do the same IEEE operations in the same order (no ``fastmath``, so no
     reassociation or fused multiply-add; the lanes are independent problems), and the tests
     compare their bits with the NumPy forms'. Applied through Numba's ``CPU_FEATURES`` (the
     host's own features plus ``-prefer-256-bit``), which Numba reads when it first compiles
