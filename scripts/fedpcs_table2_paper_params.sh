@@ -8,7 +8,9 @@
 #   b  the two sampling ablations, 3 seeds
 #   c  AOCS, Fed-CBS, DELTA and Random with its clients in the game (baseline_rho: game), 3 seeds
 # STAGES="a b c" (default) picks stages; SPLITS="iid dirichlet" (default) the splits; CLIP=100 the W.
-# Resumable: a second call skips finished runs and resumes the one it was in. After each cell the
+# Resumable: a second call skips finished runs and resumes the one it was in. Every cell plays the
+# game plan its seed's committed cells played (--plans: the solve can end at another local optimum
+# on another kind of CPU, and cells compared pairwise must share their seed's plan). After each cell the
 # finished runs' per-seed files go to results/fedpcs_table2_paper_params/runs/<cell>/seed_<k>/ and
 # table2.csv/.md (with the verdicts of docs/reproduction.md's rule) are regenerated from them.
 # One run: about 25-30 min on the 2-core AVX2 host.
@@ -31,7 +33,7 @@ for stage in ${STAGES:-a b c}; do
         fi
         .venv/bin/fedgame compare "${r[@]}" --seeds "$s" --out "$out" --set privacy.mode=paper_params \
           --set "privacy.clip=${CLIP:-100}" --grid train.clients_per_round=20 \
-          --grid "data.partition.kind=$split" --no-report
+          --grid "data.partition.kind=$split" --no-report --plans "$dest/runs"
         .venv/bin/fedgame export "$out" "$dest/runs"
         .venv/bin/fedgame report "$dest/runs" --kind table2 --budget paper --out "$dest" >/dev/null
       done

@@ -579,9 +579,18 @@ def compare(
         int, typer.Option(help="cells run at once, each in its own process with cores/jobs cores (jobs × workers ≤ cores)")
     ] = 1,
     log_to: LogToOpt = None,
+    plans: Annotated[
+        Path | None,
+        typer.Option(
+            help="a folder of finished runs whose FedPCS game plans the cells play instead of solving their games again "
+            "(a grid resumed on another host stays paired with its committed cells)"
+        ),
+    ] = None,
 ) -> None:
     """Run recipes (× --grid values) × seeds, skipping finished cells, into one mean ± std table."""
     from fedgame.experiments.report import write_report
+    from fedgame.incentives.fedpcs.plugin import reuse_plans
+    from fedgame.pipeline.results import played_plans
     from fedgame.pipeline.runner import GridCell, markdown_table, run_grid, summarise_grid
     from fedgame.pipeline.store import ResultStore
 
@@ -594,6 +603,14 @@ def compare(
         for c in cfgs
         for s in range(seeds)
     ]
+
+    if plans is not None:
+        try:
+            todo = [c.cfg for c in cells if not (c.out / "summary.json").exists()]  # run_grid's "finished"
+            for line in reuse_plans(played_plans(plans), todo):
+                console.print(escape(line))
+        except ValueError as e:
+            _fail(escape(str(e)))
 
     def on_cell(cell: GridCell, done: bool) -> None:
         if done:

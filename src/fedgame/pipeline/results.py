@@ -18,9 +18,21 @@ from typing import Any
 import numpy as np
 import yaml
 
+from fedgame.pipeline.config import RecipeError, RunConfig, load_recipe
 from fedgame.pipeline.store import DAMAGED, atomic_write_bytes, atomic_write_text, read_metrics
 
-__all__ = ["EXPORTED", "PROVENANCE", "FinishedRun", "code_note", "export_runs", "finished_runs", "flatten", "mean_std", "record_report"]
+__all__ = [
+    "EXPORTED",
+    "PROVENANCE",
+    "FinishedRun",
+    "code_note",
+    "export_runs",
+    "finished_runs",
+    "flatten",
+    "mean_std",
+    "played_plans",
+    "record_report",
+]
 
 
 @dataclass
@@ -131,6 +143,23 @@ def export_runs(src: Path, dest: Path, files: tuple[str, ...] = EXPORTED) -> lis
                 atomic_write_bytes(target / name, (run / name).read_bytes())
         written.append(target)
     return written
+
+
+def played_plans(root: Path) -> list[tuple[Path, RunConfig]]:
+    """(``game.npz``, recipe) of every finished run under ``root`` that kept its FedPCS plan:
+    what :func:`fedgame.incentives.fedpcs.plugin.reuse_plans` reads (``fedgame compare
+    --plans``). A run whose ``config.yaml`` this version's schema no longer reads is left out (its
+    game cannot be matched to a recipe's)."""
+    if not Path(root).is_dir():
+        raise ValueError(f"--plans: not a folder: {root}")
+    out = []
+    for run in finished_runs(root):
+        if (run.dir / "game.npz").is_file():
+            try:
+                out.append((run.dir / "game.npz", load_recipe(run.dir / "config.yaml")))
+            except RecipeError:
+                continue
+    return out
 
 
 def code_note(run_dirs: Iterable[Path]) -> str:

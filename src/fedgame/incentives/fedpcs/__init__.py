@@ -118,6 +118,8 @@ from fedgame.incentives.fedpcs.plugin import (
     FedPCSPlan,
     baseline_plan,
     cache_dir,
+    reuse_plans,
+    same_plan,
     solve_plan,
 )
 
@@ -129,6 +131,8 @@ __all__ = [
     "FedPCSPlan",
     "baseline_plan",
     "cache_dir",
+    "reuse_plans",
+    "same_plan",
     "solve_plan",
     # the game
     "Inclusion",

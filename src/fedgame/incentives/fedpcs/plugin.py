@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import time
+import zipfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -47,7 +48,17 @@ from fedgame.incentives.fedpcs._mean_field import MeanFieldSolverOptions, mean_f
 from fedgame.incentives.fedpcs._server import accuracy_weights, affine_response, server_cost, stackelberg
 from fedgame.incentives.fedpcs._welfare import social_optimum, social_welfare_per_round
 
-__all__ = ["BaselineRho", "FedPCSGame", "FedPCSPlan", "FedPCSIncentive", "baseline_plan", "solve_plan", "cache_dir"]
+__all__ = [
+    "BaselineRho",
+    "FedPCSGame",
+    "FedPCSPlan",
+    "FedPCSIncentive",
+    "baseline_plan",
+    "cache_dir",
+    "reuse_plans",
+    "same_plan",
+    "solve_plan",
+]
 
 log = logging.getLogger(__name__)
 
@@ -289,6 +300,61 @@ def solve_plan(game: FedPCSGame, *, cache: Path | None | Literal[False] = None) 
     root.mkdir(parents=True, exist_ok=True)
     plan.save(path)
     return plan
+
+
+def same_plan(a: FedPCSPlan, b: FedPCSPlan) -> bool:
+    """Whether two plans pay and sample alike: every array equal bit for bit (ρ_i^t, α, R_t, φ,
+    K_t, ...). The solve's time and its bookkeeping may differ (a plan read again, a file's own
+    zip timestamps)."""
+    x, y = asdict(a), asdict(b)
+    arrays = [k for k, v in x.items() if isinstance(v, np.ndarray)]
+    return a.inclusion == b.inclusion and all(np.array_equal(x[k], y[k], equal_nan=np.issubdtype(x[k].dtype, np.floating)) for k in arrays)
+
+
+def reuse_plans(played: list[tuple[Path, Any]], wanted: list[Any]) -> list[str]:
+    """Put into the plan cache (:func:`plan_path`) the plans that finished runs played, for the
+    games that the recipes ``wanted`` play, so those recipes read them instead of solving the game
+    again. ``played``: (a run's ``game.npz``, its recipe) pairs; only runs whose clients played the
+    game count (:func:`rho_source` ``"game"``: a baseline's ``game.npz`` holds fixed budgets, not
+    a solution). Returns one line per plan put in the cache.
+
+    Why: the solve is deterministic on one host, but its search through a non-convex problem can
+    end at another local optimum on another kind of CPU (the kernels' last bits differ), so a grid
+    resumed on another host would pair its new cells with a plan its committed cells never played.
+    A cached plan that differs from the played one is replaced (the runs are the record). Two runs
+    under ``played`` that played different plans of one wanted game are an error naming both: there
+    is no telling which one the new cells should share."""
+    need = {g.key(): g for g in (fedpcs_game(r) for r in wanted if rho_source(r) == "game") if g is not None}
+    found: dict[str, tuple[Path, FedPCSPlan]] = {}
+    for path, run in played:
+        game = fedpcs_game(run)
+        if game is None or rho_source(run) != "game" or game.key() not in need:
+            continue
+        try:
+            plan = FedPCSPlan.load(path)
+        except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as e:
+            raise ValueError(f"--plans: {path}: not a readable plan ({type(e).__name__})") from None
+        first = found.setdefault(game.key(), (path, plan))
+        if not same_plan(first[1], plan):
+            raise ValueError(
+                f"--plans: {first[0].parent} and {path.parent} played different plans of one game "
+                f"(seed {game.seed}, N={game.n_clients}, K={game.clients_per_round}); give a folder of runs that agree"
+            )
+    lines = []
+    for key, (path, plan) in sorted(found.items()):
+        target = plan_path(need[key])
+        if target.exists():
+            try:
+                if same_plan(FedPCSPlan.load(target), plan):
+                    continue
+            except (OSError, ValueError, KeyError, TypeError):
+                pass  # an unreadable cached plan is replaced like a different one
+            lines.append(f"plan of game seed {need[key].seed} replaced in the cache by {path.parent}'s")
+        else:
+            lines.append(f"plan of game seed {need[key].seed} taken from {path.parent}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        plan.save(target)
+    return lines
 
 
 BaselineRho = Literal["initial", "low"]
