@@ -4,6 +4,7 @@ seeds, the paper's numbers beside ours, and the figures."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -119,3 +120,39 @@ def test_a_one_seed_cell_shows_no_spread(tmp_path: Path) -> None:
     assert "60.00 (1 seed) / 74.69±0.78" in md and "60.00±0.00" not in md
     assert "72.00±2.00 / 84.43±0.18" in md
     assert "| not decided (one seed) |" in md
+
+
+def test_the_page_says_which_cells_played_which_plan(tmp_path: Path) -> None:
+    """Cells of one seed that played different game plans (another host's local optimum) are
+    named on the page with their R_1; cells that share one plan are said to, and a baseline's fixed
+    budgets (no game played) are not counted as a plan."""
+    from fedgame.incentives.fedpcs.plugin import FedPCSGame, baseline_plan, solve_plan
+
+    game = FedPCSGame(n_clients=6, clients_per_round=2, rounds=3, seed=0)
+    plan = solve_plan(game, cache=False)
+    runs = tmp_path / "runs"
+    for name, kind in (("fedpcs", "iid"), ("ablation_uniform", "iid"), ("fedpcs", "dirichlet"), ("random", "iid")):
+        _run(runs, name, 20, kind, 0, 0.8)
+    folder = {p.parent.name: p for p in runs.glob("*/seed_0")}
+    for d in folder.values():  # the clients drawn each round (what the realised-ρ figure reads)
+        rows = [{"round": t, "test_acc": 0.8, "train_loss": 1.0, "selected": "[0, 1]"} for t in range(3)]
+        with (d / "metrics.csv").open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    plan.save(folder["fedpcs_k=20_iid"] / "game.npz")
+    plan.save(folder["ablation_uniform_k=20_iid"] / "game.npz")
+    baseline_plan(game, "initial").save(folder["random_k=20_iid"] / "game.npz")
+    other = dataclasses.replace(plan, reward=plan.reward + 1.0)
+    other.save(folder["fedpcs_k=20_dirichlet"] / "game.npz")
+    write_table2(runs, tmp_path / "out", budget="test")
+    md = (tmp_path / "out" / "table2.md").read_text()
+    assert "Game plans (the 3 runs whose clients play the game" in md, md
+    assert (
+        f"seed 0, privacy sampling: 2 plans — FedPCS IID, FedPCS incentive + uniform draws IID (R_1 = {plan.reward[1]:.2f}); "
+        f"FedPCS Non-IID (R_1 = {plan.reward[1] + 1.0:.2f}); every other seed's cells share one plan." in md
+    )
+    plan.save(folder["fedpcs_k=20_dirichlet"] / "game.npz")
+    write_table2(runs, tmp_path / "out", budget="test")
+    md = (tmp_path / "out" / "table2.md").read_text()
+    assert "Game plans: the 3 runs whose clients play the game share one plan per seed" in md

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from fedgame.experiments.claims import COLUMNS, ORDERINGS, Decision, decide, holm, rule_note, write_orderings
+from fedgame.incentives.fedpcs.plugin import FedPCSPlan, same_plan
 from fedgame.pipeline.store import atomic_write_text
 from fedgame.pipeline.results import code_note, finished_runs
 
@@ -181,6 +182,7 @@ def write_table2(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
         dest / "table2.md",
         _markdown(rows, budget, per_seed(cells), [r["cfg"] for runs in cells.values() for r in runs])
         + "\n"
+        + "".join(f"{s}\n\n" for s in (_plan_sentence(cells),) if s)
         + code_note(r["dir"] for runs in cells.values() for r in runs)
         + "\n",
     )
@@ -372,6 +374,43 @@ EXTRA_ROWS = {
     "Central DP-FedAvg": "the field's standard baseline: the server clips each update and noises their sum, "
     "user-level ε alike for every client (recipes/fedpcs/central_dp.yaml)",
 }
+
+
+def _plan_sentence(cells: dict[tuple[str, float, str], list[dict[str, Any]]]) -> str:
+    """Which game plan each cell whose clients play the game played, from the runs' ``game.npz``
+    (a baseline's fixed budgets are not a played game): whether every seed's cells of one τ and
+    sampling rule share one plan, and where they do not, which cells played which. The solve can
+    end at another local optimum on another CPU kind, and a pairwise ordering is a comparison of
+    one plan only where both sides played it (docs/fedpcs.md, 'The paper's regime')."""
+    groups: dict[tuple[float, int, str], list[tuple[str, FedPCSPlan]]] = defaultdict(list)
+    for (method, tau, split), runs in sorted(cells.items()):
+        for r in runs:
+            path = r["dir"] / "game.npz"
+            if path.exists():
+                plan = FedPCSPlan.load(path)
+                if plan.extras.get("baseline_rho", "game") == "game":
+                    groups[(tau, int(r["seed"]), plan.inclusion)].append((f"{method} {split}", plan))
+    if not groups:
+        return ""
+    split_up = []
+    for (tau, seed, inclusion), played in sorted(groups.items()):
+        distinct: list[tuple[FedPCSPlan, list[str]]] = []
+        for cell, plan in played:
+            same = next((names for p, names in distinct if same_plan(p, plan)), None)
+            if same is None:
+                distinct.append((plan, [cell]))
+            else:
+                same.append(cell)
+        if len(distinct) > 1:
+            parts = "; ".join(f"{', '.join(names)} (R_1 = {p.reward[1]:.2f})" for p, names in distinct)
+            split_up.append(f"τ = {tau}, seed {seed}, {inclusion} sampling: {len(distinct)} plans — {parts}")
+    n = sum(len(v) for v in groups.values())
+    if not split_up:
+        return f"Game plans: the {n} runs whose clients play the game share one plan per seed (per τ and sampling rule)."
+    return (
+        f"Game plans (the {n} runs whose clients play the game; solved on different CPUs, a seed's game can end at "
+        "different local optima): " + " | ".join(split_up) + "; every other seed's cells share one plan."
+    )
 
 
 def _extra_sentence(extras: list[str]) -> str:
