@@ -178,11 +178,12 @@ def write_table2(root: Path, dest: Path, *, budget: str) -> list[dict[str, Any]]
     dest.mkdir(parents=True, exist_ok=True)
     write_rows_csv(dest / "table2.csv", rows, empty_header=["dataset"])
     write_orderings(dest / ORDERINGS, orderings(per_seed(cells)))
+    plans = _plan_sentence(cells)
     atomic_write_text(
         dest / "table2.md",
         _markdown(rows, budget, per_seed(cells), [r["cfg"] for runs in cells.values() for r in runs])
         + "\n"
-        + "".join(f"{s}\n\n" for s in (_plan_sentence(cells),) if s)
+        + (f"{plans}\n\n" if plans else "")
         + code_note(r["dir"] for runs in cells.values() for r in runs)
         + "\n",
     )

@@ -29,7 +29,7 @@ import logging
 import os
 import time
 import zipfile
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -177,6 +177,10 @@ class FedPCSPlan:
         }
 
 
+#: what reading a damaged or foreign ``.npz`` as a :class:`FedPCSPlan` raises
+_UNREADABLE = (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile)
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("FEDGAME_CACHE", Path.home() / ".cache" / "fedgame")) / "games"
 
@@ -290,7 +294,7 @@ def solve_plan(game: FedPCSGame, *, cache: Path | None | Literal[False] = None) 
             plan = FedPCSPlan.load(path)
             # solve_seconds stays the solve's own time; a run that read the plan did not pay it
             return replace(plan, extras={**plan.extras, "from_cache": True})
-        except (OSError, ValueError, KeyError, TypeError):
+        except _UNREADABLE:
             log.warning("ignoring unreadable cached game %s", path)
     log.info(
         "solving the FedPCS game (N=%d, K=%d, T=%d, %s inclusion)", game.n_clients, game.clients_per_round, game.rounds - 1, game.inclusion
@@ -306,9 +310,10 @@ def same_plan(a: FedPCSPlan, b: FedPCSPlan) -> bool:
     """Whether two plans pay and sample alike: every array equal bit for bit (ρ_i^t, α, R_t, φ,
     K_t, ...). The solve's time and its bookkeeping may differ (a plan read again, a file's own
     zip timestamps)."""
-    x, y = asdict(a), asdict(b)
-    arrays = [k for k, v in x.items() if isinstance(v, np.ndarray)]
-    return a.inclusion == b.inclusion and all(np.array_equal(x[k], y[k], equal_nan=np.issubdtype(x[k].dtype, np.floating)) for k in arrays)
+    arrays = [(getattr(a, f.name), getattr(b, f.name)) for f in fields(a)]
+    return a.inclusion == b.inclusion and all(
+        np.array_equal(x, y, equal_nan=np.issubdtype(x.dtype, np.floating)) for x, y in arrays if isinstance(x, np.ndarray)
+    )
 
 
 def reuse_plans(played: list[tuple[Path, Any]], wanted: list[Any]) -> list[str]:
@@ -332,7 +337,7 @@ def reuse_plans(played: list[tuple[Path, Any]], wanted: list[Any]) -> list[str]:
             continue
         try:
             plan = FedPCSPlan.load(path)
-        except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as e:
+        except _UNREADABLE as e:
             raise ValueError(f"--plans: {path}: not a readable plan ({type(e).__name__})") from None
         first = found.setdefault(game.key(), (path, plan))
         if not same_plan(first[1], plan):
@@ -347,7 +352,7 @@ def reuse_plans(played: list[tuple[Path, Any]], wanted: list[Any]) -> list[str]:
             try:
                 if same_plan(FedPCSPlan.load(target), plan):
                     continue
-            except (OSError, ValueError, KeyError, TypeError):
+            except _UNREADABLE:
                 pass  # an unreadable cached plan is replaced like a different one
             lines.append(f"plan of game seed {need[key].seed} replaced in the cache by {path.parent}'s")
         else:
