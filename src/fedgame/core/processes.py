@@ -22,7 +22,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import sys
 
-__all__ = ["fork_is_safe", "fork_unsafe_reason", "mark_fork_unsafe", "safe_start_method"]
+__all__ = ["fork_is_safe", "fork_unsafe_reason", "mark_fork_unsafe", "pin_threads_here", "safe_start_method"]
 
 _reasons: list[str] = []
 
@@ -58,3 +58,20 @@ def safe_start_method() -> str:
     if fork_is_safe():
         return "fork"
     return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+
+
+def pin_threads_here() -> None:
+    """Make the calling thread compute with this process's torch thread count
+    (``torch.get_num_threads()``), as the thread that set it does.
+
+    Why: ``torch.set_num_threads`` stores the count process-wide for ATen's own loops, but sets
+    OpenMP's and MKL's counts for the *calling thread only*. A thread started otherwise (Flower's
+    ServerApp thread in a simulation, a user's own) still runs MKL's float32 GEMMs on every core,
+    with MKL free to choose how many: a linear layer's output there differed in the last bit
+    from the same call on the main thread, now and then (a Flower simulation's round-0 test loss
+    1.622535196940104 against the in-process 1.6225350952148438, on Intel AVX-512 hosts; ATen
+    still reported one thread). The engine calls this where its rounds start, so a run computes
+    the same bits whichever thread drives it."""
+    import torch
+
+    torch.set_num_threads(torch.get_num_threads())

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from fedgame.core.processes import pin_threads_here
 from fedgame.core.seeding import Streams
 from fedgame.core.server_update import RoundContext, ServerUpdate
 from fedgame.core.types import DIVERGED, LOCAL_GRAD_VARIANCE, ClientResult, RoundOutcome, RoundState, Selection
@@ -205,6 +206,7 @@ class RoundLoop:
         rounds are driven by ``self.driver`` when one is set (Flower's strategy), else here."""
         if rounds < 1:
             raise ValueError(f"train.rounds: must be >= 1, got {rounds}")
+        pin_threads_here()
         self._rounds = rounds
         resumed_from = 0
         if resume and sink is not None:

@@ -681,7 +681,9 @@ def aligned(x: torch.Tensor) -> torch.Tensor:
     arrays from glibc's ``mmap`` start 16 bytes into a page, the same data passed to a worker
     process through shared memory starts on the page. So the same model evaluated on the same
     examples gave one figure in process and another in a worker or through Flower (found on an
-    Intel AMX host: 1.622535196940104 against 1.6225350952148438). Evaluating aligned memory
+    Intel AMX host: 1.622535196940104 against 1.6225350952148438; the same pair came back later
+    from a second cause, Flower's server thread computing on more threads than set:
+    :func:`fedgame.core.processes.pin_threads_here`). Evaluating aligned memory
     makes the figure depend on the values only. On the AVX2-only hosts the kernels are
     alignment-blind and this copy changes no bit."""
     if x.device.type != "cpu":

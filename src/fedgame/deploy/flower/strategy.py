@@ -59,6 +59,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, MetricRec
 from flwr.serverapp import Grid  # noqa: E402
 from flwr.serverapp.strategy import Result, Strategy  # noqa: E402
 
+from fedgame.core.processes import pin_threads_here  # noqa: E402
 from fedgame.deploy.flower._messages import encode_params  # noqa: E402
 from fedgame.deploy.flower.executor import FlowerExecutor  # noqa: E402
 from fedgame.deploy.flower.jdp import connect_jdp  # noqa: E402
@@ -156,7 +157,11 @@ class FedgameStrategy(Strategy):
 
     # -- set-up -------------------------------------------------------------------------
     def connect(self, grid: Grid) -> FlowerExecutor:
-        """Node discovery on ``grid`` (once per grid): see :func:`connect_engine`."""
+        """Node discovery on ``grid`` (once per grid): see :func:`connect_engine`. Also pins
+        the calling thread (Flower's ServerApp thread) to this process's torch thread count
+        (:func:`~fedgame.core.processes.pin_threads_here`), for a ServerApp that calls
+        :meth:`start` itself."""
+        pin_threads_here()
         if self.executor is None or self.executor.grid is not grid:
             if isinstance(self.built, BuiltJDP):  # every winner must reply: no on_missing
                 self.executor = connect_jdp(
