@@ -37,6 +37,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import yaml
@@ -48,6 +50,7 @@ configure()
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
 
+from fedgame.core.processes import pin_threads_here  # noqa: E402
 from fedgame.data import DatasetSplit, silo_report  # noqa: E402
 from fedgame.data.partition import fingerprint  # noqa: E402
 from fedgame.deploy.flower._messages import (  # noqa: E402
@@ -80,6 +83,16 @@ _SILO_SIDES: dict[tuple[str, str], ClientSide] = {}
 _LOCK = threading.Lock()  # build each client side once
 _RUN = threading.Lock()  # one job at a time per process: the trainer's model is shared
 _POISONED: dict[tuple[str, str, int], LocalTrainer] = {}
+
+
+@contextmanager
+def _running() -> Iterator[None]:
+    """One job at a time (``_RUN``), on the thread count the client side was built with: a
+    handler may run on another thread than the one that built it, and torch's count reaches
+    MKL only in the thread that set it (:func:`~fedgame.core.processes.pin_threads_here`)."""
+    with _RUN:
+        pin_threads_here()
+        yield
 
 
 def recipe_text(cfg: RunConfig) -> str:
@@ -224,7 +237,7 @@ class _Handlers:
         if _is_silo(context):  # the server's client index is in the job; the node trains its own data
             job = decode_job(msg.content)
             side = _silo_side(cfg, context)
-            with _RUN:
+            with _running():
                 result = run_client_job(job, trainer=side.trainer, indices=side.parts[0], streams=side.streams)
             return Message(encode_result(job, result), reply_to=msg)
         pid = _partition(context, cfg.data.n_clients)
@@ -232,7 +245,7 @@ class _Handlers:
         if job.client != pid:
             raise ValueError(f"train: this node holds partition {pid}, got a job for partition {job.client}")
         side = _side(cfg)
-        with _RUN:
+        with _running():
             result = run_client_job(job, trainer=side.trainer, indices=side.parts[pid], streams=side.streams)
         return Message(encode_result(job, result), reply_to=msg)
 
@@ -246,7 +259,7 @@ class _Handlers:
             side, part = _side(cfg), pid
         params = decode_params(array_record(msg.content, "params"))
         tr = side.trainer
-        with _RUN:
+        with _running():
             loss = float(client_losses(tr.model, params, tr.x, tr.y, [side.parts[part]], loss=tr.loss)[0])
         return Message(RecordDict({"loss": MetricRecord({"loss": loss, "partition-id": pid})}), reply_to=msg)
 
@@ -273,7 +286,7 @@ class _Handlers:
         side, part, where = self._jdp_side("train.jdp", msg, context, cfg, job.client)
         trainer = _poisoned_trainer(cfg, side, part, where) if adversary else side.trainer
         state = load_state(context)
-        with _RUN:
+        with _running():
             reply = jdp_client_train(state, job, trainer=trainer, indices=side.parts[part], streams=side.streams)
         save_state(context, state)
         return Message(encode_jdp_reply(job, reply), reply_to=msg)
@@ -320,7 +333,7 @@ class _Handlers:
         n = int(y_test.shape[0])
         acc, loss = 0.0, 0.0
         if n:
-            with _RUN:
+            with _running():
                 acc, loss = evaluate(side.trainer.model, params, x_test, y_test, loss=side.trainer.loss)
         metrics = MetricRecord({"accuracy": float(acc), "loss": float(loss), "num-examples": n, "partition-id": pid})
         return Message(RecordDict({"metrics": metrics}), reply_to=msg)
