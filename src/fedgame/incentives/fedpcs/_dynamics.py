@@ -14,6 +14,7 @@ check it (ValueError), :func:`evaluate` and the solvers' engines trust what they
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -61,7 +62,7 @@ def _uniform_p(N: int, K: int, inclusion: Inclusion = "privacy") -> float | None
     """P = 1 − (1 − 1/N)^K under the uniform rule, else None."""
     if inclusion != "uniform":
         return None
-    return float(-np.expm1(K * np.log1p(-1.0 / N))) if N > 1 else 1.0
+    return -math.expm1(K * math.log1p(-1.0 / N)) if N > 1 else 1.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -69,13 +70,29 @@ def _uniform_p(N: int, K: int, inclusion: Inclusion = "privacy") -> float | None
 # --------------------------------------------------------------------------------------------
 
 
+def _elementwise(kernel: str, x: FloatArray, out: FloatArray | None = None) -> FloatArray:
+    """``_kernels.log1m`` or ``_kernels.neg_expm1`` over an array of any shape (into ``out``
+    when given). Not NumPy's log1p/expm1: those run a SIMD routine on AVX-512
+    hosts and the C library's on others, which differ in the last bit, and the game's solve
+    compares costs, so a last bit could send the search another way on another CPU kind
+    (docs/speed.md, "The same plan on every CPU kind")."""
+    src = np.ascontiguousarray(x, dtype=float)
+    direct = out is not None and out.flags.c_contiguous
+    dst = out if direct else np.empty_like(src)
+    assert dst is not None  # for mypy: out is not None when direct
+    getattr(_kernels, kernel)(src.reshape(-1), dst.reshape(-1))
+    if out is None or direct:
+        return dst
+    out[...] = dst  # a workspace's column slice: not contiguous
+    return out
+
+
 def _log1mx(rho: FloatArray, nphi: FloatArray) -> tuple[FloatArray, NDArray[np.bool_]]:
     """x = min(1, ρ/(Nφ)) (guarded: ρ/(Nφ) can exceed 1 while φ is not yet the true mean) as
     ``log(1 - x)`` and the mask ``ρ/(Nφ) < 1``."""
     x = rho / nphi
     inside = x < 1.0
-    with np.errstate(divide="ignore"):
-        return np.log1p(-np.minimum(x, 1.0)), inside
+    return _elementwise("log1m", np.minimum(x, 1.0)), inside
 
 
 def inclusion_probability(rho: ArrayLike, phi: ArrayLike, N: int, K: int, *, inclusion: Inclusion = "privacy") -> FloatArray:
@@ -87,7 +104,7 @@ def inclusion_probability(rho: ArrayLike, phi: ArrayLike, N: int, K: int, *, inc
     inclusion = _check_inclusion(inclusion)
     L, _ = _log1mx(np.asarray(rho, float), N * np.asarray(phi, float))
     pu = _uniform_p(N, K, inclusion)
-    return -np.expm1(K * L) if pu is None else np.full(L.shape, pu)
+    return _elementwise("neg_expm1", K * L) if pu is None else np.full(L.shape, pu)
 
 
 def inclusion_probability_derivative(rho: ArrayLike, phi: ArrayLike, N: int, K: int, *, inclusion: Inclusion = "privacy") -> FloatArray:
@@ -98,7 +115,8 @@ def inclusion_probability_derivative(rho: ArrayLike, phi: ArrayLike, N: int, K: 
     L, inside = _log1mx(np.asarray(rho, float), nphi)
     if _uniform_p(N, K, inclusion) is not None:
         return np.zeros(np.broadcast_shapes(L.shape, nphi.shape))
-    out = (K / nphi) * (np.exp((K - 1) * L) if K > 1 else np.ones_like(L))
+    # (1 − x)^{K−1} = 1 − (1 − e^{(K−1) L}): host-independent (:func:`_elementwise`)
+    out = (K / nphi) * (1.0 - _elementwise("neg_expm1", (K - 1) * L) if K > 1 else np.ones_like(L))
     return np.where(inside, out, 0.0)
 
 
@@ -112,7 +130,7 @@ def inclusion_probability_second_derivative(
     L, inside = _log1mx(np.asarray(rho, float), nphi)
     if K < 2 or _uniform_p(N, K, inclusion) is not None:
         return np.zeros(np.broadcast_shapes(L.shape, nphi.shape))
-    out = -(K * (K - 1) / nphi**2) * (np.exp((K - 2) * L) if K > 2 else np.ones_like(L))
+    out = -(K * (K - 1) / nphi**2) * (1.0 - _elementwise("neg_expm1", (K - 2) * L) if K > 2 else np.ones_like(L))
     return np.where(inside, out, 0.0)
 
 
@@ -261,10 +279,9 @@ def evaluate(
     P = w.get("P", n1, m)
     dP = w.get("dP", n1, m)
     with np.errstate(divide="ignore", invalid="ignore"):
-        L = np.log1p(np.negative(x, out=x), out=x)
+        L = _elementwise("log1m", x, out=x)  # not NumPy's log1p and expm1: _elementwise
         np.multiply(L, K, out=P)
-        np.expm1(P, out=P)
-        np.negative(P, out=P)
+        _elementwise("neg_expm1", P, out=P)
         # P' = (K/(Nφ)) (1 − x)^{K−1} = (K/(Nφ)) (1 − P)/(1 − x): one transcendental less
         np.subtract(1.0, P, out=dP)
         np.divide(dP, u, out=dP)
@@ -285,7 +302,9 @@ def evaluate(
     g[:T] -= tmp
     if aT is not None:
         g[T] -= c * aT * aT
-    U = np.empty(0) if costate_only else np.einsum("tm,tm->m", P, g)
+    # Σ_t P g as products summed row by row (einsum's SIMD loop fuses multiply-adds in
+    # vector bodies whose length depends on the CPU kind: other last bits there)
+    U = np.empty(0) if costate_only else np.multiply(P, g, out=w.get("Pg", n1, m)).sum(axis=0)
     if not need_grad and not second:
         empty = np.empty((0, m))
         return Evaluation(rho, P, dP, g, empty, empty, U, empty)

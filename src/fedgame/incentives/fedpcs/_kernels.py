@@ -20,8 +20,10 @@ problems (the FedPCS game at N = 100). They repeat the streamed engine's arithme
 log1p and expm1: here :func:`_log1p` and :func:`_neg_expm1`, branch-free (fdlibm's log1p
 reduction and polynomial, as in FreeBSD and musl; a Taylor expm1 after the usual k·ln2
 reduction) so that the loop that computes P over the rounds vectorises, within two ulp of the
-C library's (tested); NumPy's SIMD versions there. The two engines agree to rounding, not to
-the bit (tested), and without Numba the streamed engine is used.
+C library's (tested); the streamed engine calls them elementwise (``log1m``, ``neg_expm1``),
+not NumPy's SIMD versions, whose last bits differ between CPU kinds. The two engines agree to
+rounding, not to the bit (tested), and without Numba the streamed engine is used (with
+NumPy's log1p and expm1).
 
 The engine's kernels solve :data:`_WIDTH` problems side by side in lanes (``_newton_lanes``,
 ``_sweep_lanes``; the one-problem ``_newton_nb`` and ``_sweep_nb`` stay as their reference,
@@ -980,8 +982,35 @@ def _same_keys_nb(first: Any, rest: Any, ok: Any, left: Any, right: Any, same: f
         out[q] = eq
 
 
+def _log1m_py(x: FloatArray, out: FloatArray) -> None:
+    """log(1 − x) into ``out`` (NumPy's log1p: its SIMD form differs by CPU kind)."""
+    with np.errstate(divide="ignore"):
+        np.log1p(np.negative(x), out=out)
+
+
+def _log1m_nb(x: Any, out: Any) -> None:  # pragma: no cover - compiled
+    """log(1 − x) into ``out`` for 1-D ``x`` ≤ 1 (−∞ at x = 1) by :func:`_log1p`: the same
+    bits on every CPU kind, where NumPy's log1p is a SIMD routine on AVX-512 hosts and the C
+    library's elsewhere, which differ in the last bit."""
+    for i in range(x.size):
+        y = -x[i]
+        out[i] = -np.inf if y == -1.0 else _log1p(y)
+
+
+def _neg_expm1_py(z: FloatArray, out: FloatArray) -> None:
+    """1 − e^z into ``out`` (NumPy's expm1)."""
+    np.negative(np.expm1(z), out=out)
+
+
+def _neg_expm1_arr_nb(z: Any, out: Any) -> None:  # pragma: no cover - compiled
+    """1 − e^z into ``out`` for 1-D ``z`` ≤ 0 by :func:`_neg_expm1` (the same bits on every
+    CPU kind, as :func:`_log1m_nb`)."""
+    for i in range(z.size):
+        out[i] = _neg_expm1(z[i])
+
+
 _Kernel = Callable[..., None]
-_NAMES = ("trajectory", "costate", "riccati", "newton", "sweep", "basin_distance", "best_per_owner", "same_keys")
+_NAMES = ("trajectory", "costate", "riccati", "newton", "sweep", "basin_distance", "best_per_owner", "same_keys", "log1m", "neg_expm1")
 
 
 def _bitcasts() -> tuple[Any, Any]:
@@ -1085,6 +1114,8 @@ def _compile() -> tuple[_Kernel, ...] | None:
         jit(_basin_distance_nb),
         jit(_best_per_owner_nb),
         jit(_same_keys_nb),
+        jit(_log1m_nb),
+        jit(_neg_expm1_arr_nb),
     )
 
 
@@ -1102,6 +1133,9 @@ sweep: _Kernel | None
 basin_distance: _Kernel
 best_per_owner: _Kernel
 same_keys: _Kernel | None
+#: elementwise log(1 − x) and 1 − e^z on 1-D arrays (x, out): host-independent when compiled
+log1m: _Kernel
+neg_expm1: _Kernel
 _LOAD = threading.Lock()
 
 
@@ -1120,7 +1154,18 @@ def __getattr__(name: str) -> Any:
         g = globals()
         if "riccati" not in g:
             kernels = _compile()
-            fallback = (_trajectory_py, _costate_py, _riccati_py, None, None, _basin_distance_py, _best_per_owner_py, None)
+            fallback = (
+                _trajectory_py,
+                _costate_py,
+                _riccati_py,
+                None,
+                None,
+                _basin_distance_py,
+                _best_per_owner_py,
+                None,
+                _log1m_py,
+                _neg_expm1_py,
+            )
             g.update(zip(_NAMES, kernels if kernels is not None else fallback, strict=True))
     return g[name]
 

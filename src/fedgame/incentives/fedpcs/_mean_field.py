@@ -35,7 +35,7 @@ from fedgame.core.validate import (
     check_population,
     check_positive,
 )
-from fedgame.incentives.fedpcs import _kernels
+from fedgame.incentives.fedpcs import _kernels, _linalg
 from fedgame.incentives.fedpcs._best_response import (
     Candidates,
     Engine,
@@ -780,7 +780,7 @@ def _picard_mean(types: _Types, raw: _Raw, phi: FloatArray) -> FloatArray:
     Eq. (20), driven by ``phi``, under their best responses ``raw`` — Algorithm 1's
     estimate φ_m^est; the mean field is a fixed point of φ ↦ Φ."""
     rho_u = _trajectory_tm(raw.a, types.rho0, phi)  # evaluate()'s ρ, without P, g and U
-    return rho_u @ types.weights
+    return _linalg.weighted_rows(rho_u, types.weights)
 
 
 def _consistent_mean(types: _Types, raw: _Raw) -> FloatArray:
@@ -792,7 +792,7 @@ def _consistent_mean(types: _Types, raw: _Raw) -> FloatArray:
     out[0] = types.mean0
     for t in range(types.T):
         rho = out[t] + raw.a[t] * (rho - out[t])
-        out[t + 1] = rho @ types.weights
+        out[t + 1] = _linalg.dot(rho, types.weights)
     return out
 
 
@@ -957,9 +957,7 @@ class _Anderson:
             return None
         X = np.array(self.xs)[:, 1:]
         F = np.array(self.gs)[:, 1:] - X
-        dX, dF = np.diff(X, axis=0), np.diff(F, axis=0)
-        coef = np.linalg.lstsq(dF.T, F[-1], rcond=None)[0]
-        mixed = X[-1] + beta * F[-1] - (dX + beta * dF).T @ coef
+        mixed = _linalg.anderson_mix(X, F, beta)
         if np.all(np.isfinite(mixed)) and np.all(mixed > 0):
             return np.concatenate([[mean0], mixed])
         return None

@@ -34,6 +34,7 @@ from fedgame.core.validate import (
     check_positive,
     check_unit_open,
 )
+from fedgame.incentives.fedpcs import _linalg
 from fedgame.incentives.fedpcs._best_response import cores
 from fedgame.incentives.fedpcs._dynamics import (
     Inclusion,
@@ -471,9 +472,7 @@ def stackelberg_lemma2(
             del xs[:-6], fs[:-6]
             if len(xs) >= 2:
                 X, F = np.array(xs), np.array(fs)
-                dX, dF = np.diff(X, axis=0), np.diff(F, axis=0)
-                coef = np.linalg.lstsq(dF.T, F[-1], rcond=None)[0]
-                mixed = X[-1] + beta_R * F[-1] - (dX + beta_R * dF).T @ coef
+                mixed = _linalg.anderson_mix(X, F, beta_R)
                 if np.all(np.isfinite(mixed)):
                     step = np.clip(mixed, 0.0, R_max)
         R = np.where(jump, R_new, step)
@@ -792,7 +791,7 @@ def _projected_descent(J: _TrueCost, x: FloatArray, fx: float, R_max: float, max
     step = 0.1 * scale / gmax if gmax > 0 else 0.0
     for _ in range(max_iter):
         d = np.clip(x - step * g, 0.0, R_max) - x
-        slope = float(g @ d)
+        slope = _linalg.dot(g, d)
         if not np.any(d) or slope >= 0:
             break
         lam, accepted = 1.0, False
@@ -807,8 +806,8 @@ def _projected_descent(J: _TrueCost, x: FloatArray, fx: float, R_max: float, max
             break
         g_new = J.gradient(y)
         sk, yk = y - x, g_new - g
-        sy = float(sk @ yk)
-        step = float(sk @ sk) / sy if sy > 0 else 2.0 * step
+        sy = _linalg.dot(sk, yk)
+        step = _linalg.dot(sk, sk) / sy if sy > 0 else 2.0 * step
         x, fx, g = y, fy, g_new
     return x, fx
 
@@ -1052,7 +1051,7 @@ def _best_constant(J: _TrueCost, scan_points: int) -> tuple[float, float]:
     the best value's two neighbours (a non-equilibrium's J = +∞ is capped at 1e300 there,
     which the search needs finite)."""
     T, Rmax = J.args[3], J.R_max
-    grid = np.concatenate([[0.0], np.geomspace(min(1e-2, Rmax / 10.0), Rmax, scan_points - 1)])
+    grid = np.concatenate([[0.0], _linalg.geomspace(min(1e-2, Rmax / 10.0), Rmax, scan_points - 1)])
     J.prefetch([np.full(T, g) for g in grid])
     vals = [J(np.full(T, g)) for g in grid]
     i = int(np.argmin(vals))

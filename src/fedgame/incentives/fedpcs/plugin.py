@@ -73,7 +73,11 @@ FloatArray = NDArray[np.float64]
 #: a path through a non-convex problem, can end elsewhere). The engine is part of the key too.
 #: 7: the compiled kernels compute log1p and expm1 branch-free, in vectors (within two ulp of the
 #: C library's, rounding differently).
-SOLVER_VERSION = 7
+#: 8: the same plan on every CPU kind: the solve's sums, dot products, least squares and
+#: transcendental functions no longer go through BLAS, LAPACK or NumPy's SIMD routines, whose
+#: last bits differ between CPU kinds (``_linalg``; docs/speed.md, "The same plan on every
+#: CPU kind").
+SOLVER_VERSION = 8
 
 
 @dataclass(frozen=True)
