@@ -290,3 +290,57 @@ def test_the_kernels_compiled_here_use_the_full_width_where_the_host_has_avx512(
         assert config.CPU_FEATURES is not None and config.CPU_FEATURES.endswith(",-prefer-256-bit")
     else:
         assert config.CPU_FEATURES is None or not config.CPU_FEATURES.endswith(",-prefer-256-bit")
+
+
+def _archive_case(rng: np.random.Generator, m: int, per: int, T: int) -> tuple[np.ndarray, ...]:
+    """Candidates as a mean-field iteration makes them: ``per`` per type, many of them the
+    same optimum (equal after rounding to 1e-6, −0 among them), tied utilities, some not
+    finite or not stationary; and the types' current choices, some equal to a candidate."""
+    P = m * per
+    owner = np.tile(np.arange(m), per)
+    basins = rng.uniform(0.0, 1.0, (T, m, 3))
+    pick = rng.integers(0, 3, P)
+    a = basins[:, owner, pick] + rng.choice([0.0, 1e-9, 3e-6], P)  # 1e-9: the same key; 3e-6: not
+    a[:, rng.random(P) < 0.05] = -0.0
+    U = np.round(rng.normal(size=P), 1)  # ties
+    U[rng.random(P) < 0.05] = rng.choice([np.inf, -np.inf, np.nan])
+    kkt = rng.choice([0.0, 1e-7, 1e-5], P, p=[0.6, 0.3, 0.1])
+    keep = basins[:, :, 0].copy()
+    return keep, a, U, kkt, owner
+
+
+@compiled
+@pytest.mark.parametrize(("m", "per", "T", "cap"), [(1, 1, 3, 4), (7, 12, 5, 4), (300, 16, 30, 4), (50, 9, 4, 2)])
+def test_compiled_archive_selection_keeps_the_numpy_forms_entries(m: int, per: int, T: int, cap: int) -> None:
+    """``_kernels.archive_pick`` (one pass per type) keeps the entries, in the order and
+    with the bits, that its NumPy form (hash, sort, first distinct) keeps — with the
+    current choices and without, and with a type that has no finite candidate."""
+    rng = np.random.default_rng(m)
+    keep, a, U, kkt, owner = _archive_case(rng, m, per, T)
+    U[owner == m - 1] = np.nan
+    for first in (keep, np.empty((T, 0))):
+        got = _kernels.archive_pick(first, a, U, kkt, owner, m, cap, 1e-6)
+        want = _kernels._archive_pick_py(first, a, U, kkt, owner, m, cap, 1e-6)
+        np.testing.assert_array_equal(got[1], want[1])
+        np.testing.assert_array_equal(got[0], want[0])
+        assert np.bincount(got[1], minlength=m).max() <= cap
+        if first.size:  # every type keeps its current choice
+            np.testing.assert_array_equal(np.unique(got[1]), np.arange(m))
+
+
+@compiled
+def test_compiled_closest_candidate_is_the_numpy_forms() -> None:
+    """``_kernels.closest_per_owner`` picks, for every type, the candidate its NumPy form
+    (distances, then a sort) picks: ties to the first, NaN distances last."""
+    rng = np.random.default_rng(3)
+    T, m, per = 6, 200, 7
+    owner = rng.permutation(np.tile(np.arange(m), per))
+    prev = rng.uniform(size=(T, m))
+    a = np.round(prev[:, owner] + rng.normal(scale=0.1, size=(T, owner.size)), 1)  # ties
+    a[2, rng.random(owner.size) < 0.1] = np.nan
+    a[:, owner == 0] = np.nan  # a type whose candidates are all NaN
+    got, want = np.empty(m, dtype=np.intp), np.empty(m, dtype=np.intp)
+    _kernels.closest_per_owner(a, prev, owner, got)
+    _kernels._closest_per_owner_py(a, prev, owner, want)
+    np.testing.assert_array_equal(got, want)
+    assert np.all(owner[got] == np.arange(m))

@@ -162,8 +162,8 @@ def test_streamed_engines_repeat_the_reference_iterations() -> None:
 def test_first_distinct_matches_numpy_unique() -> None:
     """The archive's de-duplication equals ``np.unique(axis=0)``'s first occurrences (keys
     compared in blocks of 7 pairs here, so that several blocks run)."""
-    from fedgame.incentives.fedpcs import _mean_field
-    from fedgame.incentives.fedpcs._mean_field import _first_distinct, _key_hash
+    from fedgame.incentives.fedpcs import _kernels
+    from fedgame.incentives.fedpcs._kernels import _first_distinct, _key_hash
 
     rng = np.random.default_rng(1)
     for P, T in [(0, 4), (1, 4), (50, 3), (5000, 30)]:
@@ -174,6 +174,6 @@ def test_first_distinct_matches_numpy_unique() -> None:
         if P:
             _, want = np.unique(np.column_stack([owner, key.T]), axis=0, return_index=True)
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(_mean_field, "_PAIR_BLOCK", 7)
+            mp.setattr(_kernels, "_PAIR_BLOCK", 7)
             got = _first_distinct(owner, _key_hash(key, 1.0), lambda q: key[:, q])
         np.testing.assert_array_equal(got, np.sort(want))

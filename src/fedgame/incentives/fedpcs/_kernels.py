@@ -928,20 +928,31 @@ def _finish(j: int, A: Any, U: Any, r: Any, job: Any, out_a: Any, out_U: Any, ou
 # --------------------------------------------------------------------------------------------
 
 
-def _basin_distance_py(a: FloatArray, prev: FloatArray, owner: NDArray[np.intp], out: FloatArray) -> None:
-    """max_t |a[t, p] − prev[t, owner[p]]| into ``out`` (P,), NaN if any term is NaN."""
-    np.abs(a[0] - prev[0, owner], out=out)
+def _closest_per_owner_py(a: FloatArray, prev: FloatArray, owner: NDArray[np.intp], out: NDArray[np.intp]) -> None:
+    """For each owner j the entry p (a column of ``a``, ``owner[p]`` = j) closest to its
+    previous choice ``prev[:, j]`` in max_t |a[t, p] − prev[t, j]| into ``out`` (m,): the
+    first on ties, a NaN distance counting as the largest; −1 for an owner without entries."""
+    dist = np.abs(a[0] - prev[0, owner])
     for t in range(1, a.shape[0]):
-        np.maximum(out, np.abs(a[t] - prev[t, owner]), out=out)
+        np.maximum(dist, np.abs(a[t] - prev[t, owner]), out=dist)  # NaN propagates
+    order = np.lexsort((dist, owner))  # NaN sorts last
+    first = order[np.r_[True, owner[order][1:] != owner[order][:-1]]]
+    out[:] = -1
+    out[owner[first]] = first
 
 
-def _basin_distance_nb(a: Any, prev: Any, owner: Any, out: Any) -> None:  # pragma: no cover
+def _closest_per_owner_nb(a: Any, prev: Any, owner: Any, out: Any) -> None:  # pragma: no cover - compiled
+    best = np.empty(out.size)
+    out[:] = -1
     for p in range(a.shape[1]):
-        out[p] = abs(a[0, p] - prev[0, owner[p]])
-    for t in range(1, a.shape[0]):
-        for p in range(a.shape[1]):
-            x = abs(a[t, p] - prev[t, owner[p]])
-            out[p] = x if (x > out[p] or x != x) else out[p]  # np.maximum: NaN propagates
+        o = owner[p]
+        d = abs(a[0, p] - prev[0, o])
+        for t in range(1, a.shape[0]):
+            x = abs(a[t, p] - prev[t, o])
+            d = x if (x > d or x != x) else d  # np.maximum: NaN propagates
+        if out[o] < 0 or (best[o] != best[o] and d == d) or d < best[o]:
+            out[o] = p
+            best[o] = d
 
 
 def _best_per_owner_py(U: FloatArray, owner: NDArray[np.intp], out: NDArray[np.intp]) -> None:
@@ -965,21 +976,145 @@ def _best_per_owner_nb(U: Any, owner: Any, out: Any) -> None:  # pragma: no cove
             best[o] = u
 
 
-def _same_keys_nb(first: Any, rest: Any, ok: Any, left: Any, right: Any, same: float, out: Any) -> None:  # pragma: no cover - compiled
-    """Whether the columns ``left[q]`` and ``right[q]`` of [``first`` | ``rest[:, ok]``] have
-    the same key ``np.round(α / same)``, into ``out`` (the archive's exact comparison; without
-    Numba it gathers the columns)."""
-    n = first.shape[1]
-    for q in range(left.size):
-        i, k = left[q], right[q]
-        eq = True
-        for t in range(first.shape[0]):
-            x = first[t, i] if i < n else rest[t, ok[i - n]]
-            y = first[t, k] if k < n else rest[t, ok[k - n]]
-            if np.rint(x / same) != np.rint(y / same):  # np.round: half to even
-                eq = False
+def _key_hash(a: FloatArray, same: float) -> FloatArray:
+    """A fixed linear hash of each column's key ``np.round(a / same)`` (a (T, P)), computed
+    row by row so that the (T, P) key matrix is never held: equal keys, equal hash."""
+    T, P = a.shape
+    w: FloatArray = np.random.default_rng(0).uniform(1.0, 2.0, (T,))
+    h = np.zeros(P)
+    for t in range(T):
+        h += np.round(a[t] / same) * w[t]
+    return h
+
+
+def _first_distinct(owner: NDArray[np.intp], h: FloatArray, keys: Callable[[NDArray[np.intp]], FloatArray]) -> NDArray[np.intp]:
+    """Sorted positions of the first occurrence of each distinct (owner, key) pair: what
+    ``np.unique(column_stack([owner, key.T]), axis=0, return_index=True)`` gives, without
+    sorting P rows of T + 1 fields. ``h``: :func:`_key_hash` of the keys; ``keys(idx)``:
+    the key columns (T, len(idx)) of positions ``idx``, compared in blocks. Rows are grouped
+    by owner and by hash, and a row repeats its predecessor in that order if its whole key
+    is equal (compared only where the hashes agree); a hash shared by different keys (never
+    seen) falls back to ``np.unique``."""
+    P = owner.size
+    if P == 0:
+        return np.empty(0, dtype=np.intp)
+    pos = np.arange(P)
+    o = np.lexsort((pos, h, owner))
+    group = (owner[o][1:] == owner[o][:-1]) & (h[o][1:] == h[o][:-1])
+    same = group.copy()
+    pairs = np.flatnonzero(group)
+    for b in range(0, pairs.size, _PAIR_BLOCK):
+        q = pairs[b : b + _PAIR_BLOCK]
+        same[q] = np.all(keys(o[q]) == keys(o[q + 1]), axis=0)
+    if np.any(group & ~same):  # a hash collision: the exact, slow way
+        _, first = np.unique(np.column_stack([owner, keys(pos).T]), axis=0, return_index=True)
+        return np.sort(first)
+    return np.sort(o[np.r_[True, ~same]])
+
+
+#: key columns compared at once by :func:`_first_distinct`
+_PAIR_BLOCK = 1 << 15
+
+
+def _archive_pick_py(
+    keep: FloatArray, a: FloatArray, U: FloatArray, kkt: FloatArray, owner: NDArray[np.intp], m: int, cap: int, same: float
+) -> tuple[FloatArray, NDArray[np.intp]]:
+    """The archive's selection (``_mean_field._Archive.replace``) for m client types: each
+    type's current choice (column j of ``keep`` (T, ≤ m), if it has one), then its
+    candidates (columns of ``a`` (T, P), type ``owner``) with a finite ``U`` and a KKT residual
+    ``kkt`` ≤ 1e-6 by decreasing U (ties by position), the first of each distinct key
+    ``np.round(α / same)``, at most ``cap`` per type. Returns the kept columns (T, P') and
+    their types, in order of type. NumPy form: only 1-D arrays are sorted (a hash of each
+    key, :func:`_first_distinct`) and only the kept columns gathered."""
+    ok = np.flatnonzero(np.isfinite(U) & (kkt <= 1e-6))
+    n_keep = keep.shape[1]
+    Us = np.concatenate([np.zeros(n_keep), U[ok]])
+    types = np.concatenate([np.arange(n_keep), owner[ok]])
+    prio = np.concatenate([-np.ones(n_keep), np.zeros(ok.size)])
+    h = np.concatenate([_key_hash(keep, same), _key_hash(a, same)[ok]])
+
+    def columns(idx: NDArray[np.intp]) -> FloatArray:
+        """α of the entries ``idx`` (the choices, then the accepted candidates)."""
+        out = np.empty((a.shape[0], idx.size))
+        mine = idx < n_keep
+        out[:, mine] = keep[:, idx[mine]]
+        out[:, ~mine] = a[:, ok[idx[~mine] - n_keep]]
+        return out
+
+    order = np.lexsort((-Us, prio, types))
+    types = types[order]
+    first = _first_distinct(types, h[order], lambda q: np.round(columns(order[q]) / same))
+    idx, types = order[first], types[first]
+    start = np.r_[0, np.flatnonzero(types[1:] != types[:-1]) + 1]
+    rank = np.arange(types.size) - np.repeat(start, np.diff(np.r_[start, types.size]))
+    kept = rank < cap
+    return np.ascontiguousarray(columns(idx[kept])), types[kept]
+
+
+def _archive_pick_nb(keep: Any, a: Any, U: Any, kkt: Any, owner: Any, m: int, cap: int, same: float) -> Any:  # pragma: no cover - compiled
+    """:func:`_archive_pick_py` in one pass: each type's few candidates are ordered in place
+    (grouped by a counting pass, then an insertion sort) and compared with the at most
+    ``cap`` keys already kept, instead of hashing and sorting all P — the same entries in
+    the same order (tested)."""
+    T, P = a.shape
+    n_keep = keep.shape[1]
+    start = np.zeros(m + 1, dtype=np.int64)
+    for p in range(P):
+        if math.isfinite(U[p]) and kkt[p] <= 1e-6:
+            start[owner[p] + 1] += 1
+    for j in range(m):
+        start[j + 1] += start[j]
+    order = np.empty(start[m], dtype=np.int64)
+    fill = start[:m].copy()
+    for p in range(P):
+        if math.isfinite(U[p]) and kkt[p] <= 1e-6:
+            order[fill[owner[p]]] = p
+            fill[owner[p]] += 1
+    for j in range(m):  # insertion sort by decreasing U: stable, so ties keep their positions
+        for i in range(start[j] + 1, start[j + 1]):
+            p = order[i]
+            k = i
+            while k > start[j] and U[order[k - 1]] < U[p]:
+                order[k] = order[k - 1]
+                k -= 1
+            order[k] = p
+    keys = np.empty((cap, T))
+    key = np.empty(T)
+    pick = np.empty(m * cap, dtype=np.int64)  # < 0: column −1 − pick of keep; else a column of a
+    types = np.empty(m * cap, dtype=np.int64)
+    n = 0
+    for j in range(m):
+        kept = 0
+        for e in range(-1, start[j + 1] - start[j]):
+            if kept == cap:
                 break
-        out[q] = eq
+            if e < 0 and j >= n_keep:
+                continue
+            for t in range(T):
+                key[t] = np.rint((keep[t, j] if e < 0 else a[t, order[start[j] + e]]) / same)  # np.round: half to even
+            seen = False
+            for q in range(kept):
+                eq = True
+                for t in range(T):
+                    if keys[q, t] != key[t]:  # NaN: never equal, as in the NumPy form
+                        eq = False
+                        break
+                if eq:
+                    seen = True
+                    break
+            if seen:
+                continue
+            keys[kept] = key
+            pick[n] = -1 - j if e < 0 else order[start[j] + e]
+            types[n] = j
+            kept += 1
+            n += 1
+    out = np.empty((T, n))
+    for i in range(n):
+        c = pick[i]
+        for t in range(T):
+            out[t, i] = keep[t, -1 - c] if c < 0 else a[t, c]
+    return out, types[:n].copy()
 
 
 def _log1m_py(x: FloatArray, out: FloatArray) -> None:
@@ -1010,7 +1145,18 @@ def _neg_expm1_arr_nb(z: Any, out: Any) -> None:  # pragma: no cover - compiled
 
 
 _Kernel = Callable[..., None]
-_NAMES = ("trajectory", "costate", "riccati", "newton", "sweep", "basin_distance", "best_per_owner", "same_keys", "log1m", "neg_expm1")
+_NAMES = (
+    "trajectory",
+    "costate",
+    "riccati",
+    "newton",
+    "sweep",
+    "closest_per_owner",
+    "best_per_owner",
+    "archive_pick",
+    "log1m",
+    "neg_expm1",
+)
 
 
 def _bitcasts() -> tuple[Any, Any]:
@@ -1111,9 +1257,9 @@ def _compile() -> tuple[_Kernel, ...] | None:
         jit(_riccati_nb),
         newton,
         sweep,
-        jit(_basin_distance_nb),
+        jit(_closest_per_owner_nb),
         jit(_best_per_owner_nb),
-        jit(_same_keys_nb),
+        jit(_archive_pick_nb),
         jit(_log1m_nb),
         jit(_neg_expm1_arr_nb),
     )
@@ -1129,10 +1275,10 @@ riccati: _Kernel
 #: the per-problem solves (``_newton_lanes``, ``_sweep_lanes``) compiled, or None without Numba
 newton: _Kernel | None
 sweep: _Kernel | None
-#: the archive's book-keeping (compiled, or their NumPy forms; ``same_keys`` None without Numba)
-basin_distance: _Kernel
+#: the archive's book-keeping (compiled, or their NumPy forms without Numba)
+closest_per_owner: _Kernel
 best_per_owner: _Kernel
-same_keys: _Kernel | None
+archive_pick: Callable[..., tuple[FloatArray, NDArray[np.intp]]]
 #: elementwise log(1 − x) and 1 − e^z on 1-D arrays (x, out): host-independent when compiled
 log1m: _Kernel
 neg_expm1: _Kernel
@@ -1160,9 +1306,9 @@ def __getattr__(name: str) -> Any:
                 _riccati_py,
                 None,
                 None,
-                _basin_distance_py,
+                _closest_per_owner_py,
                 _best_per_owner_py,
-                None,
+                _archive_pick_py,
                 _log1m_py,
                 _neg_expm1_py,
             )

@@ -21,9 +21,8 @@ up; :func:`_result` assembles the answer."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, TypedDict, Unpack, cast
+from typing import Literal, TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -239,55 +238,6 @@ class MeanFieldResult:
     pinned: NDArray[np.intp]
 
 
-def _key_hash(a: FloatArray, same: float) -> FloatArray:
-    """A fixed linear hash of each column's key ``np.round(a / same)`` (a (T, P)), computed
-    row by row so that the (T, P) key matrix is never held: equal keys, equal hash."""
-    T, P = a.shape
-    w = cast(FloatArray, np.random.default_rng(0).uniform(1.0, 2.0, T))  # T from .shape is Any
-    h = np.zeros(P)
-    for t in range(T):
-        h += np.round(a[t] / same) * w[t]
-    return h
-
-
-def _first_distinct(
-    owner: NDArray[np.intp],
-    h: FloatArray,
-    keys: Callable[[NDArray[np.intp]], FloatArray],
-    equal: Callable[[NDArray[np.intp], NDArray[np.intp]], NDArray[np.bool_]] | None = None,
-) -> NDArray[np.intp]:
-    """Sorted positions of the first occurrence of each distinct (owner, key) pair: what
-    ``np.unique(column_stack([owner, key.T]), axis=0, return_index=True)`` gives, without
-    sorting P rows of T + 1 fields. ``h``: :func:`_key_hash` of the keys; ``keys(idx)``:
-    the key columns (T, len(idx)) of positions ``idx``; ``equal(i, k)``, if given, whether
-    the keys of positions i and k are equal, pair by pair (else ``keys`` are compared in
-    blocks). Rows are grouped by owner and by hash, and a row repeats its predecessor in
-    that order if its whole key is equal (compared only where the hashes agree); a hash
-    shared by different keys (never seen) falls back to ``np.unique``."""
-    P = owner.size
-    if P == 0:
-        return np.empty(0, dtype=np.intp)
-    pos = np.arange(P)
-    o = np.lexsort((pos, h, owner))
-    group = (owner[o][1:] == owner[o][:-1]) & (h[o][1:] == h[o][:-1])
-    same = group.copy()
-    pairs = np.flatnonzero(group)
-    if equal is not None:
-        same[pairs] = equal(o[pairs], o[pairs + 1])
-    else:
-        for b in range(0, pairs.size, _PAIR_BLOCK):
-            q = pairs[b : b + _PAIR_BLOCK]
-            same[q] = np.all(keys(o[q]) == keys(o[q + 1]), axis=0)
-    if np.any(group & ~same):  # a hash collision: the exact, slow way
-        _, first = np.unique(np.column_stack([owner, keys(pos).T]), axis=0, return_index=True)
-        return np.sort(first)
-    return np.sort(o[np.r_[True, ~same]])
-
-
-#: key columns compared at once by :func:`_first_distinct`
-_PAIR_BLOCK = 1 << 15
-
-
 class _Archive:
     """Distinct local optima found so far for each client type (at most ``cap`` per type,
     the best first). Each Picard iteration re-solves every entry warm, so a client whose
@@ -311,55 +261,20 @@ class _Archive:
 
         Per type: the choice first, then the candidates by decreasing U (ties by position),
         the first of each distinct optimum (equal after rounding to multiples of ``same``),
-        at most ``cap``. Only 1-D arrays are sorted and only the kept columns gathered: the
-        candidates are (T, P) with P up to ~16 per type, and sorting them whole was most
-        of this method's time."""
-        ok = np.flatnonzero(np.isfinite(c.U) & (c.kkt <= 1e-6))
-        n_keep = 0 if keep is None else keep.shape[1]
-        U = np.concatenate([np.zeros(n_keep), c.U[ok]])
-        owner = np.concatenate([np.arange(n_keep), c.owner[ok]])
-        prio = np.concatenate([-np.ones(n_keep), np.zeros(ok.size)])
-        h = _key_hash(c.a, self.same)[ok]
-        if keep is not None:
-            h = np.concatenate([_key_hash(keep, self.same), h])
-
-        def columns(idx: NDArray[np.intp]) -> FloatArray:
-            """α of the entries ``idx`` (the choices, then the accepted candidates)."""
-            out = np.empty((c.a.shape[0], idx.size))
-            mine = idx < n_keep
-            if keep is not None:
-                out[:, mine] = keep[:, idx[mine]]
-            out[:, ~mine] = c.a[:, ok[idx[~mine] - n_keep]]
-            return out
-
-        order = np.lexsort((-U, prio, owner))
-        owner = owner[order]
-        same_keys = _kernels.same_keys
-        first_cols = np.empty((c.a.shape[0], 0)) if keep is None else keep
-
-        def equal(i: NDArray[np.intp], k: NDArray[np.intp]) -> NDArray[np.bool_]:
-            """Compiled: the key columns compared in place, none gathered."""
-            assert same_keys is not None
-            out = np.empty(i.size, dtype=bool)
-            same_keys(first_cols, c.a, ok, order[i], order[k], self.same, out)
-            return out
-
-        first = _first_distinct(owner, h[order], lambda q: np.round(columns(order[q]) / self.same), None if same_keys is None else equal)
-        idx, owner = order[first], owner[first]
-        start = np.r_[0, np.flatnonzero(owner[1:] != owner[:-1]) + 1]
-        rank = np.arange(owner.size) - np.repeat(start, np.diff(np.r_[start, owner.size]))
-        kept = rank < self.cap
-        self.a, self.owner = np.ascontiguousarray(columns(idx[kept])), owner[kept]
+        at most ``cap`` (``_kernels.archive_pick``: compiled, one pass over each type's few
+        candidates; its NumPy form hashes and sorts them, the same entries in the same order)."""
+        keep_cols = np.empty((c.a.shape[0], 0)) if keep is None else keep
+        m = max(keep_cols.shape[1], int(c.owner.max(initial=-1)) + 1)
+        owner = np.asarray(c.owner, dtype=np.intp)
+        self.a, self.owner = _kernels.archive_pick(keep_cols, c.a, c.U, c.kkt, owner, m, self.cap, self.same)
 
 
 def _tracked(cand: Candidates, previous: FloatArray) -> _Raw:
     """For every type the candidate closest to its previous choice: the same basin,
     followed to the new φ by the warm start."""
-    own = cand.owner
-    dist = np.empty(own.size)
-    _kernels.basin_distance(cand.a, previous, own, dist)  # max_t |Δα|, NaN propagating
-    order = np.lexsort((dist, own))
-    pick = order[np.r_[True, own[order][1:] != own[order][:-1]]]
+    pick = np.empty(previous.shape[1], dtype=np.intp)
+    _kernels.closest_per_owner(cand.a, previous, np.asarray(cand.owner, dtype=np.intp), pick)  # max_t |Δα|; NaN: farthest
+    assert np.all(pick >= 0)  # every type has candidates: its corners or its archived optima
     return _Raw(cand.a[:, pick], cand.U[pick], cand.kkt[pick], 0)
 
 
