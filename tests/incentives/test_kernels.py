@@ -344,3 +344,29 @@ def test_compiled_closest_candidate_is_the_numpy_forms() -> None:
     _kernels._closest_per_owner_py(a, prev, owner, want)
     np.testing.assert_array_equal(got, want)
     assert np.all(owner[got] == np.arange(m))
+
+
+@compiled
+def test_compiled_pairwise_sum_is_numpys_to_the_bit() -> None:
+    """``_kernels._pairwise_sum`` adds in NumPy's order (``np.sum`` = 0.0 + it): every length
+    across its three branches (< 8, ≤ 128, halves), terms of mixed magnitude and sign, −0."""
+    rng = np.random.default_rng(5)
+    for n in [*range(0, 300), 1000, 4099, 65537]:
+        x = rng.normal(size=n) * rng.choice([1.0, 1e-9, 1e9], n)
+        x[rng.random(n) < 0.05] = -0.0
+        got = 0.0 + _kernels._pairwise_sum(x, n)
+        assert np.float64(got).tobytes() == x.sum().tobytes(), n
+
+
+@compiled
+@pytest.mark.parametrize("m", [1, 7, 8, 100, 129, 1000, 5000])
+def test_compiled_consistent_mean_is_the_numpy_forms(m: int) -> None:
+    """The mean trajectory of Eq. (15), compiled, gives its NumPy form's bits."""
+    rng = np.random.default_rng(m)
+    T = 29
+    a, rho0 = rng.uniform(size=(T, m)), rng.uniform(0.01, 12.0, m)
+    w = rng.integers(1, 4, m) / m
+    got, want = np.empty(T + 1), np.empty(T + 1)
+    _kernels.consistent_mean(a, rho0, w, 3.7, got)
+    _kernels._consistent_mean_py(a, rho0, w, 3.7, want)
+    assert got.tobytes() == want.tobytes()

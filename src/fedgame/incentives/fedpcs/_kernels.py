@@ -1117,6 +1117,89 @@ def _archive_pick_nb(keep: Any, a: Any, U: Any, kkt: Any, owner: Any, m: int, ca
     return out, types[:n].copy()
 
 
+def _pairwise_block(x: Any, lo: int, n: int) -> float:  # pragma: no cover - compiled
+    """x[lo] + … + x[lo + n − 1] for n ≤ 128 as NumPy's ``pairwise_sum`` adds them: below 8
+    terms one by one, else eight interleaved partial sums combined as
+    ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest one by one."""
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += x[lo + i]
+        return res
+    r0, r1, r2, r3 = x[lo], x[lo + 1], x[lo + 2], x[lo + 3]
+    r4, r5, r6, r7 = x[lo + 4], x[lo + 5], x[lo + 6], x[lo + 7]
+    i = 8
+    while i < n - n % 8:
+        r0 += x[lo + i]
+        r1 += x[lo + i + 1]
+        r2 += x[lo + i + 2]
+        r3 += x[lo + i + 3]
+        r4 += x[lo + i + 4]
+        r5 += x[lo + i + 5]
+        r6 += x[lo + i + 6]
+        r7 += x[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += x[lo + i]
+        i += 1
+    return float(res)
+
+
+def _pairwise_sum(x: Any, n: int) -> float:  # pragma: no cover - compiled
+    """x[0] + … + x[n − 1] in NumPy's order for a contiguous float64 reduction
+    (``pairwise_sum`` in its ``loops_utils.h``): blocks of at most 128 by
+    :func:`_pairwise_block`, a longer range split in two halves (the first a multiple of 8
+    long) summed apart. NumPy's recursion is walked with an explicit stack (Numba cannot
+    cache a recursive function). ``np.sum`` adds this to its identity 0.0 (tested)."""
+    lo_s, n_s, stage = np.empty(64, np.int64), np.empty(64, np.int64), np.empty(64, np.int64)
+    vals = np.empty(64)
+    top, nv = 0, 0
+    lo_s[0], n_s[0], stage[0] = 0, n, 0
+    while top >= 0:
+        lo, k = lo_s[top], n_s[top]
+        if k <= 128:
+            vals[nv] = _pairwise_block(x, lo, k)
+            nv += 1
+            top -= 1
+            continue
+        half = k // 2 - (k // 2) % 8
+        if stage[top] == 2:  # both halves summed: combine them
+            vals[nv - 2] = vals[nv - 2] + vals[nv - 1]
+            nv -= 1
+            top -= 1
+            continue
+        first = stage[top] == 0
+        stage[top] += 1
+        top += 1
+        lo_s[top], n_s[top], stage[top] = (lo, half, 0) if first else (lo + half, k - half, 0)
+    return float(vals[0])
+
+
+def _consistent_mean_py(a: FloatArray, rho0: FloatArray, w: FloatArray, mean0: float, out: FloatArray) -> None:
+    """The mean trajectory of Eq. (15) under decisions ``a`` (T, m) of m types with weights
+    ``w``, into ``out`` (T+1,): out[0] = ``mean0``, ρ^{t+1} = out[t] + α^t (ρ^t − out[t]),
+    out[t+1] = Σ_i ρ_i^{t+1} w_i (products, then NumPy's pairwise sum)."""
+    rho = rho0.copy()
+    out[0] = mean0
+    for t in range(a.shape[0]):
+        rho = out[t] + a[t] * (rho - out[t])
+        out[t + 1] = float(np.multiply(rho, w).sum())
+
+
+def _consistent_mean_nb(a: Any, rho0: Any, w: Any, mean0: float, out: Any) -> None:  # pragma: no cover - compiled
+    m = rho0.size
+    rho = rho0.copy()
+    prod = np.empty(m)
+    out[0] = mean0
+    for t in range(a.shape[0]):
+        p = out[t]
+        for i in range(m):
+            rho[i] = p + a[t, i] * (rho[i] - p)
+            prod[i] = rho[i] * w[i]
+        out[t + 1] = 0.0 + _pairwise_sum(prod, m)
+
+
 def _log1m_py(x: FloatArray, out: FloatArray) -> None:
     """log(1 − x) into ``out`` (NumPy's log1p: its SIMD form differs by CPU kind)."""
     with np.errstate(divide="ignore"):
@@ -1154,6 +1237,7 @@ _NAMES = (
     "closest_per_owner",
     "best_per_owner",
     "archive_pick",
+    "consistent_mean",
     "log1m",
     "neg_expm1",
 )
@@ -1237,6 +1321,8 @@ def _compile() -> tuple[_Kernel, ...] | None:
         "_riccati_lanes",
         "_finish",
         "_direction_lanes",
+        "_pairwise_block",
+        "_pairwise_sum",
         "_sweep_nb",
         "_newton_nb",
     ):  # once: __getattr__ holds _LOAD
@@ -1260,6 +1346,7 @@ def _compile() -> tuple[_Kernel, ...] | None:
         jit(_closest_per_owner_nb),
         jit(_best_per_owner_nb),
         jit(_archive_pick_nb),
+        jit(_consistent_mean_nb),
         jit(_log1m_nb),
         jit(_neg_expm1_arr_nb),
     )
@@ -1279,6 +1366,8 @@ sweep: _Kernel | None
 closest_per_owner: _Kernel
 best_per_owner: _Kernel
 archive_pick: Callable[..., tuple[FloatArray, NDArray[np.intp]]]
+#: the mean trajectory of Eq. (15) (``_mean_field._consistent_mean``), NumPy's sums to the bit
+consistent_mean: _Kernel
 #: elementwise log(1 − x) and 1 − e^z on 1-D arrays (x, out): host-independent when compiled
 log1m: _Kernel
 neg_expm1: _Kernel
@@ -1309,6 +1398,7 @@ def __getattr__(name: str) -> Any:
                 _closest_per_owner_py,
                 _best_per_owner_py,
                 _archive_pick_py,
+                _consistent_mean_py,
                 _log1m_py,
                 _neg_expm1_py,
             )

@@ -703,11 +703,7 @@ def _consistent_mean(types: _Types, raw: _Raw) -> FloatArray:
     population mean itself, i.e. the dynamics driven by their own average under the
     best responses ``raw`` (the target of ``update="consistent"``)."""
     out = np.empty(types.T + 1)
-    rho = types.rho0.copy()
-    out[0] = types.mean0
-    for t in range(types.T):
-        rho = out[t] + raw.a[t] * (rho - out[t])
-        out[t + 1] = _linalg.dot(rho, types.weights)
+    _kernels.consistent_mean(raw.a, types.rho0, types.weights, types.mean0, out)  # compiled: NumPy's sums to the bit
     return out
 
 
