@@ -135,3 +135,32 @@ def test_geomspace_and_sums_match_numpy() -> None:
     assert _linalg.dot(a, b) == pytest.approx(float(a @ b), rel=1e-14)
     M = np.outer(np.arange(3.0), a)
     np.testing.assert_allclose(_linalg.weighted_rows(M, b), M @ b, rtol=1e-14, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", ["0", "1", "2"])
+def test_the_main_jobs_game_keeps_its_plan(seed: str, tmp_path: Path) -> None:
+    """The main job (scripts/main.sh) solves its FedPCS game afresh, so a change of the
+    search, of how it prices ahead or of the kernels' arithmetic that moved the plan would
+    move the main job's numbers. Each seed's plan, solved from an empty cache, has the bits
+    that ``SOLVER_VERSION`` 8 gave at dcb44c9 (tests/incentives/data/main_job_plans.json:
+    the rewards and φ as hex floats, ρ, α and the per-round cost as SHA-256 of their bytes).
+    The plan is the same on every CPU kind (the test above), so this holds on every host;
+    a deliberate change of the search bumps ``SOLVER_VERSION`` and rewrites the file."""
+    import hashlib
+
+    from fedgame.incentives.fedpcs import solve_plan
+    from fedgame.incentives.fedpcs.plugin import SOLVER_VERSION
+    from fedgame.pipeline.build import fedpcs_game
+    from fedgame.pipeline.config import load_recipe
+
+    want = json.loads((Path(__file__).parent / "data" / "main_job_plans.json").read_text())
+    assert want["solver_version"] == SOLVER_VERSION
+    game = fedpcs_game(load_recipe(ROOT / want["recipe"], [f"seed={seed}"]))
+    assert game is not None
+    plan = solve_plan(game, cache=tmp_path)
+    w = want["seeds"][seed]
+    assert [float(x).hex() for x in plan.reward] == w["reward"]
+    assert [float(x).hex() for x in plan.phi] == w["phi"]
+    for name in ("rho", "alpha", "cost"):
+        got = hashlib.sha256(np.ascontiguousarray(getattr(plan, name), dtype=np.float64).tobytes()).hexdigest()
+        assert got == w[f"sha256_{name}"], name
