@@ -820,6 +820,7 @@ def _one_round_checks(
     steps: tuple[float, ...],
     floor: float,
     screen: Callable[[list[FloatArray], FloatArray], list[float]] | None = None,
+    prefetch: Callable[[list[FloatArray]], None] | None = None,
 ) -> tuple[FloatArray, float, float]:
     """One pass of one-round perturbations over t = 1..T: R_t ± s·max(R_t, ``floor``) for s
     in ``steps`` (largest first); the first step size that lowers J moves R_t to the better
@@ -827,11 +828,18 @@ def _one_round_checks(
     point, its value and the largest relative decrease one move gave (0: none did).
 
     ``screen(zs, x)``, when given, gives cheap estimates of J at the candidates ``zs`` near
-    the current point x (the equilibrium warm-started from x's; a step size's two signs are
-    screened together, so that they can run side by side): a candidate is priced by ``f``
-    only when the screen says it is cheaper than the best so far, so every accepted move is
-    still a decrease of ``f`` itself. A pass with a screen can miss a decrease the screen
-    does not see; the caller certifies the answer with a pass without one."""
+    the current point x (the equilibrium warm-started from x's): a candidate is priced by
+    ``f`` only when the screen says it is cheaper than the best so far, so every accepted
+    move is still a decrease of ``f`` itself. A pass with a screen can miss a decrease the
+    screen does not see; the caller certifies the answer with a pass without one.
+
+    ``prefetch(zs)``, when given, prices candidates ahead of ``f``, side by side (``f`` then
+    finds them priced). A coordinate's candidates of every step size are screened at once,
+    and those ``f`` would price if none of them lowered J — the screen's cheaper ones (every
+    one without a screen), in the order the loop asks — are prefetched together: the loop
+    below then runs exactly as without it, so the pass's answer is the same to the bit, and
+    the candidates after one that lowers J are priced for nothing. Worth it on two cores and
+    more: most coordinates price two or three candidates before their step sizes run out."""
     x = x.copy()
     gain = 0.0
 
@@ -843,11 +851,16 @@ def _one_round_checks(
     for t in range(x.size):
         scale = max(x[t], floor)
         best_y, best_f = x[t], fx
-        for s in steps:
-            ys = [y for y in (float(np.clip(x[t] + sign * s * scale, 0.0, R_max)) for sign in (1.0, -1.0)) if y != x[t]]
-            zs = [moved(t, y) for y in ys]
-            estimates = screen(zs, x) if screen is not None and zs else [-np.inf] * len(zs)
-            for y, z, estimate in zip(ys, zs, estimates, strict=True):
+        tries = [[y for y in (float(np.clip(x[t] + sign * s * scale, 0.0, R_max)) for sign in (1.0, -1.0)) if y != x[t]] for s in steps]
+        zs = [[moved(t, y) for y in ys] for ys in tries]
+        flat = [z for group in zs for z in group]
+        estimates = screen(flat, x) if screen is not None and flat else [-np.inf] * len(flat)
+        if prefetch is not None:
+            prefetch([z for z, e in zip(flat, estimates, strict=True) if e < fx])
+        k = 0
+        for ys, group in zip(tries, zs, strict=True):
+            for y, z in zip(ys, group, strict=True):
+                estimate, k = estimates[k], k + 1
                 if estimate >= best_f:  # the screen says no cheaper: not priced
                     continue
                 fz = f(z)
@@ -1128,7 +1141,7 @@ def _polish(J: _TrueCost, x: FloatArray, fx: float, steps: tuple[float, ...], ma
     certified = False
     while passes < max_polish:
         floor = max(1e-2 * float(x.mean()), 1e-3)
-        x, fx, gain = _one_round_checks(J, x, fx, J.R_max, steps, floor, screen=J.screen if screened else None)
+        x, fx, gain = _one_round_checks(J, x, fx, J.R_max, steps, floor, screen=J.screen if screened else None, prefetch=J.prefetch)
         passes += 1
         log.info(
             "true-cost solve: polish pass %d (%s) J = %.10g, largest one-round gain %.3g (%d evaluations)",
