@@ -1117,6 +1117,12 @@ def _archive_pick_nb(keep: Any, a: Any, U: Any, kkt: Any, owner: Any, m: int, ca
     return out, types[:n].copy()
 
 
+# --------------------------------------------------------------------------------------------
+# The consistent update's mean trajectory: a loop over the rounds of population sums, compiled
+# with NumPy's order of summation so that it gives the NumPy form's bits.
+# --------------------------------------------------------------------------------------------
+
+
 def _pairwise_block(x: Any, lo: int, n: int) -> float:  # pragma: no cover - compiled
     """x[lo] + … + x[lo + n − 1] for n ≤ 128 as NumPy's ``pairwise_sum`` adds them: below 8
     terms one by one, else eight interleaved partial sums combined as
