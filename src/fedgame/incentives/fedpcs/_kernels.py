@@ -43,6 +43,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fedgame.incentives.fedpcs import _linalg
+
 __all__ = ["COMPILED", "costate", "riccati", "trajectory"]
 
 FloatArray = NDArray[np.float64]
@@ -1185,12 +1187,12 @@ def _pairwise_sum(x: Any, n: int) -> float:  # pragma: no cover - compiled
 def _consistent_mean_py(a: FloatArray, rho0: FloatArray, w: FloatArray, mean0: float, out: FloatArray) -> None:
     """The mean trajectory of Eq. (15) under decisions ``a`` (T, m) of m types with weights
     ``w``, into ``out`` (T+1,): out[0] = ``mean0``, ρ^{t+1} = out[t] + α^t (ρ^t − out[t]),
-    out[t+1] = Σ_i ρ_i^{t+1} w_i (products, then NumPy's pairwise sum)."""
+    out[t+1] = Σ_i ρ_i^{t+1} w_i (:func:`._linalg.dot`: products, then NumPy's pairwise sum)."""
     rho = rho0.copy()
     out[0] = mean0
     for t in range(a.shape[0]):
         rho = out[t] + a[t] * (rho - out[t])
-        out[t + 1] = float(np.multiply(rho, w).sum())
+        out[t + 1] = _linalg.dot(rho, w)
 
 
 def _consistent_mean_nb(a: Any, rho0: Any, w: Any, mean0: float, out: Any) -> None:  # pragma: no cover - compiled

@@ -857,10 +857,10 @@ def _one_round_checks(
         estimates = screen(flat, x) if screen is not None and flat else [-np.inf] * len(flat)
         if prefetch is not None:
             prefetch([z for z, e in zip(flat, estimates, strict=True) if e < fx])
-        k = 0
+        ahead = iter(estimates)  # in the loop's order: step sizes, then signs
         for ys, group in zip(tries, zs, strict=True):
             for y, z in zip(ys, group, strict=True):
-                estimate, k = estimates[k], k + 1
+                estimate = next(ahead)
                 if estimate >= best_f:  # the screen says no cheaper: not priced
                     continue
                 fz = f(z)
