@@ -20,6 +20,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="/tmp/site:$PWD/src" FEDGAME_CACHE="$PWD/.gamecache"
 runs=/tmp/bf16_check
 mkdir -p "$runs"
+command -v taskset >/dev/null || taskset() { shift 2; "$@"; }  # no util-linux: run unpinned
 pack() { tar czf "$OUT/.runs.tgz" --exclude='checkpoint*' --exclude='.lock' -C "$runs" . && mv "$OUT/.runs.tgz" "$OUT/runs.tgz"; }
 one() {  # one <method> <precision> <seed> <cores>
   local m=$1 p=$2 s=$3 cores=$4 left=$((deadline - $(date +%s)))
