@@ -21,7 +21,9 @@ export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="/tmp/site:$PWD/s
 runs=/tmp/bf16_check
 mkdir -p "$runs"
 command -v taskset >/dev/null || taskset() { shift 2; "$@"; }  # no util-linux: run unpinned
-pack() { tar czf "$OUT/.runs.tgz" --exclude='checkpoint*' --exclude='.lock' -C "$runs" . && mv "$OUT/.runs.tgz" "$OUT/runs.tgz"; }
+pack() {  # one temporary name per lane: two lanes finishing together each write a whole archive
+  tar czf "$OUT/.runs.$BASHPID.tgz" --exclude='checkpoint*' --exclude='.lock' -C "$runs" . 2>/dev/null && mv "$OUT/.runs.$BASHPID.tgz" "$OUT/runs.tgz"
+}
 one() {  # one <method> <precision> <seed> <cores>
   local m=$1 p=$2 s=$3 cores=$4 left=$((deadline - $(date +%s)))
   [ "$left" -gt 100 ] || { echo "== skipped $m $p seed $s (${left} s left)"; return; }

@@ -83,8 +83,9 @@ def test_every_committed_claim_regenerates(path: Path) -> None:
             assert committed[key] == value, key
 
 
-def test_the_bf16_claim_is_among_them() -> None:
+def test_the_bf16_claims_are_among_them() -> None:
     assert RESULTS / "bf16_cost" / "claim.json" in CLAIMS
+    assert {RESULTS / "bf16_paper_params" / m / "claim.json" for m in ("fedpcs", "random")} <= set(CLAIMS)
 
 
 def test_jdp_auction_points_recompute_in_full(tmp_path: Path) -> None:
