@@ -1641,6 +1641,129 @@ def bench_speed_paper(quick: bool) -> dict[str, object]:
     return res
 
 
+def _one_thread_steps(precision: str, memory_format: str, keep: bool, steps: int) -> Callable[[], object]:
+    """``steps`` plain SGD steps (McMahan CNN, batch 32) of one :class:`LocalTrainer` on one
+    thread; ``keep``: ``LocalTrainer.keep_bf16`` (bf16 weights kept between steps, or autocast's
+    cast in every forward), set for each call so two trainers can be timed in turns."""
+    from fedgame.models import build_model
+    from fedgame.sim.local import LocalSpec, LocalTrainer, flat_params
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(32 * steps, 1, 28, 28, generator=g), torch.randint(0, 10, (32 * steps,), generator=g)
+    model = build_model("mcmahan_cnn", in_shape=(1, 28, 28), num_classes=10, seed=0)
+    spec = LocalSpec(batch_size=32, lr=0.01, epochs=None, steps=steps)
+    tr = LocalTrainer(model=model, x=x, y=y, spec=spec, precision=precision, memory_format=memory_format)  # type: ignore[arg-type]
+    start, idx = flat_params(model), torch.arange(32 * steps)
+
+    def run() -> object:
+        LocalTrainer.keep_bf16 = keep
+        return tr.train(start, idx, torch.Generator().manual_seed(1))
+
+    return run
+
+
+def _step_profile(fn: Callable[[], object], rows: int = 12) -> list[dict[str, object]]:
+    """``fn`` under ``torch.profiler`` (CPU): its ``rows`` ops with the most self time, each op
+    and input shapes apart (which tensor a copy casts or lays out again)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        fn()
+    ev = sorted(prof.key_averages(group_by_input_shape=True), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in ev)
+    return [
+        {
+            "op": e.key,
+            "shapes": str([s for s in e.input_shapes if s])[:60],
+            "self_ms": e.self_cpu_time_total / 1e3,
+            "share": e.self_cpu_time_total / total,
+            "calls": e.count,
+        }
+        for e in ev[:rows]
+    ]
+
+
+def bench_speed_bf16(quick: bool) -> dict[str, object]:
+    """Issue 45 item 1 where the CPU has bf16 units (``--only speed_bf16``; a lent GPU machine's
+    CPU has AMX): one-thread McMahan CNN steps (batch 32) in fp32, bf16 with autocast's weight
+    casts in every forward (as before) and bf16 with the weights kept in bf16 between steps
+    (``LocalTrainer.keep_bf16``, the default), timed in turns, each bf16 way in channels_last
+    and contiguous; a profile of each bf16 way's steps; then ``bf16_over_conv_peak`` and
+    ``conv_peak_fraction`` from the first ten clients of an IID round trained by
+    ``workers`` = min(cores, 10) worker processes (ten jobs keep no more busy), against conv2's
+    one-thread rates. Written to ``bench/results/speed_<cpu kind>_bf16.json``."""
+    from fedgame.pipeline.build import build_engine
+    from fedgame.pipeline.config import parse_recipe
+    from fedgame.sim.local import LocalTrainer, bf16_supported
+    from fedgame.sim.pool import available_cores
+
+    if not bf16_supported(torch.device("cpu")):
+        print("speed_bf16: bf16 refused on this CPU (no AMX, no AVX-512 BF16): nothing to measure")
+        return {}
+    reps, steps = (2, 10) if quick else (5, 40)
+    flop = _train_flop_per_sample()
+    peak = _conv2_peak_one_thread(3 if quick else 10)
+    out: dict[str, object] = {"train_flop_per_sample": flop, "conv2_one_thread": peak, "steps": steps, "batch": 32}
+    threads0 = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ways = {
+            "fp32_channels_last": _one_thread_steps("fp32", "channels_last", True, steps),
+            "bf16_autocast_channels_last": _one_thread_steps("bf16", "channels_last", False, steps),
+            "bf16_kept_channels_last": _one_thread_steps("bf16", "channels_last", True, steps),
+            "bf16_autocast_contiguous": _one_thread_steps("bf16", "contiguous", False, steps),
+            "bf16_kept_contiguous": _one_thread_steps("bf16", "contiguous", True, steps),
+        }
+        times = interleaved(ways, repeats=reps)
+        profiles = {k: _step_profile(ways[k], rows=16) for k in ("bf16_autocast_channels_last", "bf16_kept_channels_last")}
+    finally:
+        LocalTrainer.keep_bf16 = True
+        torch.set_num_threads(threads0)
+    step_ms = {k: 1e3 * v / steps for k, v in times.items()}
+    out["one_thread_step_ms"] = step_ms
+    out["one_thread_gflops"] = {k: 32 * flop / (v / 1e3) / 1e9 for k, v in step_ms.items()}
+    out["kept_over_autocast"] = times["bf16_autocast_channels_last"] / times["bf16_kept_channels_last"]
+    out["step_profiles"] = profiles
+    for k, v in step_ms.items():
+        print(f"  one thread, {k}: {v:.2f} ms/step ({32 * flop / (v / 1e3) / 1e9:.1f} GFLOP/s)")
+    print(
+        ratio_line(
+            "bf16 step, autocast over kept weights (channels_last)",
+            "autocast",
+            times["bf16_autocast_channels_last"],
+            "kept",
+            times["bf16_kept_channels_last"],
+        )
+    )
+    for k, rows in profiles.items():
+        print(f"  profile of {k} ({steps} steps), self time:")
+        for r in rows:
+            print(f"    {r['op']:<34} {r['shapes']:<44} {r['self_ms']:8.2f} ms {100 * r['share']:5.1f} % {r['calls']:5d} calls")
+    cores = min(available_cores(), 10)
+    engines = {
+        p: build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", workers=cores, precision=p)), parallel=True)
+        for p in ("fp32", "bf16")
+    }
+    try:
+        pool = interleaved({p: _first_ten_jobs(b) for p, b in engines.items()}, repeats=2 if quick else 4)
+    finally:
+        for b in engines.values():
+            b.close()
+    samples = int(np.asarray(engines["fp32"].engine.sizes)[:10].sum())
+    out["cores"] = cores
+    out["throughput_samples_per_s"] = {p: samples / t for p, t in pool.items()}
+    out["host_targets"] = {k: v for k, v in host_targets(out).items() if k in ("conv_peak_fraction", "bf16_over_conv_peak")}
+    out["measured"] = {"date": time.strftime("%Y-%m-%d %H:%M"), "code": _code(), "cpu": _cpu(), "torch": torch.__version__}
+    print(
+        f"  {cores} workers: fp32 {out['throughput_samples_per_s']['fp32']:.0f} samples/s, bf16 {out['throughput_samples_per_s']['bf16']:.0f}"
+    )
+    _print_host_targets(out["host_targets"])
+    if not quick:
+        save(f"{speed_name()}_bf16", out)
+    return out
+
+
 def bench_speed_flower(quick: bool) -> dict[str, object]:
     """``inprocess_over_flower_sim``: the in-process round with ``workers`` = cores over Flower's
     Simulation Engine round with one single-CPU ClientApp actor per core (equal cores on both
@@ -1870,7 +1993,7 @@ def main() -> None:
     ap.add_argument(
         "--only",
         default="engine,dp,game",
-        help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl, auctions, jdp, flower, flower_jdp, speed, speed_round, speed_game, speed_paper, speed_gpu",
+        help="comma list of: engine, dp, dp_phs, game, p1, strategies, qidpfl, auctions, jdp, flower, flower_jdp, speed, speed_round, speed_game, speed_paper, speed_bf16, speed_gpu",
     )
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -1904,6 +2027,8 @@ def main() -> None:
         bench_speed_game(args.quick)
     if "speed_paper" in only:
         bench_speed_paper(args.quick)
+    if "speed_bf16" in only:  # issue 45 item 1 where the CPU has bf16 units
+        bench_speed_bf16(args.quick)
     if "speed_gpu" in only:  # issue 17 on a CUDA GPU (bench/gpu.sh)
         bench_speed_gpu(args.quick)
     if "speed" in only:  # issue 17's targets; the Flower part needs the flower extra
