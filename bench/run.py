@@ -1641,10 +1641,9 @@ def bench_speed_paper(quick: bool) -> dict[str, object]:
     return res
 
 
-def _one_thread_steps(precision: str, memory_format: str, keep: bool, steps: int) -> Callable[[], object]:
-    """``steps`` plain SGD steps (McMahan CNN, batch 32) of one :class:`LocalTrainer` on one
-    thread; ``keep``: ``LocalTrainer.keep_bf16`` (bf16 weights kept between steps, or autocast's
-    cast in every forward), set for each call so two trainers can be timed in turns."""
+def _one_thread_steps(precision: str, memory_format: str, steps: int) -> Callable[[], object]:
+    """``steps`` plain SGD steps (McMahan CNN, batch 32) of one :class:`LocalTrainer`, to be
+    timed on one thread."""
     from fedgame.models import build_model
     from fedgame.sim.local import LocalSpec, LocalTrainer, flat_params
 
@@ -1654,17 +1653,17 @@ def _one_thread_steps(precision: str, memory_format: str, keep: bool, steps: int
     spec = LocalSpec(batch_size=32, lr=0.01, epochs=None, steps=steps)
     tr = LocalTrainer(model=model, x=x, y=y, spec=spec, precision=precision, memory_format=memory_format)  # type: ignore[arg-type]
     start, idx = flat_params(model), torch.arange(32 * steps)
-
-    def run() -> object:
-        LocalTrainer.keep_bf16 = keep
-        return tr.train(start, idx, torch.Generator().manual_seed(1))
-
-    return run
+    return lambda: tr.train(start, idx, torch.Generator().manual_seed(1))
 
 
-def _step_profile(fn: Callable[[], object], rows: int = 12) -> list[dict[str, object]]:
-    """``fn`` under ``torch.profiler`` (CPU): its ``rows`` ops with the most self time, each op
-    and input shapes apart (which tensor a copy casts or lays out again)."""
+#: the ops of a McMahan CNN step that run on the matrix units (the convolutions and the fc layers'
+#: products); every other op is element-wise or a copy, bound by memory, not by those units
+MATRIX_OPS = ("aten::convolution_backward", "aten::mkldnn_convolution", "aten::mm", "aten::addmm")
+
+
+def _step_profile(fn: Callable[[], object]) -> list[dict[str, object]]:
+    """``fn`` under ``torch.profiler`` (CPU): every op, each op and input shapes apart (which
+    tensor a copy casts or lays out again), by self time."""
     from torch.profiler import ProfilerActivity, profile
 
     fn()
@@ -1680,23 +1679,48 @@ def _step_profile(fn: Callable[[], object], rows: int = 12) -> list[dict[str, ob
             "share": e.self_cpu_time_total / total,
             "calls": e.count,
         }
-        for e in ev[:rows]
+        for e in ev
+        if e.self_cpu_time_total > 0
     ]
+
+
+def bf16_step_bound(profile: list[dict[str, object]], step_ms: float, steps: int, flop: float, conv2_bf16: float) -> dict[str, float]:
+    """How far a bf16 step can go towards conv2's bf16 rate, from its profile: the step's
+    FLOP/s over conv2's one-thread bf16 rate now, with the fc1 weight's casts (the copies of a
+    512 × 3136 tensor: autocast's cast in the forward and its gradient's back) taking no time, and
+    with every op but the matrix products (:data:`MATRIX_OPS`) taking none."""
+    total = sum(float(r["self_ms"]) for r in profile)  # type: ignore[arg-type]  # floats this module wrote
+    matrix = sum(float(r["self_ms"]) for r in profile if r["op"] in MATRIX_OPS)  # type: ignore[arg-type]
+    casts = sum(float(r["self_ms"]) for r in profile if r["op"] == "aten::copy_" and "[512, 3136]" in str(r["shapes"]))  # type: ignore[arg-type]
+    rate = 32 * flop / conv2_bf16 * 1e3  # ms a step would take at conv2's bf16 rate
+
+    def at(ms: float) -> float:
+        return rate / ms
+
+    return {
+        "step_ms": step_ms,
+        "matrix_ms": step_ms * matrix / total,
+        "fc1_cast_ms": step_ms * casts / total,
+        "other_ms": step_ms * (total - matrix) / total,
+        "over_conv_peak": at(step_ms),
+        "over_conv_peak_without_fc1_casts": at(step_ms * (total - casts) / total),
+        "over_conv_peak_matrix_ops_only": at(step_ms * matrix / total),
+        "profiled_steps": steps,
+    }
 
 
 def bench_speed_bf16(quick: bool) -> dict[str, object]:
     """Issue 45 item 1 where the CPU has bf16 units (``--only speed_bf16``; a lent GPU machine's
-    CPU has AMX): one-thread McMahan CNN steps (batch 32) in fp32, bf16 with autocast's weight
-    casts in every forward (as before) and bf16 with the weights kept in bf16 between steps
-    (``LocalTrainer.keep_bf16``, the default), timed in turns, each bf16 way in channels_last
-    and contiguous; a profile of each bf16 way's steps; then ``bf16_over_conv_peak`` and
-    ``conv_peak_fraction`` from the first ten clients of an IID round trained by
-    ``workers`` = min(cores, 10) worker processes (ten jobs keep no more busy), against conv2's
-    one-thread rates. Written to ``bench/results/speed_<cpu kind>_bf16.json``."""
+    CPU has AMX): one-thread McMahan CNN steps (batch 32) in fp32 and in bf16, channels_last and
+    contiguous, timed in turns; a profile of the bf16 step and what it bounds
+    (:func:`bf16_step_bound`); then ``bf16_over_conv_peak`` and ``conv_peak_fraction`` from the
+    first ten clients of an IID round trained by ``workers`` = min(cores, 10) worker processes
+    (ten jobs keep no more busy), against conv2's one-thread rates (skipped where Fashion-MNIST's
+    files are missing). Written to ``bench/results/speed_<cpu kind>_bf16.json``."""
     from fedgame.data.readers import DatasetNotFoundError
     from fedgame.pipeline.build import build_engine
     from fedgame.pipeline.config import parse_recipe
-    from fedgame.sim.local import LocalTrainer, bf16_supported
+    from fedgame.sim.local import bf16_supported
     from fedgame.sim.pool import available_cores
 
     if not bf16_supported(torch.device("cpu")):
@@ -1710,45 +1734,35 @@ def bench_speed_bf16(quick: bool) -> dict[str, object]:
     torch.set_num_threads(1)
     try:
         ways = {
-            "fp32_channels_last": _one_thread_steps("fp32", "channels_last", True, steps),
-            "bf16_autocast_channels_last": _one_thread_steps("bf16", "channels_last", False, steps),
-            "bf16_kept_channels_last": _one_thread_steps("bf16", "channels_last", True, steps),
-            "bf16_autocast_contiguous": _one_thread_steps("bf16", "contiguous", False, steps),
-            "bf16_kept_contiguous": _one_thread_steps("bf16", "contiguous", True, steps),
+            "fp32_channels_last": _one_thread_steps("fp32", "channels_last", steps),
+            "bf16_channels_last": _one_thread_steps("bf16", "channels_last", steps),
+            "bf16_contiguous": _one_thread_steps("bf16", "contiguous", steps),
         }
         times = interleaved(ways, repeats=reps)
-        profiles = {k: _step_profile(ways[k], rows=16) for k in ("bf16_autocast_channels_last", "bf16_kept_channels_last")}
+        profile = _step_profile(ways["bf16_channels_last"])
     finally:
-        LocalTrainer.keep_bf16 = True
         torch.set_num_threads(threads0)
     step_ms = {k: 1e3 * v / steps for k, v in times.items()}
     out["one_thread_step_ms"] = step_ms
     out["one_thread_gflops"] = {k: 32 * flop / (v / 1e3) / 1e9 for k, v in step_ms.items()}
-    out["kept_over_autocast"] = times["bf16_autocast_channels_last"] / times["bf16_kept_channels_last"]
-    out["step_profiles"] = profiles
-    for k, v in step_ms.items():
-        print(f"  one thread, {k}: {v:.2f} ms/step ({32 * flop / (v / 1e3) / 1e9:.1f} GFLOP/s)")
-    print(
-        ratio_line(
-            "bf16 step, autocast over kept weights (channels_last)",
-            "autocast",
-            times["bf16_autocast_channels_last"],
-            "kept",
-            times["bf16_kept_channels_last"],
-        )
-    )
-    for k, rows in profiles.items():
-        print(f"  profile of {k} ({steps} steps), self time:")
-        for r in rows:
-            print(f"    {r['op']:<34} {r['shapes']:<44} {r['self_ms']:8.2f} ms {100 * r['share']:5.1f} % {r['calls']:5d} calls")
-    gf = out["one_thread_gflops"]
-    out["one_thread_over_conv2"] = {  # per core, no pool: the step's rate over conv2's in the same precision
-        "fp32": gf["fp32_channels_last"] * 1e9 / peak["best_flops"],
-        "bf16_autocast": gf["bf16_autocast_channels_last"] * 1e9 / peak["bf16_flops"],
-        "bf16_kept": gf["bf16_kept_channels_last"] * 1e9 / peak["bf16_flops"],
+    out["bf16_step_profile"] = profile
+    bound = bf16_step_bound(profile, step_ms["bf16_channels_last"], steps, flop, peak["bf16_flops"])
+    out["bf16_step_bound"] = bound
+    out["one_thread_over_conv2"] = {
+        "fp32": out["one_thread_gflops"]["fp32_channels_last"] * 1e9 / peak["best_flops"],  # type: ignore[index]
+        "bf16": bound["over_conv_peak"],
     }
     out["measured"] = {"date": time.strftime("%Y-%m-%d %H:%M"), "code": _code(), "cpu": _cpu(), "torch": torch.__version__}
-    print("  one thread over conv2's one-thread rate:", ", ".join(f"{k} {v:.3f}" for k, v in out["one_thread_over_conv2"].items()))
+    for k, v in step_ms.items():
+        print(f"  one thread, {k}: {v:.2f} ms/step ({32 * flop / (v / 1e3) / 1e9:.1f} GFLOP/s)")
+    print(f"  profile of bf16_channels_last ({steps} steps), self time:")
+    for r in profile[:16]:
+        print(f"    {r['op']:<34} {r['shapes']:<44} {r['self_ms']:8.2f} ms {100 * r['share']:5.1f} % {r['calls']:5d} calls")
+    print(
+        f"  bf16 step {bound['step_ms']:.2f} ms: matrix products {bound['matrix_ms']:.2f} ms, fc1's casts {bound['fc1_cast_ms']:.2f} ms, "
+        f"the rest {bound['other_ms']:.2f} ms; over conv2's bf16 rate {bound['over_conv_peak']:.3f}, "
+        f"{bound['over_conv_peak_without_fc1_casts']:.3f} without fc1's casts, {bound['over_conv_peak_matrix_ops_only']:.3f} with the matrix products alone"
+    )
     if not quick:
         save(f"{speed_name()}_bf16", out)
     cores = min(available_cores(), 10)

@@ -143,29 +143,3 @@ def test_cuda_graphs_setting_is_checked_and_changes_nothing_on_the_cpu() -> None
         parse_recipe(_raw(cuda_graphs="sometimes"))
     raw = apply_overrides(_raw(clients_per_round=2), ["train.cuda_graphs=off"])  # YAML reads off as false
     assert parse_recipe(raw).train.cuda_graphs is False
-
-
-@pytest.mark.parametrize("name", ["mcmahan_cnn", "mlp"])
-def test_kept_bf16_weights_give_autocasts_numbers_bit_for_bit(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """bf16 training on the CPU keeps its Linear/Conv weights in bfloat16 between steps
-    (``_KeptBf16``) instead of letting autocast cast them in every forward: the same roundings of
-    the same values, so the same parameters to the bit after several steps, and not fp32's.
-    Where the CPU has no bf16 units fedgame refuses bf16; the kernels still compute it (slowly),
-    which is all this comparison of two ways to the same numbers needs."""
-    monkeypatch.setattr(local_mod, "bf16_supported", lambda device: True)
-    x, y = _data(96)
-    start = flat_params(build_model(name, in_shape=(1, 28, 28), num_classes=10, seed=0))
-
-    def trained(precision: str, keep: bool) -> torch.Tensor:
-        monkeypatch.setattr(LocalTrainer, "keep_bf16", keep)
-        model = build_model(name, in_shape=(1, 28, 28), num_classes=10, seed=0)
-        spec = LocalSpec(batch_size=16, lr=0.1, epochs=None, steps=8, momentum=0.9, weight_decay=1e-4)
-        tr = LocalTrainer(model=model, x=x, y=y, spec=spec, precision=precision)  # type: ignore[arg-type]
-        assert tr.keeps_bf16_weights() == (keep and precision == "bf16")
-        first = tr.train(start, torch.arange(96), torch.Generator().manual_seed(3)).params
-        return tr.train(first, torch.arange(96), torch.Generator().manual_seed(4)).params  # the kept copies refreshed from a new start
-
-    kept, autocast, fp32 = trained("bf16", True), trained("bf16", False), trained("fp32", True)
-    assert kept.dtype == torch.float32
-    assert torch.equal(kept, autocast)
-    assert not torch.equal(kept, fp32)

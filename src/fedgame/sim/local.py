@@ -259,52 +259,6 @@ class _SGD:
                 self.buffers[i] = b
 
 
-#: layers whose parameters bf16 autocast casts to bfloat16 at every forward (their ops are on its
-#: lower-precision list): the weights :class:`_KeptBf16` keeps in bfloat16 between steps
-_AUTOCAST_CAST = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
-
-
-class _KeptBf16:
-    """bfloat16 copies of the weights bf16 autocast would cast, kept from step to step (issue 45).
-
-    Under ``torch.autocast(bfloat16)`` each forward casts every Linear/Conv weight and bias from
-    float32 (the copy is cached for one forward only), and the backward casts each of their
-    gradients back: on the Intel AMX host a quarter of a McMahan CNN step went to those casts
-    (docs/speed.md). Here the forward runs under the same autocast with these copies swapped in
-    (``torch.func.functional_call``; autocast leaves a tensor that is bf16 already as it is); the
-    float32 parameters stay the master weights: their gradients are these copies' bf16
-    gradients cast to float32, the optimizer steps them as before, and :meth:`refresh` rounds them
-    into the copies again. The same casts of the same values as autocast's (round-to-nearest of
-    the same master weights, the same bf16 gradients widened), so the same numbers bit for bit
-    (tests/sim/test_precision.py); what changes is where the weight cast happens (once after a
-    step, in place, instead of inside every forward) and that the gradients come back without
-    autograd's cast nodes. Other layers' parameters and every buffer stay the model's own."""
-
-    def __init__(self, model: nn.Module, master: list[nn.Parameter]) -> None:
-        ids = {id(p) for m in model.modules() if isinstance(m, _AUTOCAST_CAST) for p in m.parameters(recurse=False)}
-        self.master = [p for p in master if id(p) in ids]
-        names = {id(p): n for n, p in model.named_parameters()}
-        self.names = [names[id(p)] for p in self.master]
-        self.copies = [torch.empty_like(p, dtype=torch.bfloat16).requires_grad_(p.requires_grad) for p in self.master]
-        self.tensors = dict(zip(self.names, self.copies, strict=True))
-
-    @torch.no_grad()
-    def refresh(self) -> None:
-        """Round the master weights into the bf16 copies (after they are set or stepped)."""
-        for c, p in zip(self.copies, self.master, strict=True):
-            c.copy_(p)
-
-    def zero_grad(self) -> None:
-        for c in self.copies:
-            c.grad = None
-
-    def grads_to_master(self) -> None:
-        """Each master weight's gradient: its copy's bf16 gradient widened to float32 (what
-        autocast's cast node gives in its backward)."""
-        for c, p in zip(self.copies, self.master, strict=True):
-            p.grad = None if c.grad is None else c.grad.float()
-
-
 class LocalTrainer:
     """Trains any client of one federated dataset with one reusable model instance.
 
@@ -378,7 +332,6 @@ class LocalTrainer:
         self._dp_module: nn.Module | None = None
         self.loss = loss  # train.loss (fedgame.sim.losses): what every step and evaluation computes
         self._stochastic = any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules())
-        self._kept: _KeptBf16 | None = None
 
     # -- public -------------------------------------------------------------------------
     def train(
@@ -492,10 +445,6 @@ class LocalTrainer:
         model.train()
         graph = self._step_graph(params) if self.graphed(moments) else None
         set_flat_params(params, start)  # after a capture, which stepped the parameters
-        if self.keeps_bf16_weights():
-            if self._kept is None:
-                self._kept = _KeptBf16(model, params)
-            self._kept.refresh()
         opt = self._optimizer(params)
         batches = self._on_device(self._batches(indices, gen, steps))
         if graph is None:
@@ -518,30 +467,13 @@ class LocalTrainer:
         """One plain SGD step on the examples ``idx`` (on the device); adds its loss to ``total``.
         ``graph``: as captured in (or run beside) a CUDA graph (:meth:`_amp`)."""
         opt.zero_grad()
-        kept = self._kept if not graph and self.keeps_bf16_weights() else None
-        if kept is not None:
-            kept.zero_grad()
         with self._amp(graph=graph):
-            out = self.model(self.x[idx]) if kept is None else functional_call(self.model, kept.tensors, (self.x[idx],))
-            loss = self.loss.mean(out, self.y[idx])
+            loss = self.loss.mean(self.model(self.x[idx]), self.y[idx])
         loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
-        if kept is not None:
-            kept.grads_to_master()
         if moments is not None:
             moments.add(opt.params)
         opt.step()
-        if kept is not None:
-            kept.refresh()
         total += loss.detach()
-
-    #: whether bf16 training on the CPU keeps its weights' bf16 copies between steps
-    #: (:class:`_KeptBf16`); a class switch so a benchmark can time both ways in one process
-    keep_bf16 = True
-
-    def keeps_bf16_weights(self) -> bool:
-        """Plain bf16 steps on the CPU keep the bf16 weights between steps; on a GPU the step is
-        replayed from a CUDA graph, whose capture runs autocast without its cache, as before."""
-        return self.keep_bf16 and self.precision == "bf16" and self.device.type == "cpu"
 
     def _step_graph(self, params: list[nn.Parameter]) -> _StepGraph | None:
         """The captured step for this trainer's batch size and SGD settings (captured at first
