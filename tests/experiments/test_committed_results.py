@@ -106,12 +106,15 @@ def test_jdp_auction_points_recompute_in_full(tmp_path: Path) -> None:
 def test_runs_of_one_configuration_agree_across_results_folders() -> None:
     """Two committed runs whose resolved recipes differ only in their name (e.g. JDP-FL Fig. 3's
     ε = 5 leave-one-out cell and Fig. 4's m = 20, ε = 5 cell, or Fig. 4's m = 60 and Fig. 5's
-    leave-one-out) reached the same final accuracy and loss: one configuration, one number."""
+    leave-one-out, or an H200's fp32 FedPCS Table II cell and the bf16 check's fp32 run of it)
+    reached the same final accuracy and loss: one configuration on one kind of device, one
+    number. The device is part of the key (the summary's ``ran_on.device`` and ``versions.cpu``):
+    another device computes with other kernels, e.g. a GPU's run of a CPU cell's configuration."""
     import yaml
 
     seen: dict[str, tuple[Path, float, float]] = {}
     pairs = 0
-    for summary in sorted(RESULTS.glob("*/runs/**/summary.json")):
+    for summary in sorted(RESULTS.glob("**/summary.json")):
         cfg_path = summary.parent / "config.yaml"
         if not cfg_path.exists():
             continue
@@ -119,17 +122,18 @@ def test_runs_of_one_configuration_agree_across_results_folders() -> None:
         if not isinstance(cfg, dict) or "name" not in cfg:
             continue
         cfg.pop("name")
-        key = json.dumps(cfg, sort_keys=True, default=str)
         s = json.loads(summary.read_text())
         if "final_accuracy" not in s:
             continue
+        device = (s.get("ran_on") or {}).get("device", "cpu"), (s.get("versions") or {}).get("cpu")
+        key = json.dumps([cfg, device], sort_keys=True, default=str)
         got = (summary.parent, s["final_accuracy"], s.get("final_loss"))
         if key in seen:
             pairs += 1
             assert got[1:] == seen[key][1:], f"{seen[key][0]} and {got[0]}: same configuration, different numbers"
         else:
             seen[key] = got
-    assert pairs >= 12  # Fig. 3 ∩ Fig. 4 (9 runs), Fig. 4 ∩ Fig. 5 (3 runs)
+    assert pairs >= 15  # Fig. 3 ∩ Fig. 4 (9 runs), Fig. 4 ∩ Fig. 5 (3 runs), the H200's Table II cells ∩ the bf16 check (3 runs)
 
 
 def test_fedpcs_figures_page_regenerates_from_its_numbers() -> None:
