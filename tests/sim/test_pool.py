@@ -86,6 +86,20 @@ def test_pools_do_not_fork_a_process_that_has_run_a_flower_simulation() -> None:
     assert method(marked) == "forkserver"  # what a Flower simulation does (tests/deploy/test_flower_sim.py)
 
 
+def test_pools_do_not_fork_a_process_that_sees_a_cuda_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a CUDA GPU is visible, autograd's engine starts a thread per GPU at the first
+    backward, and a child forked after it refuses every backward: pools there start from a fork
+    server (on a CPU-only host torch's CUDA check says no, and they keep fork)."""
+    from fedgame.core import processes
+
+    monkeypatch.setattr(processes, "_reasons", [])  # a Flower simulation earlier in this process marks it
+    if not torch.cuda.is_available():
+        assert processes.fork_unsafe_reason() is None  # a CPU-only host keeps fork
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert processes.safe_start_method() == "forkserver"
+    assert "CUDA GPU" in str(processes.fork_unsafe_reason())
+
+
 @needs_fmnist
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
 def test_a_spawned_pool_is_bit_identical_to_one_thread(method: str, monkeypatch: pytest.MonkeyPatch) -> None:

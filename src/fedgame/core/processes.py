@@ -8,8 +8,14 @@ Flower simulation in the same process (a notebook, a test process) had a worker 
 first training. Importing those libraries starts nothing, so it does not count; running them
 does:
 
-* fedgame's own Flower simulation calls :func:`mark_fork_unsafe` before it starts Ray, and
-* a Ray driver that is up (``ray.is_initialized()``) counts too.
+* fedgame's own Flower simulation calls :func:`mark_fork_unsafe` before it starts Ray,
+* a Ray driver that is up (``ray.is_initialized()``) counts too, and
+* so does a visible CUDA GPU: PyTorch's autograd engine starts a thread per GPU at the first
+  backward pass in the process (even one computed on the CPU), and a child forked after that
+  refuses every backward ("Unable to handle autograd's threading in combination with fork-based
+  multiprocessing"). Seen on a lent H200 machine: a CPU pool forked after the parent had
+  measured a model's FLOPs with one backward failed in its first training. Whether a backward
+  has run cannot be asked, so a process that sees a GPU never forks its pools.
 
 There the pools use ``forkserver`` instead (``spawn`` where there is none): a clean server
 process, started once with the library imported, forks the workers; the data reaches them once
@@ -44,11 +50,14 @@ def fork_unsafe_reason() -> str | None:
     ray = sys.modules.get("ray")
     if ray is not None and getattr(ray, "is_initialized", lambda: False)():
         return "a Ray driver is running in this process"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return "a CUDA GPU is visible (autograd's per-GPU threads, started at the first backward, do not survive a fork)"
     return None
 
 
 def fork_is_safe() -> bool:
-    """True where ``fork`` exists and this process has not run Ray or gRPC (above)."""
+    """True where ``fork`` exists, this process has not run Ray or gRPC and sees no CUDA GPU (above)."""
     return fork_unsafe_reason() is None
 
 
