@@ -79,6 +79,43 @@ def test_channels_last_is_the_same_maths_and_the_same_seed_the_same_numbers() ->
     assert cl.model.conv1.weight.is_contiguous(memory_format=torch.channels_last)  # loading params kept the layout
 
 
+@pytest.mark.parametrize(
+    ("name", "shape", "precision"),
+    [
+        ("mcmahan_cnn", (1, 28, 28), "fp32"),
+        ("mcmahan_cnn", (1, 28, 28), "bf16"),
+        ("mcmahan_cifar_cnn", (3, 32, 32), "fp32"),  # max-pool 3 × 3, stride 2: overlapping windows
+        ("simple_cnn", (1, 28, 28), "fp32"),  # max-pool 2 × 2, stride 1: overlapping windows
+        ("phs_cifar_cnn", (3, 32, 32), "fp32"),
+    ],
+)
+def test_flatten_hands_back_channels_last_gradients_with_the_same_numbers(
+    name: str, shape: tuple[int, int, int], precision: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the CPU a channels_last model's Flatten returns its gradient in channels_last
+    (``_grad_in_input_layout``) instead of NCHW, so the max-pool and convolution backward passes
+    before it stop re-laying out their tensors every step: the same parameters to the bit after
+    plain SGD and after DP-SGD (book-keeping clipping), in fp32 and in bf16 (which the kernels
+    compute, if slowly, where fedgame refuses it for speed), overlapping pooling windows too."""
+    monkeypatch.setattr(local_mod, "bf16_supported", lambda device: True)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(48, *shape, generator=g), torch.randint(0, 10, (48,), generator=g)
+    start = flat_params(build_model(name, in_shape=shape, num_classes=10, seed=0))
+
+    def trained(keep: bool) -> list[torch.Tensor]:
+        monkeypatch.setattr(LocalTrainer, "keep_grad_layout", keep)
+        model = build_model(name, in_shape=shape, num_classes=10, seed=0)
+        tr = LocalTrainer(model=model, x=x, y=y, spec=LocalSpec(batch_size=16, lr=0.05, epochs=None, steps=4), precision=precision)  # type: ignore[arg-type]
+        assert tr.memory_format == "channels_last"
+        hooked = any(len(m._forward_pre_hooks) for m in model.modules() if isinstance(m, torch.nn.Flatten))
+        assert hooked == keep
+        dp = DPSGD(max_grad_norm=1.0, noise_multiplier=0.5, sampling="shuffle")
+        return [tr.train(start, torch.arange(48), torch.Generator().manual_seed(7), d).params for d in (None, dp)]
+
+    for a, b in zip(trained(True), trained(False), strict=True):
+        assert torch.equal(a, b)
+
+
 def test_auto_layout_is_channels_last_only_with_book_keeping() -> None:
     assert _trainer().memory_format == "channels_last"
     assert _trainer(per_example="ghost").memory_format == "contiguous"
