@@ -37,6 +37,10 @@
 9. speed (``--only speed``; also ``speed_round``, ``speed_game``): issue 17's targets on this
    machine's CPU → ``bench/results/speed_<cpu kind>.json`` (``amd_avx2``, ``amd_avx512``,
    ``intel_amx``, ``intel_avx512``; docs/speed.md).
+   ``--only speed_bf16`` where the CPU has bf16 units: one-thread fp32 and bf16 steps timed in
+   turns, the bf16 step's profile and the bound it puts on ``bf16_over_conv_peak``, then the
+   pool's figures → ``bench/results/speed_<cpu kind>_bf16.json`` (``bench/device_cpu_bf16.sh``
+   runs it on a lent machine's CPU).
 10. GPU (``--only speed_gpu``, on a CUDA machine; ``bench/gpu.sh`` prepares a lent one): a FedAvg
    round, training throughput, DP-SGD throughput and whole paper-budget FedPCS runs, with and
    without CUDA graphs → ``bench/results/speed_gpu.json``, marked with the GPU that measured it.
@@ -1693,19 +1697,15 @@ def bf16_step_bound(profile: list[dict[str, object]], step_ms: float, steps: int
     total = sum(float(r["self_ms"]) for r in profile)  # type: ignore[arg-type]  # floats this module wrote
     matrix = sum(float(r["self_ms"]) for r in profile if r["op"] in MATRIX_OPS)  # type: ignore[arg-type]
     casts = sum(float(r["self_ms"]) for r in profile if r["op"] == "aten::copy_" and "[512, 3136]" in str(r["shapes"]))  # type: ignore[arg-type]
-    rate = 32 * flop / conv2_bf16 * 1e3  # ms a step would take at conv2's bf16 rate
-
-    def at(ms: float) -> float:
-        return rate / ms
-
+    at_peak = 32 * flop / conv2_bf16 * 1e3  # the ms a step would take at conv2's bf16 rate
     return {
         "step_ms": step_ms,
         "matrix_ms": step_ms * matrix / total,
         "fc1_cast_ms": step_ms * casts / total,
         "other_ms": step_ms * (total - matrix) / total,
-        "over_conv_peak": at(step_ms),
-        "over_conv_peak_without_fc1_casts": at(step_ms * (total - casts) / total),
-        "over_conv_peak_matrix_ops_only": at(step_ms * matrix / total),
+        "over_conv_peak": at_peak / step_ms,
+        "over_conv_peak_without_fc1_casts": at_peak / (step_ms * (total - casts) / total),
+        "over_conv_peak_matrix_ops_only": at_peak / (step_ms * matrix / total),
         "profiled_steps": steps,
     }
 
