@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 
 import pytest
 import torch
@@ -379,10 +380,22 @@ PHS_LAYERS: dict[str, list[tuple[tuple[object, ...], tuple[int, ...]]]] = {
 }
 
 
+def _pool_before_relu(layers: list[tuple[tuple[object, ...], tuple[int, ...]]]) -> list[tuple[tuple[object, ...], tuple[int, ...]]]:
+    """The paper's sequence as the model builds it: a ReLU followed by a max-pool becomes the
+    max-pool followed by the ReLU on the pooled map (``Stack.max_pool``: the same function and
+    gradients)."""
+    out = list(layers)
+    for i in range(len(out) - 1):
+        if out[i][0] == ("relu",) and out[i + 1][0][0] == "maxpool":
+            out[i], out[i + 1] = out[i + 1], (("relu",), out[i + 1][1])
+    return out
+
+
 @pytest.mark.parametrize("name", sorted(PHS_LAYERS))
 def test_phs_models_follow_the_spec_layer_by_layer(name: str) -> None:
     """Check 18 and §5.2: the exact layer sequence (kernel, stride, padding, activation; no
-    normalisation or dropout) and every intermediate output shape, on a batch of 3."""
+    normalisation or dropout) and every intermediate output shape, on a batch of 3, with each
+    ReLU → max-pool pair built pool first (:func:`_pool_before_relu`)."""
     model = _shared(name)
     shape, _, _ = CANONICAL[name]
     assert isinstance(model, nn.Sequential)
@@ -392,5 +405,52 @@ def test_phs_models_follow_the_spec_layer_by_layer(name: str) -> None:
         for layer in model:
             x = layer(x)
             got.append((_layer(layer), tuple(x.shape[1:])))
-    assert got == PHS_LAYERS[name]
+    assert got == _pool_before_relu(PHS_LAYERS[name])
     assert x.shape == (3, 10)
+
+
+def _relu_first(model: nn.Sequential) -> nn.Sequential:
+    """The same layers in the papers' order: each max-pool that the builder put before a ReLU
+    moved back after it (the layers themselves shared)."""
+    layers = list(model.named_children())
+    for i in range(len(layers) - 1):
+        if isinstance(layers[i][1], nn.MaxPool2d) and type(layers[i + 1][1]) is nn.ReLU:
+            layers[i], layers[i + 1] = layers[i + 1], layers[i]
+    return nn.Sequential(OrderedDict(layers))
+
+
+def _pooled_relus(model: nn.Module) -> int:
+    """How many max-pools of a Sequential model come right before a ReLU."""
+    layers = list(model.children()) if isinstance(model, nn.Sequential) else []
+    return sum(isinstance(a, nn.MaxPool2d) and type(b) is nn.ReLU for a, b in zip(layers, layers[1:], strict=False))
+
+
+POOLED_RELU = [n for n in sorted(CANONICAL) if _pooled_relus(_shared(n))]
+
+
+def test_the_papers_relu_then_pool_models_are_built_pool_first() -> None:
+    assert {"mcmahan_cnn", "mcmahan_cifar_cnn", "phs_mnist_cnn", "lenet5"} <= set(POOLED_RELU)
+
+
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
+@pytest.mark.parametrize("name", POOLED_RELU)
+def test_pooling_before_the_relu_changes_no_bit(name: str, memory_format: torch.memory_format) -> None:
+    """``Stack.max_pool`` builds ReLU → max-pool as max-pool → ReLU: the outputs and every
+    parameter's gradient are those of the papers' order bit for bit, overlapping windows
+    (``mcmahan_cifar_cnn``'s 3 × 3 stride 2, ``phs_mnist_cnn``'s 2 × 2 stride 1) and both layouts
+    included; on inputs with ties and negative maxima (rounded values, a shifted batch)."""
+    model = build_model(name, in_shape=CANONICAL[name][0], num_classes=10, seed=0).to(memory_format=memory_format)
+    model.eval()  # dropout off (its masks are random): ReLU and pooling are the same in both modes
+    paper = _relu_first(model)
+    g = torch.Generator().manual_seed(1)
+    x = (torch.randn(8, *CANONICAL[name][0], generator=g) * 4).round() / 4 - 0.5  # ties, and windows whose max is < 0
+    x = x.contiguous(memory_format=memory_format)
+    y = torch.randint(0, 10, (8,), generator=g)
+    got = []
+    for m in (model, paper):
+        m.zero_grad(set_to_none=True)
+        out = m(x)
+        F.cross_entropy(out, y).backward()
+        got.append([out.detach(), *(p.grad.clone() for p in m.parameters())])
+    for a, b in zip(*got, strict=True):
+        assert torch.equal(a, b)
