@@ -6,7 +6,9 @@ flat input ``(F,)`` (tabular feature vectors); a convolutional model given one r
 ``ValueError`` naming it. The width of the first fully connected layer is
 derived from the input shape (the figure in each docstring is for the paper's canonical input),
 so the same architecture also runs on, e.g., 3×32×32 data. Initialisation is PyTorch's default
-(Kaiming-uniform weights), which is what the papers' PyTorch reference code uses.
+(Kaiming-uniform weights), which is what the papers' PyTorch reference code uses. Where a paper
+writes ReLU → MaxPool the model is built MaxPool → ReLU (``Stack.max_pool``): the same function
+and gradients bit for bit, the ReLU on the pooled map.
 
 None of these models normalises across examples, so they support per-example gradients through
 ``torch.func.vmap(grad(...))``, Opacus' ``GradSampleModule`` and fedgame's book-keeping clipper.
