@@ -123,11 +123,12 @@ class Stack:
         activations: their backward multiplies, and overlapping windows would sum in another order."""
         s = self._spatial(name)
         stride = kernel if stride is None else stride
-        relu = next(reversed(self.layers.items()), None)
-        if relu is not None and type(relu[1]) is nn.ReLU:
+        last = next(reversed(self.layers.items()), None)
+        relu = last if last is not None and type(last[1]) is nn.ReLU else None
+        if relu is not None:
             del self.layers[relu[0]]
         self.add(name, nn.MaxPool2d(kernel, stride=stride, padding=padding))
-        if relu is not None and type(relu[1]) is nn.ReLU:
+        if relu is not None:
             self.layers[relu[0]] = relu[1]
         self._set(name, s.window(out_channels=s.c, kernel=kernel, stride=stride, padding=padding))
 
