@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 45 item 1 on a lent GPU machine's CPU, whose flags show AMX (amx_bf16) and AVX-512 BF16
-# where this 2-core machine has neither: `bench/run.py --only speed_bf16` (one-thread bf16 steps
-# with autocast's casts and with the kept bf16 weights, timed in turns, their profiles, and the
-# host-relative bf16 target), the JSON into $OUT. Prepared here as for bench/gpu.sh: .whl/ (by
+# where this 2-core machine has neither: `bench/run.py --only speed_bf16` (one-thread fp32 and bf16
+# steps timed in turns, the bf16 step's profile and the bound it puts on the host-relative bf16
+# target), the JSON into $OUT. Prepared here as for bench/gpu.sh: .whl/ (by
 # bench/gpu_prepare.sh); carry [".whl"] (with .fmnist/ too the call may pass its 64 MiB: then the
 # pool part is skipped and the per-core figures stand); on that machine, from the root:
 #   FEDGAME_CODE_VERSION=<commit> bash bench/device_cpu_bf16.sh [bench parts] [cores]

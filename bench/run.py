@@ -1078,6 +1078,25 @@ def _first_ten_jobs(built: object) -> Callable[[], object]:
     return run
 
 
+def _ten_client_throughput(precisions: Sequence[str], workers: int, repeats: int) -> dict[str, float]:
+    """Samples/s of the first ten clients of an IID round (the main FedAvg recipe at N = 100,
+    K = 10, 1 epoch) trained by ``workers`` worker processes, in each precision, timed in turns
+    (:func:`_first_ten_jobs`, :func:`interleaved`)."""
+    from fedgame.pipeline.build import build_engine
+    from fedgame.pipeline.config import parse_recipe
+
+    built: dict[str, Any] = {}
+    try:
+        for p in precisions:
+            built[p] = build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", workers=workers, precision=p)), parallel=True)
+        times = interleaved({p: _first_ten_jobs(b) for p, b in built.items()}, repeats=repeats)
+    finally:
+        for b in built.values():
+            b.close()
+    samples = int(np.asarray(built[precisions[0]].engine.sizes)[:10].sum())
+    return {p: samples / t for p, t in times.items()}
+
+
 def _speed_round(cores: int, reps: int) -> dict[str, object]:
     """``workers_round_speedup``: a FedAvg round (N = 100 Dirichlet(0.5), K = 10, 1 epoch) with
     ``workers`` = cores over the sequential path with ``cores`` threads as it was before the
@@ -1315,8 +1334,6 @@ def bench_speed(quick: bool) -> dict[str, object]:
       run at the paper's budget (τ = 0.2, 30 rounds × 5 epochs), set-up (data, game solve, pool)
       plus 30 × the mean of 3 timed rounds (evaluating every 5 rounds, as the recipe does).
     """
-    from fedgame.pipeline.build import build_engine
-    from fedgame.pipeline.config import parse_recipe
     from fedgame.sim.pool import available_cores
 
     cores = available_cores()
@@ -1335,21 +1352,7 @@ def bench_speed(quick: bool) -> dict[str, object]:
 
     has_bf16 = bf16_supported(torch.device("cpu"))
     out["bf16_supported"] = has_bf16
-    fp32 = build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", workers=cores)), parallel=True)
-    bf16 = (
-        build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", workers=cores, precision="bf16")), parallel=True)
-        if has_bf16
-        else None
-    )
-    try:
-        cases = {"fp32": _first_ten_jobs(fp32), **({"bf16": _first_ten_jobs(bf16)} if bf16 is not None else {})}
-        times = interleaved(cases, repeats=reps)
-    finally:
-        fp32.close()
-        if bf16 is not None:
-            bf16.close()
-    samples = int(np.asarray(fp32.engine.sizes)[:10].sum())
-    sps = {k: samples / v for k, v in times.items()}
+    sps = _ten_client_throughput(("fp32", "bf16") if has_bf16 else ("fp32",), cores, reps)
     frac = sps["fp32"] * flop / (peak["best_flops"] * cores)
     out["throughput_samples_per_s"] = sps
     out["conv_peak_fraction"] = frac
@@ -1719,8 +1722,6 @@ def bench_speed_bf16(quick: bool) -> dict[str, object]:
     (ten jobs keep no more busy), against conv2's one-thread rates (skipped where Fashion-MNIST's
     files are missing). Written to ``bench/results/speed_<cpu kind>_bf16.json``."""
     from fedgame.data.readers import DatasetNotFoundError
-    from fedgame.pipeline.build import build_engine
-    from fedgame.pipeline.config import parse_recipe
     from fedgame.sim.local import bf16_supported
     from fedgame.sim.pool import available_cores
 
@@ -1768,21 +1769,11 @@ def bench_speed_bf16(quick: bool) -> dict[str, object]:
         save(f"{speed_name()}_bf16", out)
     cores = min(available_cores(), 10)
     try:
-        engines = {
-            p: build_engine(parse_recipe(_speed_cfg(100, 10, partition="iid", workers=cores, precision=p)), parallel=True)
-            for p in ("fp32", "bf16")
-        }
+        out["throughput_samples_per_s"] = _ten_client_throughput(("fp32", "bf16"), cores, 2 if quick else 4)
     except DatasetNotFoundError as e:  # a lent machine without Fashion-MNIST's files: the per-core figures above stand
         print(f"  the pool's throughput not measured: {e}")
         return out
-    try:
-        pool = interleaved({p: _first_ten_jobs(b) for p, b in engines.items()}, repeats=2 if quick else 4)
-    finally:
-        for b in engines.values():
-            b.close()
-    samples = int(np.asarray(engines["fp32"].engine.sizes)[:10].sum())
     out["cores"] = cores
-    out["throughput_samples_per_s"] = {p: samples / t for p, t in pool.items()}
     out["host_targets"] = {k: v for k, v in host_targets(out).items() if k in ("conv_peak_fraction", "bf16_over_conv_peak")}
     print(
         f"  {cores} workers: fp32 {out['throughput_samples_per_s']['fp32']:.0f} samples/s, bf16 {out['throughput_samples_per_s']['bf16']:.0f}"

@@ -243,8 +243,8 @@ def _recomputability(results: Path) -> list[str]:
         if record.exists():
             kinds = ", ".join(f"`{e['kind']}`" for e in json.loads(record.read_text())["reports"])
             what = f"{files}; its tables are regenerated from them (`report.json`: {kinds}) and a test compares them byte for byte"
-        elif runs and (claims := sorted(c.parent.relative_to(folder).as_posix() for c in folder.rglob("claim.json"))):
-            where = ", ".join(f"`{c}/claim.json`".replace("`./", "`") for c in claims)
+        elif runs and (claims := sorted(c.relative_to(folder).as_posix() for c in folder.rglob("claim.json"))):
+            where = ", ".join(f"`{c}`" for c in claims)
             what = f"{files}; {where} {'is' if len(claims) == 1 else 'are'} recomputed from them by a test"
         elif runs:
             what = files
