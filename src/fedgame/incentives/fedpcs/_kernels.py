@@ -524,17 +524,19 @@ def _sweep_nb(
 # latencies. Side by side in _LANES lanes (work arrays (rows, rounds, lanes), the lane index
 # innermost), each step is one vector operation for all the lanes, and a lane whose problem
 # has stopped takes the next problem at once (the streamed engine's window, _LANES wide).
+# Once no problem is left to load, the busy lanes move together and the loops narrow to them
+# (:func:`_narrow`): the last problems of a call no longer pay for the full width.
 # Every lane does its problem's operations in its problem's order, so the answers are those
 # of the one-problem kernels above to the last bit (tested).
 
 
 def _evaluate_lanes(
-    A: Any, r0: Any, vp: Any, phi: Any, R: Any, K: int, pu: float, level: int, w: Any, rc: Any, U: Any
+    A: Any, r0: Any, vp: Any, phi: Any, R: Any, K: int, pu: float, level: int, w: Any, rc: Any, U: Any, L: int
 ) -> None:  # pragma: no cover - compiled
-    """:func:`_evaluate_col` for the problems in the lanes of ``A`` (T, lanes), types ``r0``,
-    ``vp`` (lanes,): the rows of ``w`` (9, T+1, lanes) as far as ``level`` asks, U into
-    ``U`` (lanes,)."""
-    L = A.shape[1]  # lanes: a run-time count, so that LLVM vectorises, not unrolls
+    """:func:`_evaluate_col` for the problems in the first ``L`` lanes of ``A`` (T, lanes),
+    types ``r0``, ``vp`` (lanes,): the rows of ``w`` (9, T+1, lanes) as far as ``level`` asks,
+    U into ``U`` (lanes,). ``L``, the lanes in use (:func:`_narrow`), is a run-time count, so
+    that LLVM vectorises the loops, not unrolls them."""
     T = A.shape[0]
     rho, P, dP, g, u, mr, S, lam, grad = w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8]
     for j in range(L):
@@ -615,6 +617,32 @@ def _refill(
     return nxt, busy
 
 
+def _narrow(L: int, busy: int, job: Any, f3: Any, f2: Any, i2: Any, b3: Any, b2: Any) -> int:  # pragma: no cover - compiled
+    """The lanes in use once no problem is left to load: the ``busy`` lanes (``job`` ≥ 0)
+    moved into the lowest ones, with every row of their state (the blocks ``f3``, ``b3``
+    (rows, T, lanes) and ``f2``, ``i2``, ``b2`` (rows, lanes); ``job`` too), and their count
+    cut to whole vectors of :data:`_LANES` (one lane alone: 1, which runs scalar). Returns the
+    new count, ``L`` where that is no narrower. A call's last problems then stop paying for the
+    full width (a tick of 8 lanes costs a third of a tick of 32); a lane's problem does the
+    same operations in any lane, so every answer keeps its bits (tested)."""
+    n = 1 if busy == 1 else (busy + _LANES - 1) // _LANES * _LANES
+    if n >= L:
+        return L
+    i = 0
+    for j in range(n, L):
+        if job[j] < 0:
+            continue
+        while job[i] >= 0:
+            i += 1
+        f3[:, :, i] = f3[:, :, j]
+        b3[:, :, i] = b3[:, :, j]
+        f2[:, i] = f2[:, j]
+        i2[:, i] = i2[:, j]
+        b2[:, i] = b2[:, j]
+        job[i], job[j] = job[j], -1
+    return n
+
+
 def _sweep_lanes(
     a0: Any,
     rho0: Any,
@@ -641,10 +669,15 @@ def _sweep_lanes(
         return
     rc = _round_constants(phi, N, K)
     w = np.zeros((9, T + 1, L))
-    A = np.full((T, L), 0.5)
-    r0, vp = np.ones(L), np.full(L, 0.5)
-    cc, size, ref, U = np.empty(L), np.empty(L), np.empty(L), np.empty(L)
-    its = np.zeros(L, dtype=np.int64)
+    # a lane's state from tick to tick, in blocks that _narrow moves whole: α; r0, vp and the
+    # stall test's reference; the sweeps done
+    state = np.full((1, T, L), 0.5)
+    A = state[0]
+    lane = np.empty((3, L))
+    r0, vp, ref = lane[0], lane[1], lane[2]
+    r0[:], vp[:] = 1.0, 0.5
+    its = np.zeros((1, L), dtype=np.int64)
+    cc, size, U = np.empty(L), np.empty(L), np.empty(L)
     job = np.full(L, -1, dtype=np.int64)
     loaded = np.zeros(L, dtype=np.bool_)
     nxt = 0
@@ -652,10 +685,12 @@ def _sweep_lanes(
         nxt, busy = _refill(a0, rho0, varphi, A, r0, vp, job, loaded, nxt)
         if busy == 0:
             return
+        if nxt == m:
+            L = _narrow(L, busy, job, state, lane, its, np.zeros((0, T, L), dtype=np.bool_), np.zeros((0, L), dtype=np.bool_))
         for j in range(L):
             if loaded[j]:
-                its[j], ref[j] = 0, np.inf
-        _evaluate_lanes(A, r0, vp, phi, R, K, pu, _COSTATE, w, rc, U)
+                its[0, j], ref[j] = 0, np.inf
+        _evaluate_lanes(A, r0, vp, phi, R, K, pu, _COSTATE, w, rc, U, L)
         rho, P, lam = w[0], w[1], w[7]
         for j in range(L):
             cc[j] = 2.0 * (1.0 - vp[j])
@@ -672,21 +707,21 @@ def _sweep_lanes(
         for j in range(L):
             if job[j] < 0:
                 continue
-            its[j] += 1
+            its[0, j] += 1
             moving = size[j] > tol
-            if window and its[j] % window == 0:
-                if its[j] >= 2 * window:
+            if window and its[0, j] % window == 0:
+                if its[0, j] >= 2 * window:
                     moving = moving and size[j] < 0.5 * ref[j]
                 ref[j] = size[j]
-            if not moving or its[j] >= iters:
+            if not moving or its[0, j] >= iters:
                 for t in range(T):
                     out[t, job[j]] = A[t, j]
                 job[j] = -1
 
 
-def _kkt_lanes(a: Any, grad: Any, r: Any) -> None:  # pragma: no cover - compiled
-    """:func:`_kkt_col` for each lane of ``a``, ``grad`` (T, lanes) into ``r`` (lanes,)."""
-    L = a.shape[1]  # lanes: a run-time count, so that LLVM vectorises, not unrolls
+def _kkt_lanes(a: Any, grad: Any, r: Any, L: int) -> None:  # pragma: no cover - compiled
+    """:func:`_kkt_col` for the first ``L`` lanes of ``a``, ``grad`` (T, lanes) into ``r``
+    (lanes,)."""
     for j in range(L):
         r[j] = 0.0
     for t in range(a.shape[0]):
@@ -698,11 +733,10 @@ def _kkt_lanes(a: Any, grad: Any, r: Any) -> None:  # pragma: no cover - compile
 
 
 def _riccati_lanes(
-    a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any, k: Any, Kg: Any, curv: Any, V: Any, v: Any
+    a: Any, B: Any, cP: Any, W: Any, S: Any, f2: Any, bound: Any, k: Any, Kg: Any, curv: Any, V: Any, v: Any, L: int
 ) -> None:  # pragma: no cover - compiled
-    """:func:`_riccati_col` for each lane (arrays (rounds, lanes); ``V``, ``v`` (lanes,)
-    scratch)."""
-    L = a.shape[1]  # lanes: a run-time count, so that LLVM vectorises, not unrolls
+    """:func:`_riccati_col` for the first ``L`` lanes (arrays (rounds, lanes); ``V``, ``v``
+    (lanes,) scratch)."""
     T = a.shape[0]
     for j in range(L):
         V[j] = -f2[T, j]
@@ -764,15 +798,17 @@ def _newton_lanes(
     rows = np.zeros((12, T, L))  # Numba has no generator expressions: one block, cut up
     A, X, gJ, B, cP, Wr, k, d = (rows[0], rows[1], rows[2], rows[3], rows[4], rows[5], rows[6], rows[7])
     kd, dd, cd = rows[8], rows[9], rows[10]  # the Riccati pass's outputs, before they are kept
-    bound = np.zeros((T, L), dtype=np.bool_)
-    r0, vp = np.ones(L), np.full(L, 0.5)
+    marks = np.zeros((1, T, L), dtype=np.bool_)
+    bound = marks[0]
     A[:, :] = 0.5
     X[:, :] = 0.5
-    lane = np.zeros((16, L))
+    lane = np.zeros((18, L))
     c2, U, Ux, r, rx, pred, big = lane[0], lane[1], lane[2], lane[3], lane[4], lane[5], lane[6]
     J0, noise, s, V, v, moved, e, pr, bg = (lane[7], lane[8], lane[9], lane[10], lane[11], lane[12], lane[13], lane[14], lane[15])
-    steps = np.zeros(L, dtype=np.int64)
-    h = np.zeros(L, dtype=np.int64)
+    r0, vp = lane[16], lane[17]
+    r0[:], vp[:] = 1.0, 0.5
+    counts = np.zeros((2, L), dtype=np.int64)
+    steps, h = counts[0], counts[1]
     job = np.full(L, -1, dtype=np.int64)
     flags = np.zeros((5, L), dtype=np.bool_)
     # X is the trial of a step (else a new problem); the trial was accepted / refused; the lane
@@ -784,6 +820,8 @@ def _newton_lanes(
         nxt, busy = _refill(a0, rho0, varphi, A, r0, vp, job, loaded, nxt)
         if busy == 0:
             return
+        if nxt == m:
+            L = _narrow(L, busy, job, rows, lane, counts, marks, flags)
         for j in range(L):
             if loaded[j]:
                 for t in range(T):
@@ -791,8 +829,8 @@ def _newton_lanes(
                 c2[j] = 2.0 * (1.0 - vp[j])
                 steps[j] = 0
                 trying[j] = False
-        _evaluate_lanes(X, r0, vp, phi, R, K, pu, _SECOND, w, rc, Ux)
-        _kkt_lanes(X, w[8], rx)
+        _evaluate_lanes(X, r0, vp, phi, R, K, pu, _SECOND, w, rc, Ux, L)
+        _kkt_lanes(X, w[8], rx, L)
         for j in range(L):
             moved[j] = 0.0
         for t in range(T):
@@ -833,7 +871,7 @@ def _newton_lanes(
             for j in range(L):
                 A[t, j] = X[t, j] if acc[j] else A[t, j]
         if n_new:
-            _direction_lanes(A, w, phi, c2, r, e, new, gJ, bound, B, cP, Wr, kd, dd, cd, V, v, d, pr, bg)
+            _direction_lanes(A, w, phi, c2, r, e, new, gJ, bound, B, cP, Wr, kd, dd, cd, V, v, d, pr, bg, L)
         for j in range(L):
             if new[j]:
                 pred[j] = pr[j]
@@ -871,12 +909,12 @@ def _direction_lanes(
     d: Any,
     pr: Any,
     bg: Any,
+    L: int,
 ) -> None:  # pragma: no cover - compiled
     """The Newton direction at A of the lanes marked ``new`` (their ``gJ``, ``bound`` and
     ``d``; the other lanes' are kept: their trials need them): the ε-active set, the Riccati
     step, the scaled gradient on the active set; ``pr``, ``bg``: each lane's predicted
-    decrease and largest free step (read for the new lanes only)."""
-    L = A.shape[1]  # lanes: a run-time count, so that LLVM vectorises, not unrolls
+    decrease and largest free step (read for the new lanes only). ``L``: the lanes in use."""
     T = A.shape[0]
     for j in range(L):
         e[j] = min(min(1e-3, r[j]), 1e3 * r[j] * r[j])
@@ -896,7 +934,7 @@ def _direction_lanes(
             cP[t, j] = c2[j] * P[t, j]
         for j in range(L):
             Wr[t, j] = c2[j] * dP[t, j] * A[t, j] - lam[t + 1, j]
-    _riccati_lanes(A, B, cP, Wr, w[6], w[4], bound, kd, dd, cd, V, v)
+    _riccati_lanes(A, B, cP, Wr, w[6], w[4], bound, kd, dd, cd, V, v, L)
     for t in range(T):
         for j in range(L):
             scale = cd[t, j] if cd[t, j] >= cP[t, j] else cP[t, j]
@@ -1326,6 +1364,7 @@ def _compile() -> tuple[_Kernel, ...] | None:
         "_evaluate_lanes",
         "_kkt_lanes",
         "_refill",
+        "_narrow",
         "_riccati_lanes",
         "_finish",
         "_direction_lanes",
