@@ -130,14 +130,36 @@ def test_lane_kernels_give_the_one_problem_kernels_bits(N: int, K: int, rule: In
         one = [np.empty((T, m)), np.empty(m), np.empty(m)]
         lanes = [np.empty((T, m)), np.empty(m), np.empty(m)]
         _kernels._newton_nb(a0, rho0, varphi, phi, R, N, K, pu, 1e-11, max_iter, *one)
-        _kernels.newton(a0, rho0, varphi, phi, R, N, K, pu, 1e-11, max_iter, *lanes)
+        _kernels.newton(a0, rho0, varphi, phi, R, N, K, pu, 1e-11, max_iter, *lanes, np.zeros(1, dtype=np.int64))
         for got, want in zip(lanes, one, strict=True):
             np.testing.assert_array_equal(got, want)
     for iters, window in ((500, 250), (37, 10), (0, 250)):
         one_s, lanes_s = np.empty((T, m)), np.empty((T, m))
         _kernels._sweep_nb(a0, rho0, varphi, phi, R, N, K, pu, 0.05, iters, 1e-10, window, one_s)
-        _kernels.sweep(a0, rho0, varphi, phi, R, N, K, pu, 0.05, iters, 1e-10, window, lanes_s)
+        _kernels.sweep(a0, rho0, varphi, phi, R, N, K, pu, 0.05, iters, 1e-10, window, lanes_s, np.zeros(1, dtype=np.int64))
         np.testing.assert_array_equal(lanes_s, one_s)
+
+
+@compiled
+def test_threads_sharing_one_counter_give_one_threads_bits() -> None:
+    """A compiled solve split over threads that take the next problem from one shared
+    counter (``_on_threads``: this thread and two helpers, problems of very different
+    lengths so that the threads finish at different times and narrow their lanes) gives the
+    one-thread α, U and KKT residuals of every problem to the last bit, Newton and sweeps."""
+    rng = np.random.default_rng(21)
+    T, m = 12, 16 * 20 + 7
+    rho0, varphi = rng.uniform(0.01, 12.0, m), rng.uniform(0.0, 1.0, m)
+    phi, R = rng.uniform(2.0, 8.0, T + 1), rng.uniform(0.5, 3.0, T + 1)
+    a0 = rng.uniform(size=(T, m))
+    a0[:, :50], a0[:, 50:100] = 0.0, 1.0
+    one = br._on_threads(br._newton_compiled, a0, rho0, varphi, phi, R, 50, 10, threads=1)
+    three = br._on_threads(br._newton_compiled, a0, rho0, varphi, phi, R, 50, 10, threads=3)
+    for got, want in zip(three, one, strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(
+        br._on_threads(br._sweep_compiled, a0, rho0, varphi, phi, R, 50, 10, threads=3, damping=0.05, iters=500),
+        br._on_threads(br._sweep_compiled, a0, rho0, varphi, phi, R, 50, 10, threads=1, damping=0.05, iters=500),
+    )
 
 
 def test_threaded_mean_field_is_bit_identical(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -178,6 +178,48 @@ def test_workers_do_not_change_the_answer(inclusion: str) -> None:
     assert two.evaluations == one.evaluations and two.converged == one.converged
 
 
+def test_a_batch_one_longer_than_the_workers_prices_its_last_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three schedules on two workers: the first two are priced in the worker processes,
+    the third in this process (on every core, not on one worker with the other idle); each
+    value and equilibrium is the one priced alone in this process, bit for bit, and the
+    evaluations count three."""
+    from fedgame.incentives.fedpcs import MeanFieldResult, _server
+
+    rng = np.random.default_rng(6)
+    N, K, T = 12, 3, 4
+    r0, vp = rng.uniform(0.5, 12.0, N), rng.uniform(0.05, 0.95, N)
+    v = accuracy_weights(T, gamma=GAMMA, acc_scale=KAPPA)
+    xs = [np.full(T, c) for c in (0.5, 2.0, 8.0)]
+
+    def pricer(workers: int) -> _server._TrueCost:
+        return _server._TrueCost(
+            r0=r0, vp=vp, K=K, T=T, vv=v, gamma=GAMMA, mf_tol=1e-7, n_starts=8, seed=0, R_max=100.0, fd_step=1e-4, workers=workers
+        )
+
+    alone = pricer(1)
+    want = [alone._solve(x, None) for x in xs]
+    here: list[np.ndarray] = []
+    solve = _server._TrueCost._solve
+
+    def spy(self: _server._TrueCost, x: np.ndarray, start: MeanFieldResult | None) -> tuple[float, MeanFieldResult]:
+        here.append(x)
+        return solve(self, x, start)
+
+    monkeypatch.setattr(_server._TrueCost, "_solve", spy)
+    J = pricer(2)
+    if J.workers < 2:
+        pytest.skip("no fork here: the workers run in this process")
+    try:
+        got = J._solve_many(xs, None)
+    finally:
+        J.close()
+    assert len(here) == 1 and np.array_equal(here[0], xs[2]) and J.evaluations == 3
+    for (f, mf), (f0, mf0) in zip(got, want, strict=True):
+        assert f == f0
+        np.testing.assert_array_equal(mf.phi, mf0.phi)
+        np.testing.assert_array_equal(mf.alpha, mf0.alpha)
+
+
 def test_workers_out_of_range_is_refused() -> None:
     from fedgame.incentives.fedpcs import stackelberg_true_cost
 

@@ -81,10 +81,15 @@ def _on_threads(
 ) -> _Out:
     """``solve(a0, rho0, varphi, *args, **kwargs)`` for m independent problems (the columns
     of ``a0``), split over ``threads`` threads (None: every core; at most one per
-    :data:`_PER_THREAD` problems, :data:`_PER_THREAD_COMPILED` for the compiled engine). Each
-    thread takes every n-th problem (a strided split, so cold and warm starts are shared
-    evenly) and the results are put back in column order: the compiled kernels read and write
-    strided views of the caller's arrays, the streamed engines' pieces are gathered.
+    :data:`_PER_THREAD` problems, :data:`_PER_THREAD_COMPILED` for the compiled engine). The
+    compiled kernels' threads — this one and n − 1 helpers — share the problems, their
+    outputs and one counter: each thread takes the next problem as soon as a lane of its own
+    frees, so they finish together, and a helper that starts late (waking an idle core took
+    up to 3 ms on the 2-core virtual machines, as long as a Newton call's few hundred
+    problems) only takes fewer problems. Fixed halves, each on a new thread while this one
+    waited, made such calls no faster on two threads than on one. The streamed engines' threads take every n-th problem (a
+    strided split, so cold and warm starts are shared evenly), and their pieces are gathered
+    in column order.
 
     The streamed engines solve each problem by itself — its iterates do not depend on which
     problems share its window — so the answer is the same to the last bit whatever the
@@ -99,13 +104,12 @@ def _on_threads(
         return solve(a0, rho0, varphi, *args, **kwargs)
     if compiled:
         out = _compiled_outputs(solve, a0.shape)
-        with ThreadPoolExecutor(max_workers=n) as pool:
-            list(
-                pool.map(
-                    lambda j: solve(a0[:, j::n], rho0[j::n], varphi[j::n], *args, out=tuple(o[..., j::n] for o in out), **kwargs),
-                    range(n),
-                )
-            )
+        counter = np.zeros(1, dtype=np.int64)
+        with ThreadPoolExecutor(max_workers=n - 1) as pool:
+            helpers = [pool.submit(solve, a0, rho0, varphi, *args, out=out, counter=counter, **kwargs) for _ in range(n - 1)]
+            solve(a0, rho0, varphi, *args, out=out, counter=counter, **kwargs)
+            for helper in helpers:
+                helper.result()
         return out if solve is _newton_compiled else out[0]  # type: ignore[return-value]  # Newton fills (a, U, kkt), the rest a alone
     parts = [np.arange(j, m, n) for j in range(n)]
 
@@ -589,13 +593,16 @@ def _newton_compiled(
     max_iter: int = 200,
     out: tuple[FloatArray, ...] | None = None,
     inclusion: Inclusion = "privacy",
+    counter: NDArray[np.int64] | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """:func:`_newton_stream`'s iteration by the compiled kernel ``_kernels.newton`` (each
     problem solved to the end in a lane of its own, up to 32 side by side, instead of a window
     of row operations); the same α, U and KKT residual to rounding (log1p and expm1 are
     ``_kernels``' own, not NumPy's). With ``inclusion="uniform"`` P is the constant of
-    :func:`_uniform_p`, handed to the kernel (−1: the privacy rule). ``out``: arrays (or
-    views) to write α, U and r_KKT into (:func:`_on_threads`)."""
+    :func:`_uniform_p`, handed to the kernel (−1: the privacy rule). ``out``: arrays to write
+    α, U and r_KKT into; ``counter``: the next problem to take (int64 (1,), from zero),
+    shared by the threads of :func:`_on_threads` that solve the same problems into the same
+    ``out``."""
     a0 = np.asarray(a0, dtype=float)
     out_a, out_U, out_k = _compiled_outputs(_newton_compiled, a0.shape) if out is None else out
     pu = _uniform_p(N, K, inclusion)
@@ -615,6 +622,7 @@ def _newton_compiled(
         out_a,
         out_U,
         out_k,
+        np.zeros(1, dtype=np.int64) if counter is None else counter,
     )
     return out_a, out_U, out_k
 
@@ -634,9 +642,11 @@ def _sweep_compiled(
     stall_window: int = 250,
     out: tuple[FloatArray, ...] | None = None,
     inclusion: Inclusion = "privacy",
+    counter: NDArray[np.int64] | None = None,
 ) -> FloatArray:
     """:func:`_sweep_stream`'s damped sweeps by the compiled kernel ``_kernels.sweep`` (lanes,
-    as :func:`_newton_compiled`; ``out``: a 1-tuple of the array or view to write α into).
+    as :func:`_newton_compiled`; ``out``: a 1-tuple of the array to write α into; ``counter``
+    as for :func:`_newton_compiled`).
     Equal to rounding while a sweep converges; a sweep that cycles is chaotic, so its iterate
     after the cap can differ (it only seeds a Newton solve). ``inclusion``: the sampling rule,
     as for :func:`_newton_compiled`."""
@@ -659,6 +669,7 @@ def _sweep_compiled(
         tol,
         stall_window,
         alpha,
+        np.zeros(1, dtype=np.int64) if counter is None else counter,
     )
     return alpha
 

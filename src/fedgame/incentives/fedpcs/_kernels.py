@@ -229,6 +229,8 @@ _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10, _E11, _E12, _E13, _E14 = (1.0 / ma
 #: float64 bits as int64 and back: Numba intrinsics bound by :func:`_compile`
 _f2i: Callable[[float], int]
 _i2f: Callable[[int], float]
+#: the next problem of a call, shared by its threads: :func:`_counter_take`, bound by :func:`_compile`
+_take: Callable[[Any], int]
 
 
 def _log1p(x: float) -> float:  # pragma: no cover - compiled
@@ -598,23 +600,28 @@ def _evaluate_lanes(
 
 
 def _refill(
-    a0: Any, rho0: Any, varphi: Any, A: Any, r0: Any, vp: Any, job: Any, loaded: Any, nxt: int
-) -> tuple[int, int]:  # pragma: no cover - compiled
-    """Give each free lane (``job`` < 0) the next problem (column ``nxt`` of ``a0``, its type):
-    its start into ``A``, marked in ``loaded``. Returns the next problem and the busy lanes."""
+    a0: Any, rho0: Any, varphi: Any, A: Any, r0: Any, vp: Any, job: Any, loaded: Any, counter: Any, left: bool, L: int
+) -> tuple[bool, int]:  # pragma: no cover - compiled
+    """Give each free lane (``job`` < 0) of the first ``L`` the next problem not yet taken
+    (column ``counter[0]`` of ``a0``, its type; the counter is shared by the threads that
+    solve one call, :func:`_take`) while ``left``: its start into ``A``, marked in
+    ``loaded``. Returns ``left`` (False once a take found none left) and the busy lanes."""
     busy = 0
-    for j in range(A.shape[1]):
+    for j in range(L):
         loaded[j] = False
-        if job[j] < 0 and nxt < a0.shape[1]:
-            job[j] = nxt
-            for t in range(A.shape[0]):
-                A[t, j] = a0[t, nxt]
-            r0[j], vp[j] = rho0[nxt], varphi[nxt]
-            loaded[j] = True
-            nxt += 1
+        if job[j] < 0 and left:
+            i = _take(counter)
+            if i < a0.shape[1]:
+                job[j] = i
+                for t in range(A.shape[0]):
+                    A[t, j] = a0[t, i]
+                r0[j], vp[j] = rho0[i], varphi[i]
+                loaded[j] = True
+            else:
+                left = False
         if job[j] >= 0:
             busy += 1
-    return nxt, busy
+    return left, busy
 
 
 def _narrow(L: int, busy: int, job: Any, f3: Any, f2: Any, i2: Any, b3: Any, b2: Any) -> int:  # pragma: no cover - compiled
@@ -657,9 +664,12 @@ def _sweep_lanes(
     tol: float,
     window: int,
     out: Any,
+    counter: Any,
 ) -> None:  # pragma: no cover - compiled
     """:func:`_sweep_nb` in _WIDTH lanes: the same sweeps and stopping rules per problem, a
-    lane refilled with the next problem as soon as its own stops; the same bits."""
+    lane refilled with the next problem as soon as its own stops; the same bits. ``counter``
+    (int64 (1,), zero at the start of a call): the next problem to take, shared by every
+    thread that runs the call on the same arrays (:func:`_take`)."""
     T, m = a0.shape
     L = min(_WIDTH, max(m, 1))  # a run-time count: LLVM vectorises the loops, not unrolls
     if iters <= 0:
@@ -680,12 +690,12 @@ def _sweep_lanes(
     cc, size, U = np.empty(L), np.empty(L), np.empty(L)
     job = np.full(L, -1, dtype=np.int64)
     loaded = np.zeros(L, dtype=np.bool_)
-    nxt = 0
+    left = True
     while True:
-        nxt, busy = _refill(a0, rho0, varphi, A, r0, vp, job, loaded, nxt)
+        left, busy = _refill(a0, rho0, varphi, A, r0, vp, job, loaded, counter, left, L)
         if busy == 0:
             return
-        if nxt == m:
+        if not left:
             L = _narrow(L, busy, job, state, lane, its, np.zeros((0, T, L), dtype=np.bool_), np.zeros((0, L), dtype=np.bool_))
         for j in range(L):
             if loaded[j]:
@@ -782,8 +792,10 @@ def _newton_lanes(
     out_a: Any,
     out_U: Any,
     out_k: Any,
+    counter: Any,
 ) -> None:  # pragma: no cover - compiled
-    """:func:`_newton_nb` in _WIDTH lanes, the same bits. Each tick evaluates one point per
+    """:func:`_newton_nb` in _WIDTH lanes, the same bits (``counter``: as for
+    :func:`_sweep_lanes`). Each tick evaluates one point per
     lane to the second-order level: a lane's new problem, or the Armijo trial of its step. A
     trial that is accepted is the next point, already evaluated (the one-problem kernel
     evaluates it again, to the same bits); one that is refused is halved for the next tick.
@@ -815,12 +827,12 @@ def _newton_lanes(
     # needs a direction from X = A; X is to be made a trial from A along d
     trying, acc, rej, new, redo = flags[0], flags[1], flags[2], flags[3], flags[4]
     loaded = np.zeros(L, dtype=np.bool_)
-    nxt = 0
+    left = True
     while True:
-        nxt, busy = _refill(a0, rho0, varphi, A, r0, vp, job, loaded, nxt)
+        left, busy = _refill(a0, rho0, varphi, A, r0, vp, job, loaded, counter, left, L)
         if busy == 0:
             return
-        if nxt == m:
+        if not left:
             L = _narrow(L, busy, job, rows, lane, counts, marks, flags)
         for j in range(L):
             if loaded[j]:
@@ -1314,6 +1326,27 @@ def _bitcasts() -> tuple[Any, Any]:
     return f2i, i2f
 
 
+def _counter_take() -> Any:
+    """A Numba intrinsic ``take(counter)``: ``counter[0]`` (an int64 array) incremented by
+    one atomically, its value before returned (LLVM's ``atomicrmw add``). The threads that
+    solve one call's problems (``_best_response._on_threads``) share one counter, so each
+    takes the next problem when a lane of its own frees and they finish together, where
+    fixed shares left one thread idle while the other finished the slower half."""
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def take(typingctx: Any, counter: Any) -> Any:
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            ary = context.make_array(signature.args[0])(context, builder, args[0])
+            return builder.atomic_rmw("add", ary.data, ir.Constant(ir.IntType(64), 1), "monotonic")
+
+        return types.int64(counter), codegen
+
+    return take
+
+
 def _full_vector_width() -> None:
     """Let LLVM fill AVX-512's 512-bit registers in the lane loops. LLVM's models of Intel's
     server CPUs (Skylake-SP to Emerald Rapids) carry the tuning flag ``prefer-256-bit``, so on
@@ -1353,6 +1386,7 @@ def _compile() -> tuple[_Kernel, ...] | None:
     jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
     g = globals()
     g["_f2i"], g["_i2f"] = _bitcasts()
+    g["_take"] = _counter_take()
     for helper in (
         "_log1p",
         "_neg_expm1",
@@ -1378,12 +1412,13 @@ def _compile() -> tuple[_Kernel, ...] | None:
     # typed for any layout, each is compiled once (the lane loops run on their own arrays)
     f8, i8 = numba.float64, numba.int64
     m1, m2 = f8[:], f8[:, :]
-    newton = numba.njit((m2, m1, m1, m1, m1, i8, i8, f8, f8, i8, m2, m1, m1), cache=True, nogil=True, fastmath=False, error_model="numpy")(
-        _newton_lanes
-    )
-    sweep = numba.njit((m2, m1, m1, m1, m1, i8, i8, f8, f8, i8, f8, i8, m2), cache=True, nogil=True, fastmath=False, error_model="numpy")(
-        _sweep_lanes
-    )
+    c1 = numba.int64[::1]
+    newton = numba.njit(
+        (m2, m1, m1, m1, m1, i8, i8, f8, f8, i8, m2, m1, m1, c1), cache=True, nogil=True, fastmath=False, error_model="numpy"
+    )(_newton_lanes)
+    sweep = numba.njit(
+        (m2, m1, m1, m1, m1, i8, i8, f8, f8, i8, f8, i8, m2, c1), cache=True, nogil=True, fastmath=False, error_model="numpy"
+    )(_sweep_lanes)
     return (
         jit(_trajectory_nb),
         jit(_costate_nb),

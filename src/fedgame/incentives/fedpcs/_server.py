@@ -708,15 +708,22 @@ class _TrueCost:
         return self.pricing.price(x, None if start is None else (start.phi, start.alpha))
 
     def _solve_many(self, xs: list[FloatArray], start: MeanFieldResult | None) -> list[tuple[float, MeanFieldResult]]:
-        """:meth:`_solve` of each of ``xs`` (all from ``start``), on the worker processes."""
+        """:meth:`_solve` of each of ``xs`` (all from ``start``), on the worker processes —
+        but for a last one that would run alone (one more than a whole number of rounds:
+        the third of three on two workers), which is priced here on every core's thread once
+        the workers are done, where a worker would price it on one thread with the other
+        cores idle. Where each is priced changes no bit of its value (the threads'
+        split does not, :func:`~._best_response.solve_types`)."""
         if self.workers <= 1 or len(xs) <= 1:
             return [self._solve(x, start) for x in xs]
         if self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"))
         warm = None if start is None else (start.phi, start.alpha)
-        self.evaluations += len(xs)
-        futures = [self._pool.submit(_price_in_worker, self.pricing, x, warm) for x in xs]
-        return [f.result() for f in futures]
+        here = xs[-1:] if len(xs) % self.workers == 1 else []
+        futures = [self._pool.submit(_price_in_worker, self.pricing, x, warm) for x in xs[: len(xs) - len(here)]]
+        out = [f.result() for f in futures]
+        self.evaluations += len(futures)
+        return out + [self._solve(x, start) for x in here]
 
     def prefetch(self, xs: list[FloatArray]) -> None:
         """Price the schedules ``xs`` not yet in the memo, on the workers, so that the calls
