@@ -84,12 +84,12 @@ def _on_threads(
     :data:`_PER_THREAD` problems, :data:`_PER_THREAD_COMPILED` for the compiled engine). The
     compiled kernels' threads — this one and n − 1 helpers — share the problems, their
     outputs and one counter: each thread takes the next problem as soon as a lane of its own
-    frees, so they finish together, and a helper that starts late (waking an idle core took
-    up to 3 ms on the 2-core virtual machines, as long as a Newton call's few hundred
-    problems) only takes fewer problems. Fixed halves, each on a new thread while this one
-    waited, made such calls no faster on two threads than on one. The streamed engines' threads take every n-th problem (a
-    strided split, so cold and warm starts are shared evenly), and their pieces are gathered
-    in column order.
+    frees, so they finish together, and a helper that starts late only takes fewer problems.
+    Fixed halves, each on a thread started for the call while this one waited, made Newton
+    calls no faster on two threads than on one on the 2-core virtual machines: the second
+    thread began up to 3.4 ms after the first, as long as a call of a few hundred problems.
+    The streamed engines' threads take every n-th problem (a strided split, so cold and warm
+    starts are shared evenly), and their pieces are gathered in column order.
 
     The streamed engines solve each problem by itself — its iterates do not depend on which
     problems share its window — so the answer is the same to the last bit whatever the

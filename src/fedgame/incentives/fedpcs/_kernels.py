@@ -1408,8 +1408,9 @@ def _compile() -> tuple[_Kernel, ...] | None:
         "_newton_nb",
     ):  # once: __getattr__ holds _LOAD
         g[helper] = jit(g[helper])
-    # the solves take whole arrays (one thread) and strided views (threads, _best_response):
-    # typed for any layout, each is compiled once (the lane loops run on their own arrays)
+    # the solves take whole arrays and views (``a0[:, skip:]`` in _best_response.solve_types):
+    # typed for any layout, each is compiled once (the lane loops run on their own arrays);
+    # the counter its threads share is one contiguous int64
     f8, i8 = numba.float64, numba.int64
     m1, m2 = f8[:], f8[:, :]
     c1 = numba.int64[::1]
