@@ -687,6 +687,7 @@ def _sweep_lanes(
     r0, vp, ref = lane[0], lane[1], lane[2]
     r0[:], vp[:] = 1.0, 0.5
     its = np.zeros((1, L), dtype=np.int64)
+    none3, none2 = np.zeros((0, T, L), dtype=np.bool_), np.zeros((0, L), dtype=np.bool_)  # no flags to move
     cc, size, U = np.empty(L), np.empty(L), np.empty(L)
     job = np.full(L, -1, dtype=np.int64)
     loaded = np.zeros(L, dtype=np.bool_)
@@ -696,7 +697,7 @@ def _sweep_lanes(
         if busy == 0:
             return
         if not left:
-            L = _narrow(L, busy, job, state, lane, its, np.zeros((0, T, L), dtype=np.bool_), np.zeros((0, L), dtype=np.bool_))
+            L = _narrow(L, busy, job, state, lane, its, none3, none2)
         for j in range(L):
             if loaded[j]:
                 its[0, j], ref[j] = 0, np.inf
@@ -795,14 +796,14 @@ def _newton_lanes(
     counter: Any,
 ) -> None:  # pragma: no cover - compiled
     """:func:`_newton_nb` in _WIDTH lanes, the same bits (``counter``: as for
-    :func:`_sweep_lanes`). Each tick evaluates one point per
-    lane to the second-order level: a lane's new problem, or the Armijo trial of its step. A
-    trial that is accepted is the next point, already evaluated (the one-problem kernel
-    evaluates it again, to the same bits); one that is refused is halved for the next tick.
-    So every lane moves at its own pace, and a lane whose problem has stopped takes the next
-    one at the following tick. The loops over rounds and lanes compute every lane and keep
-    the lanes that need the result (selects, not branches), so that they vectorise; each
-    touches few arrays, so that LLVM's checks that they do not overlap stay within bounds."""
+    :func:`_sweep_lanes`). Each tick evaluates one point per lane to the second-order level:
+    a lane's new problem, or the Armijo trial of its step. A trial that is accepted is the
+    next point, already evaluated (the one-problem kernel evaluates it again, to the same
+    bits); one that is refused is halved for the next tick. So every lane moves at its own
+    pace, and a lane whose problem has stopped takes the next one at the following tick. The
+    loops over rounds and lanes compute every lane and keep the lanes that need the result
+    (selects, not branches), so that they vectorise; each touches few arrays, so that LLVM's
+    checks that they do not overlap stay within bounds."""
     T, m = a0.shape
     L = min(_WIDTH, max(m, 1))  # a run-time count: LLVM vectorises the loops, not unrolls
     rc = _round_constants(phi, N, K)
