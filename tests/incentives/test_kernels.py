@@ -109,6 +109,18 @@ def test_compiled_evaluation_gives_the_inclusion_probability(K: int) -> None:
     assert capped > 0
 
 
+def _lane_problems(seed: int) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """T, m and m client problems of 12 rounds (types, φ, R, starts) for the lane kernels:
+    50 from α ≡ 0, 50 from α ≡ 1, the rest random, a count that leaves lanes empty."""
+    rng = np.random.default_rng(seed)
+    T, m = 12, 16 * 20 + 7
+    rho0, varphi = rng.uniform(0.01, 12.0, m), rng.uniform(0.0, 1.0, m)
+    phi, R = rng.uniform(2.0, 8.0, T + 1), rng.uniform(0.5, 3.0, T + 1)
+    a0 = rng.uniform(size=(T, m))
+    a0[:, :50], a0[:, 50:100] = 0.0, 1.0
+    return T, m, rho0, varphi, phi, R, a0
+
+
 @compiled
 @pytest.mark.parametrize(("N", "K", "rule"), [(50, 10, "privacy"), (3, 2, "privacy"), (50, 1, "privacy"), (50, 10, "uniform")])
 def test_lane_kernels_give_the_one_problem_kernels_bits(N: int, K: int, rule: Inclusion) -> None:
@@ -118,12 +130,7 @@ def test_lane_kernels_give_the_one_problem_kernels_bits(N: int, K: int, rule: In
     (N = 3), K = 1 and the uniform rule; stopping at max_iter and at the sweep cap too."""
     from fedgame.incentives.fedpcs._dynamics import _uniform_p
 
-    rng = np.random.default_rng(13)
-    T, m = 12, 16 * 20 + 7
-    rho0, varphi = rng.uniform(0.01, 12.0, m), rng.uniform(0.0, 1.0, m)
-    phi, R = rng.uniform(2.0, 8.0, T + 1), rng.uniform(0.5, 3.0, T + 1)
-    a0 = rng.uniform(size=(T, m))
-    a0[:, :50], a0[:, 50:100] = 0.0, 1.0
+    T, m, rho0, varphi, phi, R, a0 = _lane_problems(13)
     pu = _uniform_p(N, K, rule)
     pu = -1.0 if pu is None else pu
     for max_iter in (200, 2):
@@ -146,12 +153,7 @@ def test_threads_sharing_one_counter_give_one_threads_bits() -> None:
     counter (``_on_threads``: this thread and two helpers, problems of very different
     lengths so that the threads finish at different times and narrow their lanes) gives the
     one-thread α, U and KKT residuals of every problem to the last bit, Newton and sweeps."""
-    rng = np.random.default_rng(21)
-    T, m = 12, 16 * 20 + 7
-    rho0, varphi = rng.uniform(0.01, 12.0, m), rng.uniform(0.0, 1.0, m)
-    phi, R = rng.uniform(2.0, 8.0, T + 1), rng.uniform(0.5, 3.0, T + 1)
-    a0 = rng.uniform(size=(T, m))
-    a0[:, :50], a0[:, 50:100] = 0.0, 1.0
+    T, m, rho0, varphi, phi, R, a0 = _lane_problems(21)
     one = br._on_threads(br._newton_compiled, a0, rho0, varphi, phi, R, 50, 10, threads=1)
     three = br._on_threads(br._newton_compiled, a0, rho0, varphi, phi, R, 50, 10, threads=3)
     for got, want in zip(three, one, strict=True):
