@@ -164,6 +164,115 @@ def test_threads_sharing_one_counter_give_one_threads_bits() -> None:
     )
 
 
+@compiled
+def test_a_solve_in_a_core_share_borrows_the_free_cores_and_gives_them_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside ``CoreShare.held`` a call that asks for every core runs on this thread's core
+    and the ones free at its start: alone in a share of two, on two threads; beside another
+    thread that holds the second core, on one; every core given back after each call, and the
+    answer the one-thread answer to the last bit either way."""
+    import threading
+
+    T, m, rho0, varphi, phi, R, a0 = _lane_problems(22)
+    one = br._on_threads(br._newton_compiled, a0, rho0, varphi, phi, R, 50, 10, threads=1)
+    compiled_newton, threads_of_calls = br._newton_compiled, []
+
+    def counted(*args: object, **kwargs: object) -> object:
+        threads_of_calls[-1] += 1
+        return compiled_newton(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(br, "_newton_compiled", counted)
+    monkeypatch.setattr(br, "cores", lambda: 2)
+    share = br.CoreShare(2)
+
+    def call() -> tuple[np.ndarray, ...]:
+        threads_of_calls.append(0)
+        return br._on_threads(br._newton_compiled, a0, rho0, varphi, phi, R, 50, 10, threads=None)
+
+    with share.held():
+        alone = call()
+        assert share.borrow(2) == 1  # the borrowed core came back
+        with_other = call()  # the second core is borrowed here: none free
+        share.give(1)
+    holding, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with share.held():
+            holding.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    assert holding.wait(60)
+    with share.held():
+        beside = call()
+    release.set()
+    thread.join()
+    assert threads_of_calls == [2, 1, 1]
+    assert share.borrow(3) == 2  # all back
+    for got in (alone, with_other, beside):
+        for g, want in zip(got, one, strict=True):
+            np.testing.assert_array_equal(g, want)
+
+
+def test_a_core_share_makes_a_thread_wait_for_a_core() -> None:
+    """``held`` waits while every core is taken (by other threads or borrowed) and goes on
+    as soon as one is given back."""
+    import threading
+
+    share = br.CoreShare(1)
+    entered = threading.Event()
+
+    def worker() -> None:
+        with share.held():
+            entered.set()
+
+    with share.held():
+        thread = threading.Thread(target=worker)
+        thread.start()
+        assert not entered.wait(0.2)  # the only core is this thread's
+    assert entered.wait(60)
+    thread.join()
+    assert share.borrow(1) == 1 and share.borrow(1) == 0
+
+
+_FORKED_HELPERS = """
+import multiprocessing, os, sys
+from fedgame.incentives.fedpcs import _best_response as br
+
+assert br._lane_helpers().submit(os.getpid).result(timeout=60) == os.getpid()  # the parent's threads started
+
+
+def child(queue):
+    queue.put(br._lane_helpers().submit(os.getpid).result(timeout=30) == os.getpid())
+
+
+if not hasattr(os, "fork"):
+    print("no fork")
+    sys.exit(0)
+ctx = multiprocessing.get_context("fork")
+queue = ctx.Queue()
+proc = ctx.Process(target=child, args=(queue,))
+proc.start()
+print(queue.get(timeout=60))
+proc.join(60)
+"""
+
+
+def test_a_child_forked_after_the_lane_helpers_started_has_helpers_of_its_own() -> None:
+    """The lane helpers are kept for a process's life; a child forked after they started has
+    none of their threads, so it starts its own (else a helper's task would never run there
+    and every call would run on one thread). In a fresh interpreter: forking is safe there
+    whatever this test session has imported before."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _FORKED_HELPERS], capture_output=True, text=True, check=True, timeout=300)
+    last = done.stdout.strip().splitlines()[-1]
+    if last == "no fork":
+        pytest.skip("this platform has no fork")
+    assert last == "True"
+
+
 def test_threaded_mean_field_is_bit_identical(monkeypatch: pytest.MonkeyPatch) -> None:
     """The best responses split over 3 threads (the split lowered so that even the warm
     iterations are split) give the single-threaded equilibrium to the last bit."""

@@ -162,9 +162,9 @@ def test_equilibrium_cost_refuses_negative_rewards() -> None:
 
 @pytest.mark.parametrize("inclusion", ["privacy", "uniform"])
 def test_workers_do_not_change_the_answer(inclusion: str) -> None:
-    """The gradient's perturbations and the scan of constants priced on 2 forked worker
-    processes give the in-process solve's schedule, equilibrium and evaluation count to the
-    last bit, under either sampling rule (the rule reaches the workers)."""
+    """The search's independent solves priced side by side on 2 threads give the one-at-a-
+    time solve's schedule, equilibrium and evaluation count to the last bit, under either
+    sampling rule (the rule reaches every solve)."""
     from fedgame.incentives.fedpcs import stackelberg_true_cost
 
     rng = np.random.default_rng(4)
@@ -178,64 +178,38 @@ def test_workers_do_not_change_the_answer(inclusion: str) -> None:
     assert two.evaluations == one.evaluations and two.converged == one.converged
 
 
-_SPILL_CHECK = """
-import json
-import numpy as np
-from fedgame.incentives.fedpcs import _server, accuracy_weights
+def test_a_batch_priced_side_by_side_equals_each_priced_alone() -> None:
+    """Three schedules priced side by side on two threads that share the cores (the third
+    starts when a thread frees, and the last one left widens to the freed core) give each
+    value and equilibrium of the schedule priced alone on one thread, bit for bit, from
+    scratch and warm-started; the evaluations count each."""
+    from fedgame.incentives.fedpcs import _server
 
-rng = np.random.default_rng(6)
-N, K, T = 12, 3, 4
-r0, vp = rng.uniform(0.5, 12.0, N), rng.uniform(0.05, 0.95, N)
-v = accuracy_weights(T, gamma=0.5, acc_scale=1000.0)
+    rng = np.random.default_rng(6)
+    N, K, T = 12, 3, 4
+    r0, vp = rng.uniform(0.5, 12.0, N), rng.uniform(0.05, 0.95, N)
+    v = accuracy_weights(T, gamma=GAMMA, acc_scale=KAPPA)
 
+    def pricer(workers: int) -> _server._TrueCost:
+        return _server._TrueCost(
+            r0=r0, vp=vp, K=K, T=T, vv=v, gamma=GAMMA, mf_tol=1e-7, n_starts=8, seed=0, R_max=100.0, fd_step=1e-4, workers=workers
+        )
 
-def pricer(workers):
-    return _server._TrueCost(
-        r0=r0, vp=vp, K=K, T=T, vv=v, gamma=0.5, mf_tol=1e-7, n_starts=8, seed=0, R_max=100.0, fd_step=1e-4, workers=workers
-    )
-
-
-xs = [np.full(T, c) for c in (0.5, 2.0, 8.0)]
-want = [pricer(1)._solve(x, None) for x in xs]
-here = []
-solve = _server._TrueCost._solve
-
-
-def spy(self, x, start):
-    here.append(x.tolist())
-    return solve(self, x, start)
-
-
-_server._TrueCost._solve = spy
-J = pricer(2)
-got = J._solve_many(xs, None)
-J.close()
-same = [
-    f == f0 and np.array_equal(mf.phi, mf0.phi) and np.array_equal(mf.alpha, mf0.alpha)
-    for (f, mf), (f0, mf0) in zip(got, want, strict=True)
-]
-from fedgame.core.processes import fork_unsafe_reason
-
-print(json.dumps({"workers": J.workers, "why": fork_unsafe_reason(), "here": here, "third": xs[2].tolist(), "evaluations": J.evaluations, "same": same}))
-"""
-
-
-def test_a_batch_one_longer_than_the_workers_prices_its_last_here() -> None:
-    """Three schedules on two workers: the first two are priced in the worker processes,
-    the third in this process (on every core, not on one worker with the other idle); each
-    value and equilibrium is the one priced alone in this process, bit for bit, and the
-    evaluations count three. In a fresh interpreter, where forking is safe whatever this
-    test session has imported before (Flower's gRPC or Ray make it refuse to fork)."""
-    import json
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-c", _SPILL_CHECK], capture_output=True, text=True, check=True, timeout=300)
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    if out["workers"] < 2:
-        pytest.skip(f"this host does not fork the workers: {out['why']}")
-    assert out["here"] == [out["third"]] and out["evaluations"] == 3
-    assert out["same"] == [True, True, True]
+    xs = [np.full(T, c) for c in (0.5, 2.0, 8.0)]
+    alone = pricer(1)
+    J = pricer(2)
+    try:
+        for start in (None, alone._solve(np.full(T, 1.0), None)[1]):
+            want = [alone.pricing.price(x, None if start is None else (start.phi, start.alpha), threads=1) for x in xs]
+            got = J._solve_many(xs, start)
+            for (f, mf), (f0, mf0) in zip(got, want, strict=True):
+                assert f == f0 or (np.isinf(f) and np.isinf(f0))
+                np.testing.assert_array_equal(mf.phi, mf0.phi)
+                np.testing.assert_array_equal(mf.alpha, mf0.alpha)
+        assert J.evaluations == 6
+    finally:
+        J.close()
+        alone.close()
 
 
 def test_workers_out_of_range_is_refused() -> None:

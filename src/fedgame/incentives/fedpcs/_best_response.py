@@ -6,9 +6,12 @@ is solved by direct optimisation from several starts, with a KKT check."""
 from __future__ import annotations
 
 import os
+import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
@@ -70,10 +73,74 @@ def cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+class CoreShare:
+    """The cores of one process, shared by threads that each run a solve of their own (the
+    server's search prices several schedules side by side, :class:`._server._TrueCost`).
+
+    A thread works inside :meth:`held`, which gives it one core for itself (waiting for one)
+    and lends the share to the solves it runs: where those ask for every core (``threads``
+    None), :func:`_on_threads` widens each call by the cores free at that moment and gives
+    them back when the call ends. So two solves run on one core each, and one left alone —
+    the last of a batch, or a single J — takes the other cores at its next call, instead of
+    leaving them idle until it ends. How many threads a call ran on changes no bit of its
+    answer (:func:`_on_threads`)."""
+
+    def __init__(self, n: int) -> None:
+        self._free = n
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """One core for the calling thread while inside; its solves may borrow more."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._free > 0)
+            self._free -= 1
+        token = _SHARE.set(self)
+        try:
+            yield
+        finally:
+            _SHARE.reset(token)
+            self.give(1)
+
+    def borrow(self, most: int) -> int:
+        """Up to ``most`` free cores, at once (none if none is free); :meth:`give` them back."""
+        with self._changed:
+            k = max(0, min(most, self._free))
+            self._free -= k
+        return k
+
+    def give(self, k: int) -> None:
+        with self._changed:
+            self._free += k
+            self._changed.notify_all()
+
+
+#: the share of the thread's :meth:`CoreShare.held` block, if it is in one
+_SHARE: ContextVar[CoreShare | None] = ContextVar("fedgame_fedpcs_core_share", default=None)
+
+
 def default_engine() -> Engine:
     """The engine the solvers use unless told otherwise: ``"compiled"`` where Numba is
     installed, else ``"streamed"``."""
     return "compiled" if _kernels.COMPILED else "streamed"
+
+
+_HELPERS: tuple[int, ThreadPoolExecutor] | None = None
+_HELPERS_LOCK = threading.Lock()
+
+
+def _lane_helpers() -> ThreadPoolExecutor:
+    """The threads that help :func:`_on_threads` run a compiled call, kept for the process's
+    life (a fresh executor per call cost 240 µs against 80 µs on the 2-core virtual machines,
+    and a J from scratch makes about 47 calls of 0.5-1.5 ms each); a thread is started only
+    when every one started is busy, so there are as many as calls have needed at once (at
+    most 255: ``threads`` ≤ 256). Again in a child forked after they started (threads do not
+    survive a fork)."""
+    global _HELPERS
+    with _HELPERS_LOCK:
+        if _HELPERS is None or _HELPERS[0] != os.getpid():
+            _HELPERS = (os.getpid(), ThreadPoolExecutor(max_workers=255, thread_name_prefix="fedpcs-lanes"))
+        return _HELPERS[1]
 
 
 def _on_threads(
@@ -82,7 +149,8 @@ def _on_threads(
     """``solve(a0, rho0, varphi, *args, **kwargs)`` for m independent problems (the columns
     of ``a0``), split over ``threads`` threads (None: every core; at most one per
     :data:`_PER_THREAD` problems, :data:`_PER_THREAD_COMPILED` for the compiled engine). The
-    compiled kernels' threads — this one and n − 1 helpers — share the problems, their
+    compiled kernels' threads — this one and n − 1 helpers (:func:`_lane_helpers`; one not
+    started by the time this one has finished its part is cancelled) — share the problems, their
     outputs and one counter: each thread takes the next problem as soon as a lane of its own
     frees, so they finish together, and a helper that starts late only takes fewer problems.
     Fixed halves, each on a thread started for the call while this one waited, made Newton
@@ -95,20 +163,31 @@ def _on_threads(
     problems share its window — so the answer is the same to the last bit whatever the
     split; NumPy releases the GIL in the row operations on the (T+1, window) arrays, which is
     where the time goes. Everything a solve depends on — the sampling rule ``inclusion``
-    included — reaches it through ``args`` and ``kwargs``."""
+    included — reaches it through ``args`` and ``kwargs``.
+
+    Inside a :meth:`CoreShare.held` block, ``threads`` None means this thread's core and the
+    cores the share has free when the call starts (given back when it ends)."""
     T, m = a0.shape
     compiled = solve in (_newton_compiled, _sweep_compiled)
     per = _PER_THREAD_COMPILED if compiled else _PER_THREAD
     n = min(cores() if threads is None else threads, m // per)
+    share = _SHARE.get() if threads is None else None
+    if share is not None and n > 1:  # one core of its own, and what the share has free now
+        lent = share.borrow(n - 1)
+        try:
+            return _on_threads(solve, a0, rho0, varphi, *args, threads=1 + lent, **kwargs)
+        finally:
+            share.give(lent)
     if n <= 1:
         return solve(a0, rho0, varphi, *args, **kwargs)
     if compiled:
         out = _compiled_outputs(solve, a0.shape)
         counter = np.zeros(1, dtype=np.int64)
-        with ThreadPoolExecutor(max_workers=n - 1) as pool:
-            helpers = [pool.submit(solve, a0, rho0, varphi, *args, out=out, counter=counter, **kwargs) for _ in range(n - 1)]
-            solve(a0, rho0, varphi, *args, out=out, counter=counter, **kwargs)
-            for helper in helpers:
+        pool = _lane_helpers()
+        helpers = [pool.submit(solve, a0, rho0, varphi, *args, out=out, counter=counter, **kwargs) for _ in range(n - 1)]
+        solve(a0, rho0, varphi, *args, out=out, counter=counter, **kwargs)
+        for helper in helpers:
+            if not helper.cancel():  # a helper that has not started by now would find nothing left
                 helper.result()
         return out if solve is _newton_compiled else out[0]  # type: ignore[return-value]  # Newton fills (a, U, kkt), the rest a alone
     parts = [np.arange(j, m, n) for j in range(n)]

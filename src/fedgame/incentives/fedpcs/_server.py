@@ -14,10 +14,9 @@ method: it sets G = 0 for clients whose α sits on a bound, so R = 0 can reinfor
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import numbers
 from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -25,7 +24,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import minimize_scalar
 
-from fedgame.core.processes import fork_is_safe
 from fedgame.core.validate import (
     as_clients,
     as_rounds,
@@ -35,7 +33,7 @@ from fedgame.core.validate import (
     check_unit_open,
 )
 from fedgame.incentives.fedpcs import _linalg
-from fedgame.incentives.fedpcs._best_response import cores
+from fedgame.incentives.fedpcs._best_response import CoreShare, cores
 from fedgame.incentives.fedpcs._dynamics import (
     Inclusion,
     _check_inclusion,
@@ -608,8 +606,7 @@ def _is_equilibrium(mf: MeanFieldResult) -> bool:
 @dataclass(frozen=True)
 class _Pricing:
     """What pricing one schedule needs (the clients, the weights, the solver settings, the
-    seed and the sampling rule): small, so that a worker process receives it with each
-    task."""
+    seed and the sampling rule)."""
 
     r0: FloatArray
     vp: FloatArray
@@ -628,7 +625,9 @@ class _Pricing:
         """J(x) = Σ_{t≥1} U_t at the clients' mean field under R = (x_1, x_1..x_T): from
         scratch with the complete multi-start (``start`` None; +∞ unless a pure-strategy
         equilibrium), or warm-started from ``start`` = (φ, α) of a nearby solution with
-        ``restarts="none"``."""
+        ``restarts="none"``. ``threads``: of the best responses (None: every core, or inside
+        a :meth:`~._best_response.CoreShare.held` block this thread's core and the free
+        ones); the answer does not depend on it."""
         R = _TrueCost.schedule(x)
         options = MeanFieldSolverOptions(
             tol=self.mf_tol, restarts="final" if start is None else "none", n_starts=self.n_starts, threads=threads
@@ -650,11 +649,6 @@ class _Pricing:
         return (float(cost[1:].sum()) if ok else np.inf), mf
 
 
-def _price_in_worker(pricing: _Pricing, x: FloatArray, start: tuple[FloatArray, FloatArray] | None) -> tuple[float, MeanFieldResult]:
-    """:meth:`_Pricing.price` in a worker process, one thread (the workers share the cores)."""
-    return pricing.price(x, start, threads=1)
-
-
 class _TrueCost:
     """J(x) = Σ_{t=1}^T U_t as a function of x = (R_1..R_T) (R_0 := R_1), memoised.
 
@@ -665,11 +659,18 @@ class _TrueCost:
     Finite-difference gradients perturb one reward at a time around such a solution with
     cheap warm solves (``restarts="none"``) that follow the same equilibrium.
 
-    Independent solves — a gradient's T perturbations, the scan of constant schedules — run
-    on ``workers`` processes (forked once per solve, on first use; 1: in this process). Each
-    is the same deterministic function of its inputs wherever it runs, so the answer does
-    not depend on ``workers``. ``inclusion``: the sampling rule of every solve and price
-    (kept in :attr:`pricing`, which the worker processes receive)."""
+    Independent solves — a gradient's T perturbations, the scan of constant schedules, the
+    polish's screens and candidates — are priced side by side on ``workers`` threads of this
+    process (1: one at a time), which share the process's cores
+    (:class:`~._best_response.CoreShare`): each solve has a core of its own, and one left
+    alone at the end of a batch, or a J the search asks for by itself, widens its best
+    responses to the cores the others have freed. Each is the same deterministic function of
+    its inputs on any number of threads, so the answer does not depend on ``workers``.
+    (Until 2026-11-30 they ran on forked worker processes of one thread each: two J's of
+    unequal cost left a core idle until the longer one ended — the pairs of seed 0's
+    paper-budget polish took 0.171 s where their longer J alone took 0.125 s on average —
+    and a process that had run gRPC could not fork them.) ``inclusion``: the sampling rule of
+    every solve and price (kept in :attr:`pricing`)."""
 
     def __init__(
         self,
@@ -696,37 +697,35 @@ class _TrueCost:
         self.evaluations = 0
         self.best_x: FloatArray | None = None
         self.best_f = np.inf
-        self.workers = workers if fork_is_safe() else 1
-        self._pool: Executor | None = None
+        self.workers = workers
+        self._share = CoreShare(cores())
+        self._threads: ThreadPoolExecutor | None = None
 
     @staticmethod
     def schedule(x: FloatArray) -> FloatArray:
         return np.concatenate([[x[0]], x])
 
-    def _solve(self, x: FloatArray, start: MeanFieldResult | None) -> tuple[float, MeanFieldResult]:
+    def _submit(self, x: FloatArray, start: MeanFieldResult | None) -> Future[tuple[float, MeanFieldResult]]:
+        """Start pricing x (from scratch, or warm from ``start``) on one of the threads."""
         self.evaluations += 1
-        return self.pricing.price(x, None if start is None else (start.phi, start.alpha))
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="fedpcs-price")
+        return self._threads.submit(self._price_held, x, None if start is None else (start.phi, start.alpha))
+
+    def _price_held(self, x: FloatArray, start: tuple[FloatArray, FloatArray] | None) -> tuple[float, MeanFieldResult]:
+        with self._share.held():
+            return self.pricing.price(x, start)
 
     def _solve_many(self, xs: list[FloatArray], start: MeanFieldResult | None) -> list[tuple[float, MeanFieldResult]]:
-        """:meth:`_solve` of each of ``xs`` (all from ``start``), on the worker processes —
-        but for a last one that would run alone (one more than a whole number of rounds:
-        the third of three on two workers), which is priced here on every core's thread once
-        the workers are done, where a worker would price it on one thread with the other
-        cores idle. Where each is priced changes no bit of its value (the threads'
-        split does not, :func:`~._best_response.solve_types`)."""
-        if self.workers <= 1 or len(xs) <= 1:
-            return [self._solve(x, start) for x in xs]
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"))
-        warm = None if start is None else (start.phi, start.alpha)
-        here = xs[-1:] if len(xs) % self.workers == 1 else []
-        futures = [self._pool.submit(_price_in_worker, self.pricing, x, warm) for x in xs[: len(xs) - len(here)]]
-        out = [f.result() for f in futures]
-        self.evaluations += len(futures)
-        return out + [self._solve(x, start) for x in here]
+        """:meth:`_Pricing.price` of each of ``xs`` (all from ``start``), side by side."""
+        futures = [self._submit(x, start) for x in xs]
+        return [f.result() for f in futures]
+
+    def _solve(self, x: FloatArray, start: MeanFieldResult | None) -> tuple[float, MeanFieldResult]:
+        return self._solve_many([x], start)[0]
 
     def prefetch(self, xs: list[FloatArray]) -> None:
-        """Price the schedules ``xs`` not yet in the memo, on the workers, so that the calls
+        """Price the schedules ``xs`` not yet in the memo, side by side, so that the calls
         of J that follow (in their own order, which the record of the best point follows)
         find them there."""
         todo = [x for x in dict.fromkeys(np.asarray(x, dtype=float).tobytes() for x in xs) if x not in self.memo]
@@ -737,10 +736,10 @@ class _TrueCost:
             self.memo[key] = value
 
     def close(self) -> None:
-        """Stop the worker processes (if any were started)."""
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        """Stop the threads (if any were started)."""
+        if self._threads is not None:
+            self._threads.shutdown()
+            self._threads = None
 
     def solution(self, x: ArrayLike) -> tuple[float, MeanFieldResult]:
         """J(x) and the equilibrium it prices."""
@@ -760,8 +759,8 @@ class _TrueCost:
 
     def screen(self, zs: list[FloatArray], x: FloatArray) -> list[float]:
         """Cheap estimates of J(z) for each z of ``zs`` near x: the clients' equilibrium
-        warm-started from x's (``restarts="none"``), about a third of a full solve, priced
-        on the workers. Used only to decide which candidates J itself prices
+        warm-started from x's (``restarts="none"``), about a sixth of a full solve, priced
+        side by side. Used only to decide which candidates J itself prices
         (:func:`_one_round_checks`)."""
         _, base = self.solution(x)
         return [f for f, _ in self._solve_many([np.asarray(z, dtype=float) for z in zs], base)]
@@ -954,8 +953,9 @@ def stackelberg_true_cost(
        by brute force, together with "no constant schedule is cheaper".
 
     The answer is a local minimum of J in that sense, not a certified global one.
-    ``workers``: processes for the independent solves (a gradient's T perturbations, the
-    scan of constants; None: every core, 1: none); the answer does not depend on it.
+    ``workers``: threads that price the independent solves side by side (a gradient's T
+    perturbations, the scan of constants, the polish's screens and candidates; None: one per
+    core, 1: one at a time, on every core); the answer does not depend on it.
     ``rng`` seeds the clients' random best-response starts (one seed for every solve, so
     J is a deterministic function of R). ``rho_min``/``rho_max`` only bound the Lemma-2
     start's rewards: the equilibrium budgets stay in [min(ρ^0, φ), max(ρ^0, φ)] ⊂ [ρ_L, ρ_H]
