@@ -666,11 +666,10 @@ class _TrueCost:
     alone at the end of a batch, or a J the search asks for by itself, widens its best
     responses to the cores the others have freed. Each is the same deterministic function of
     its inputs on any number of threads, so the answer does not depend on ``workers``.
-    (Until 2026-11-30 they ran on forked worker processes of one thread each: two J's of
-    unequal cost left a core idle until the longer one ended — the pairs of seed 0's
-    paper-budget polish took 0.171 s where their longer J alone took 0.125 s on average —
-    and a process that had run gRPC could not fork them.) ``inclusion``: the sampling rule of
-    every solve and price (kept in :attr:`pricing`)."""
+    (Until 2026-11-30 they ran on forked worker processes of one thread each: a pair of J's
+    of unequal cost left a core idle until the longer one ended, and a process that had run
+    gRPC could not fork them; docs/speed.md.) ``inclusion``: the sampling rule of every solve
+    and price (kept in :attr:`pricing`)."""
 
     def __init__(
         self,
