@@ -174,19 +174,19 @@ def test_a_solve_in_a_core_share_borrows_the_free_cores_and_gives_them_back(monk
 
     T, m, rho0, varphi, phi, R, a0 = _lane_problems(22)
     one = br._on_threads(br._newton_compiled, a0, rho0, varphi, phi, R, 50, 10, threads=1)
-    compiled_newton, threads_of_calls = br._newton_compiled, []
+    on_threads, threads_of_calls = br._on_threads, []
 
-    def counted(*args: object, **kwargs: object) -> object:
-        threads_of_calls[-1] += 1
-        return compiled_newton(*args, **kwargs)  # type: ignore[arg-type]
+    def recorded(*args: object, threads: int | None, **kwargs: object) -> object:
+        if threads is not None:  # the threads the share gave the call (it asks with None)
+            threads_of_calls.append(threads)
+        return on_threads(*args, threads=threads, **kwargs)
 
-    monkeypatch.setattr(br, "_newton_compiled", counted)
+    monkeypatch.setattr(br, "_on_threads", recorded)
     monkeypatch.setattr(br, "cores", lambda: 2)
     share = br.CoreShare(2)
 
     def call() -> tuple[np.ndarray, ...]:
-        threads_of_calls.append(0)
-        return br._on_threads(br._newton_compiled, a0, rho0, varphi, phi, R, 50, 10, threads=None)
+        return br._on_threads(br._newton_compiled, a0, rho0, varphi, phi, R, 50, 10, threads=None)  # type: ignore[no-any-return]
 
     with share.held():
         alone = call()
