@@ -1601,7 +1601,7 @@ def _print_host_targets(targets: dict[str, dict[str, object]]) -> None:
             if "per_evaluation_s" in v and not v["met"]:
                 print(
                     f"    {v['evaluations']} evaluations at {v['per_evaluation_s']:.3f} s; {v['target']} s allows "
-                    f"{v['evaluations_within_target']} at that cost: fewer or faster evaluations by {v['needed_reduction']:.1f}x"
+                    f"{v['evaluations_within_target']} at that cost: fewer or faster evaluations by {v['needed_reduction']:.2f}x"
                 )
     first = next(iter(targets.values()), {})
     print(
